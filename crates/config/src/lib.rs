@@ -1,1 +1,39 @@
-//! warpfs config.
+//! warpfs volume config: the `warpfs.conf` file in CIPHERDIR (FORMAT.md
+//! section 2). It records the format version, content mode, key size, block
+//! size, feature flags and Argon2id parameters, and holds the master key
+//! wrapped with AES-256-GCM under the password-derived key. Every field is
+//! authenticated as the wrapping's associated data, and KDF parameters are
+//! bounds-checked, so an edited config cannot weaken the volume.
+
+mod config;
+mod error;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{Config, ContentMode, FeatureFlag};
+pub use error::{ConfigError, Result};
+pub use warpfs_crypto::{KdfParams, MasterKey};
+
+/// Name of the config file in CIPHERDIR.
+pub const CONFIG_FILE: &str = "warpfs.conf";
+/// The `"format"` value of every warpfs config.
+pub const FORMAT_NAME: &str = "warpfs";
+/// The config version this warpfs reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Plaintext block size; the only value format 1 accepts.
+pub const BLOCK_SIZE: u32 = 4096;
+/// A config file larger than this is refused without parsing.
+pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
+/// Feature flags a version 1 config carries (all required).
+pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [
+    FeatureFlag::DirIv,
+    FeatureFlag::LongNames,
+    FeatureFlag::SivNames,
+];
+
+/// Path of the config file in `dir`.
+pub fn config_path(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(CONFIG_FILE)
+}

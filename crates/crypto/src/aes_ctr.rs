@@ -80,7 +80,7 @@ impl ContentKey {
     /// XOR the keystream for `nonce`, starting at block counter `counter`,
     /// into `buf`. Encryption and decryption are the same operation.
     pub fn xor_keystream(&self, nonce: &Nonce, counter: u32, buf: &mut [u8]) {
-        self.walk(nonce, counter, buf, |dst, ks| xor_in_place(dst, ks));
+        self.walk(nonce, counter, buf, xor_in_place);
     }
 
     fn walk(
@@ -100,7 +100,6 @@ impl ContentKey {
                 ctr = ctr.wrapping_add(1);
             }
             self.encrypt_blocks(&mut blocks[..n]);
-            // SAFETY-free view of the blocks as bytes.
             let ks: &[u8] = blocks_as_bytes(&blocks[..n]);
             f(chunk, &ks[..chunk.len()]);
         }
@@ -108,23 +107,8 @@ impl ContentKey {
 }
 
 fn blocks_as_bytes(blocks: &[Block]) -> &[u8] {
-    // `Block` is `Array<u8, U16>`: a transparent [u8; 16].
-    let (head, _) = blocks.as_flattened_slice();
-    head
-}
-
-trait Flatten {
-    fn as_flattened_slice(&self) -> (&[u8], ());
-}
-
-impl Flatten for [Block] {
-    fn as_flattened_slice(&self) -> (&[u8], ()) {
-        // SAFETY: Block is repr(transparent) over [u8; 16]; the slice is
-        // contiguous and the lifetime is tied to `self`.
-        let bytes =
-            unsafe { std::slice::from_raw_parts(self.as_ptr().cast::<u8>(), self.len() * 16) };
-        (bytes, ())
-    }
+    // `Block` is `Array<u8, U16>`; hybrid-array flattens a slice of them safely.
+    Block::slice_as_flattened(blocks)
 }
 
 /// `dst ^= src` over the common length; written so the compiler vectorises it.

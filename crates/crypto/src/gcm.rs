@@ -33,6 +33,18 @@ impl GcmTagger {
     /// The GCM tag of `ciphertext` with associated data `aad`, given the tag
     /// mask `ej0` = E_K(J0).
     pub fn tag(&self, aad: &[u8], ciphertext: &[u8], ej0: &[u8; 16]) -> [u8; TAG_LEN] {
+        let s = self.ghash(aad, ciphertext);
+        let mut t = [0u8; TAG_LEN];
+        for i in 0..TAG_LEN {
+            t[i] = s[i] ^ ej0[i];
+        }
+        t
+    }
+
+    /// The raw GHASH value S = GHASH_H(A, C) (lengths block included), before
+    /// the XOR with E(J0). Lets a caller hash the ciphertext first and
+    /// decrypt in place afterwards: tag = S ⊕ E(J0).
+    pub fn ghash(&self, aad: &[u8], ciphertext: &[u8]) -> [u8; 16] {
         let mut g = self.ghash.clone();
         g.update_padded(aad);
         g.update_padded(ciphertext);
@@ -40,12 +52,7 @@ impl GcmTagger {
         lens[..8].copy_from_slice(&((aad.len() as u64) * 8).to_be_bytes());
         lens[8..].copy_from_slice(&((ciphertext.len() as u64) * 8).to_be_bytes());
         g.update(&[lens.into()]);
-        let s: [u8; 16] = g.finalize().into();
-        let mut t = [0u8; TAG_LEN];
-        for i in 0..TAG_LEN {
-            t[i] = s[i] ^ ej0[i];
-        }
-        t
+        g.finalize().into()
     }
 
     /// Constant-time comparison of a computed and a stored tag.

@@ -1,6 +1,273 @@
-//! Key types and errors shared by the primitives.
+//! Key types: the volume master key (with its printable recovery form) and
+//! the subkeys derived from it with HKDF-SHA256.
+
+use crate::aes_ctr::ContentKey;
+use crate::error::{Error, Result};
+use crate::names::NameCipher;
+use crate::seal::Sealer;
+use hkdf::Hkdf;
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
 
 /// A key of the wrong length was given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("invalid key length")]
 pub struct KeyLengthError;
+
+/// Length of the master key in bytes.
+pub const MASTER_KEY_LEN: usize = 32;
+
+/// HKDF info string of the content key.
+pub const INFO_CONTENT: &[u8] = b"warpfs v1 content";
+/// HKDF info string of the name-encryption key.
+pub const INFO_NAMES: &[u8] = b"warpfs v1 names";
+/// HKDF info string of the key that seals symlink targets and xattr values.
+pub const INFO_SEAL: &[u8] = b"warpfs v1 symlink+xattr";
+
+/// The volume master key: 256 random bits, stored only wrapped in
+/// `warpfs.conf`. Zeroized on drop; `Debug` never shows the bytes.
+#[derive(Clone)]
+pub struct MasterKey(Zeroizing<[u8; MASTER_KEY_LEN]>);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterKey(..)")
+    }
+}
+
+/// Constant-time comparison.
+impl PartialEq for MasterKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&*other.0).into()
+    }
+}
+impl Eq for MasterKey {}
+
+impl MasterKey {
+    /// A fresh random master key from the OS CSPRNG.
+    pub fn generate() -> Self {
+        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        crate::rand::fill(&mut *k);
+        Self(k)
+    }
+
+    /// A master key from exactly 32 bytes.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        if bytes.len() != MASTER_KEY_LEN {
+            return Err(Error::KeyLength);
+        }
+        k.copy_from_slice(bytes);
+        Ok(Self(k))
+    }
+
+    /// The raw key bytes.
+    pub fn as_bytes(&self) -> &[u8; MASTER_KEY_LEN] {
+        &self.0
+    }
+
+    /// The key as 64 lowercase hex digits in 8 groups of 8 joined by `-`,
+    /// for the user to write down (`warpfs init` shows it once).
+    pub fn recovery_text(&self) -> String {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(MASTER_KEY_LEN * 2 + 7);
+        for (i, b) in self.0.iter().enumerate() {
+            if i > 0 && i % 4 == 0 {
+                s.push('-');
+            }
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 15)] as char);
+        }
+        s
+    }
+
+    /// Parse a recovery key: 64 hex digits (either case); dashes and
+    /// whitespace anywhere are ignored.
+    pub fn from_recovery_text(text: &str) -> Result<Self> {
+        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut n = 0usize;
+        for c in text.chars() {
+            if c == '-' || c.is_whitespace() {
+                continue;
+            }
+            let v = c.to_digit(16).ok_or(Error::RecoveryText(
+                "it contains a character that is not a hex digit",
+            ))?;
+            if n >= MASTER_KEY_LEN * 2 {
+                return Err(Error::RecoveryText("it has more than 64 hex digits"));
+            }
+            // v < 16, so the cast is lossless.
+            k[n / 2] |= (v as u8) << if n & 1 == 0 { 4 } else { 0 };
+            n += 1;
+        }
+        if n != MASTER_KEY_LEN * 2 {
+            return Err(Error::RecoveryText("it must have exactly 64 hex digits"));
+        }
+        Ok(Self(k))
+    }
+}
+
+/// The working keys of a mounted volume, derived from the master key with
+/// HKDF-SHA256 (no salt) under fixed info strings. The derived bytes are
+/// zeroized as soon as the key objects are built.
+pub struct Subkeys {
+    /// File content key (AES-128 or AES-256), info [`INFO_CONTENT`].
+    pub content: ContentKey,
+    /// Name encryption (AES-SIV, 64-byte key), info [`INFO_NAMES`].
+    pub names: NameCipher,
+    /// Randomised sealing of symlink targets and xattr values (AES-SIV,
+    /// 64-byte key), info [`INFO_SEAL`].
+    pub seal: Sealer,
+}
+
+impl std::fmt::Debug for Subkeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Subkeys(content: AES-{}, ..)", self.content.bits())
+    }
+}
+
+impl Subkeys {
+    /// Derive the subkeys. `content_key_bits` is 128 or 256.
+    ///
+    /// # Panics
+    /// If `content_key_bits` is neither 128 nor 256. The config loader
+    /// refuses any other value, so a volume can never reach this.
+    pub fn derive(master: &MasterKey, content_key_bits: u32) -> Subkeys {
+        let content_len = match content_key_bits {
+            128 => 16,
+            256 => 32,
+            other => panic!("content key size must be 128 or 256 bits, not {other}"),
+        };
+        let hk = Hkdf::<Sha256>::new(None, master.as_bytes());
+        let mut okm = Zeroizing::new([0u8; 64]);
+        let expand = |info: &[u8], out: &mut [u8]| {
+            // Output lengths here are far below HKDF's 255·32-byte limit.
+            hk.expand(info, out)
+                .expect("HKDF-SHA256 output length is within bounds");
+        };
+
+        expand(INFO_CONTENT, &mut okm[..content_len]);
+        let content = ContentKey::new(&okm[..content_len]).expect("content key length is 16 or 32");
+        expand(INFO_NAMES, &mut okm[..]);
+        let names = NameCipher::new(&okm);
+        expand(INFO_SEAL, &mut okm[..]);
+        let seal = Sealer::new(&okm);
+        Subkeys {
+            content,
+            names,
+            seal,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn master_key_debug_hides_bytes() {
+        let k = MasterKey::from_bytes(&[0xab; 32]).unwrap();
+        let d = format!("{k:?}");
+        assert_eq!(d, "MasterKey(..)");
+        assert!(!d.contains("ab"));
+        assert!(!format!("{:?}", Subkeys::derive(&k, 256)).contains("ab"));
+    }
+
+    #[test]
+    fn from_bytes_checks_length() {
+        assert_eq!(MasterKey::from_bytes(&[1; 31]), Err(Error::KeyLength));
+        assert_eq!(MasterKey::from_bytes(&[1; 33]), Err(Error::KeyLength));
+        assert_eq!(
+            MasterKey::from_bytes(&[1; 32]).unwrap().as_bytes(),
+            &[1; 32]
+        );
+    }
+
+    #[test]
+    fn generate_is_random() {
+        assert_ne!(MasterKey::generate(), MasterKey::generate());
+    }
+
+    #[test]
+    fn recovery_text_format_and_round_trip() {
+        let bytes: Vec<u8> = (0u8..32)
+            .map(|i| i.wrapping_mul(37).wrapping_add(5))
+            .collect();
+        let k = MasterKey::from_bytes(&bytes).unwrap();
+        let t = k.recovery_text();
+        assert_eq!(t.len(), 64 + 7);
+        let groups: Vec<&str> = t.split('-').collect();
+        assert_eq!(groups.len(), 8);
+        assert!(groups.iter().all(|g| g.len() == 8));
+        assert!(t.starts_with("052a4f74-"));
+        assert_eq!(MasterKey::from_recovery_text(&t).unwrap(), k);
+        // Without dashes, upper case, with spaces and newlines.
+        let loose: String = t.replace('-', "").to_uppercase();
+        let loose = format!("  {}\n {} ", &loose[..30], &loose[30..]);
+        assert_eq!(MasterKey::from_recovery_text(&loose).unwrap(), k);
+    }
+
+    #[test]
+    fn bad_recovery_text_is_an_error() {
+        let t = MasterKey::generate().recovery_text();
+        assert!(MasterKey::from_recovery_text("").is_err());
+        assert!(MasterKey::from_recovery_text(&t[..t.len() - 1]).is_err());
+        assert!(MasterKey::from_recovery_text(&format!("{t}0")).is_err());
+        assert!(MasterKey::from_recovery_text(&t.replacen('-', "g", 1)).is_err());
+        assert!(MasterKey::from_recovery_text(&"é".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn subkeys_are_distinct_and_deterministic() {
+        let k = MasterKey::from_bytes(&[7; 32]).unwrap();
+        let a = Subkeys::derive(&k, 256);
+        let b = Subkeys::derive(&k, 256);
+        assert_eq!(a.content.bits(), 256);
+        assert_eq!(Subkeys::derive(&k, 128).content.bits(), 128);
+        let iv = [3u8; 16];
+        let n1 = a.names.encrypt_name(&iv, b"x").unwrap();
+        assert_eq!(n1, b.names.encrypt_name(&iv, b"x").unwrap());
+        // Content and name keys differ from each other and from the master key.
+        let mut c = [0u8; 16];
+        a.content.encrypt_block(&mut c);
+        let direct = ContentKey::new(k.as_bytes()).unwrap();
+        let mut d = [0u8; 16];
+        direct.encrypt_block(&mut d);
+        assert_ne!(c, d);
+        // Another master key gives other names.
+        let k2 = MasterKey::from_bytes(&[8; 32]).unwrap();
+        assert_ne!(
+            Subkeys::derive(&k2, 256)
+                .names
+                .encrypt_name(&iv, b"x")
+                .unwrap(),
+            n1
+        );
+        // A sealed value opens only with the same subkeys.
+        let s = a.seal.seal(b"ad", b"target");
+        assert_eq!(b.seal.open(b"ad", &s).unwrap(), b"target");
+        assert!(Subkeys::derive(&k2, 256).seal.open(b"ad", &s).is_err());
+    }
+
+    #[test]
+    fn content_key_matches_hkdf_rfc5869_style_expand() {
+        // Independent check of the derivation: HKDF-SHA256 with no salt is
+        // HMAC(PRK = HMAC(0^32, ikm), info || 0x01) for one block.
+        use hkdf::hmac::{Hmac, KeyInit, Mac};
+        let ikm = [0x42u8; 32];
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&[0u8; 32]).unwrap();
+        m.update(&ikm);
+        let prk = m.finalize().into_bytes();
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&prk).unwrap();
+        m.update(INFO_CONTENT);
+        m.update(&[1]);
+        let t1 = m.finalize().into_bytes();
+        let expected = ContentKey::new(&t1).unwrap();
+        let got = Subkeys::derive(&MasterKey::from_bytes(&ikm).unwrap(), 256).content;
+        let (mut a, mut b) = ([9u8; 16], [9u8; 16]);
+        expected.encrypt_block(&mut a);
+        got.encrypt_block(&mut b);
+        assert_eq!(a, b);
+    }
+}

@@ -3,9 +3,23 @@
 //! crate treats keys as opaque types that zeroize on drop.
 
 pub mod aes_ctr;
+pub mod error;
 pub mod gcm;
+pub mod kdf;
 pub mod keys;
+pub mod names;
 pub mod rand;
+pub mod seal;
+pub mod wrap;
 
 pub use aes_ctr::{ContentKey, Nonce, NONCE_LEN};
+pub use error::{Error, Result};
 pub use gcm::{GcmTagger, TAG_LEN};
+pub use kdf::{KdfParams, SALT_LEN};
+pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
+pub use names::{
+    is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN,
+    MAX_NAME,
+};
+pub use seal::Sealer;
+pub use wrap::{WrapError, Wrapped};

@@ -1,1 +1,23 @@
-//! warpfs volume.
+//! warpfs layer 3: the volume. The whole file system over the backing
+//! directory (name transform, create/open/read/write/truncate/rename/link/
+//! unlink, symlinks, xattrs) without the kernel: everything here is callable
+//! and testable without a mount. Directories are addressed by their backing
+//! path relative to CIPHERDIR; entries by their plaintext name.
+
+mod attr;
+mod diriv;
+mod error;
+mod files;
+pub mod meta;
+mod names;
+mod namespace;
+mod sys;
+mod volume;
+mod xattr;
+
+pub use attr::{Attr, Kind};
+pub use error::{Error, Result};
+pub use files::OpenFile;
+pub use namespace::DirEntry;
+pub use volume::{Caller, Options, Volume};
+pub use meta::{StatFs, TimeSpec};

@@ -1,1 +1,9 @@
-fn main() {}
+//! warpfs: a user-space encrypted file system. `warpfs init`, `warpfs mount`,
+//! `warpfs passwd`, `warpfs info`. See README.md.
+
+mod cli;
+mod fuse;
+
+fn main() {
+    std::process::exit(cli::run());
+}

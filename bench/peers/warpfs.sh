@@ -1,0 +1,36 @@
+# bench/peers/warpfs.sh — warpfs from this repository as a benchmark peer.
+# Sourced by bench/quick-fio.sh; see the peer interface described there.
+# Environment:
+#   WARPFS_BIN         binary to use (default: cargo build --release -p warpfs)
+#   WARPFS_MODE        content mode given to `warpfs init` (default gcm)
+#   WARPFS_MOUNT_ARGS  extra `warpfs mount` arguments, e.g. "--threads 2"
+
+warpfs_available() {
+    wf_ensure fusermount3:fuse3 || return 1
+    WARPFS_PEER_BIN="$(wf_warpfs_bin)" || return 1
+    # Until the CLI exists the binary is a stub: require a `mount` subcommand.
+    "$WARPFS_PEER_BIN" --help 2>&1 | grep -q mount || {
+        wf_warn "$WARPFS_PEER_BIN has no 'mount' subcommand yet"
+        return 1
+    }
+}
+
+warpfs_version() {
+    local v
+    v="$("$WARPFS_PEER_BIN" --version 2>/dev/null | head -n 1)" || v=""
+    printf '%s (%s, git %s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" \
+        "$(git -C "$WF_REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+}
+
+warpfs_crypto() { true; }
+
+warpfs_init() {
+    "$WARPFS_PEER_BIN" init --passfile "$2" --mode "${WARPFS_MODE:-gcm}" "$1" >/dev/null
+}
+
+warpfs_mount() {
+    # shellcheck disable=SC2086 # WARPFS_MOUNT_ARGS is a list of words
+    "${PIN[@]}" "$WARPFS_PEER_BIN" mount -f --passfile "$3" ${WARPFS_MOUNT_ARGS:-} \
+        --log-file "$4" "$1" "$2" >>"$4" 2>&1 &
+    PEER_PID=$!
+}

@@ -1,0 +1,55 @@
+//! Errors of loading, unlocking and writing `warpfs.conf`. Each message is
+//! one line and never contains a password or key.
+
+use std::path::PathBuf;
+
+/// Why a config could not be created, loaded, unlocked or rewritten.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Reading or writing the file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory concerned.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a well-formed warpfs config (corrupt or not ours).
+    #[error("warpfs.conf is corrupt: {0}")]
+    Parse(String),
+    /// Well-formed, but needs something this warpfs does not have (newer
+    /// version, unknown feature flag, other mode or key size).
+    #[error("{0}")]
+    Unsupported(String),
+    /// KDF parameters weaker than the minimum: refused so that an edited
+    /// config cannot make the password cheaper to guess.
+    #[error("refusing weak password KDF parameters: {0}")]
+    WeakKdf(String),
+    /// The password does not unlock the master key (or the config's
+    /// authenticated fields were edited).
+    #[error("wrong password (or warpfs.conf was modified)")]
+    WrongPassword,
+    /// `create` found a `warpfs.conf` already there; nothing was written.
+    #[error("{} already exists: this directory already holds a warpfs volume", path.display())]
+    AlreadyExists {
+        /// The existing config file.
+        path: PathBuf,
+    },
+}
+
+impl ConfigError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ConfigError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn parse(msg: impl Into<String>) -> Self {
+        ConfigError::Parse(msg.into())
+    }
+}
+
+/// Result with [`ConfigError`].
+pub type Result<T, E = ConfigError> = std::result::Result<T, E>;

@@ -1,0 +1,626 @@
+//! One open cipher file (FORMAT.md 3.6): reads, read–modify–write of
+//! partial blocks, extension with holes, truncation and hole punching,
+//! under a block range lock so reads of different blocks run together.
+
+use crate::cipher::Cipher;
+use crate::header::{self, Header};
+use crate::layout::{
+    self, backing_len, block_count, block_len, data_offset, entry_offset, segment_end,
+    segment_runs, BLOCK, BLOCK_USIZE, MAX_PLAIN_SIZE, NNODE_BLOCKS, PAGE_BLOCKS,
+};
+use crate::rangelock::{RangeGuard, RangeLock, Want};
+use crate::scratch::{self, sized, Scratch};
+use crate::sysio;
+use crate::{ContentError, Mode};
+use std::fs::File;
+use std::io::IoSliceMut;
+use std::sync::{Arc, Mutex};
+
+/// Size and file ID; changed only while the whole file is held.
+#[derive(Debug, Clone, Copy)]
+struct FileState {
+    size: u64,
+    /// `None` while the backing file is empty (no header yet).
+    file_id: Option<[u8; 16]>,
+}
+
+/// One open backing file, shared by all handles of one inode.
+pub struct CipherFile {
+    file: File,
+    cipher: Arc<Cipher>,
+    label: Mutex<String>,
+    read_only: bool,
+    lock: RangeLock<FileState>,
+}
+
+impl std::fmt::Debug for CipherFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CipherFile")
+            .field("label", &self.label())
+            .field("size", &self.size())
+            .field("read_only", &self.read_only)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether the entry area of the segment holding block `n` exists in a file
+/// whose blocks end at `n` (it does unless `n` starts a new segment).
+fn page_of_exists(n: u64) -> bool {
+    n < NNODE_BLOCKS || (n - NNODE_BLOCKS) % PAGE_BLOCKS != 0
+}
+
+fn efbig() -> ContentError {
+    ContentError::errno_err(libc::EFBIG)
+}
+
+impl CipherFile {
+    /// Take over an open backing file (O_RDWR, or O_RDONLY: writes then
+    /// fail with `ReadOnly`). Checks the header when the file is not empty;
+    /// the size follows from the backing length.
+    pub fn open(file: File, cipher: Arc<Cipher>, label: String) -> Result<Self, ContentError> {
+        let read_only = sysio::is_read_only(&file)?;
+        let mode = cipher.mode();
+        let len = file.metadata()?.len();
+        let size = layout::plain_size(mode, len)?;
+        let file_id = if len == 0 {
+            None
+        } else {
+            let mut h = [0u8; header::LEN];
+            sysio::read_exact_at(&file, &mut h, 0)?;
+            let hdr = Header::parse(&h)?;
+            if hdr.mode != mode {
+                return Err(ContentError::corrupt(format!(
+                    "cipher file mode {:?} differs from the volume's {:?}",
+                    hdr.mode, mode
+                )));
+            }
+            Some(hdr.file_id)
+        };
+        Ok(Self {
+            file,
+            cipher,
+            label: Mutex::new(label),
+            read_only,
+            lock: RangeLock::new(FileState { size, file_id }),
+        })
+    }
+
+    /// Current plaintext size.
+    pub fn size(&self) -> u64 {
+        self.lock.state().size
+    }
+
+    /// The plaintext path used in log lines (changes on rename).
+    pub fn set_label(&self, label: String) {
+        *self.label.lock().unwrap_or_else(|e| e.into_inner()) = label;
+    }
+
+    fn label(&self) -> String {
+        self.label.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The backing file (for fstat/fchmod by the volume layer).
+    pub fn backing(&self) -> &File {
+        &self.file
+    }
+
+    fn mode(&self) -> Mode {
+        self.cipher.mode()
+    }
+
+    fn log(&self, e: ContentError) -> ContentError {
+        if let ContentError::Corrupt { what } = &e {
+            tracing::error!("{}: {}", self.label(), what);
+        }
+        e
+    }
+
+    /// Read up to `buf.len()` bytes at `offset`; short only at end of file.
+    /// On any error nothing of the request is returned (`buf` is zeroed).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let req_end = offset.saturating_add(buf.len() as u64);
+        let (guard, st) = self.lock.acquire(|st| {
+            (offset < st.size)
+                .then(|| Want::shared(offset / BLOCK, block_count(req_end.min(st.size))))
+        });
+        if guard.is_none() {
+            return Ok(0);
+        }
+        let end = req_end.min(st.size);
+        let n = (end - offset) as usize;
+        let out = &mut buf[..n];
+        let r = match st.file_id {
+            None => Err(ContentError::corrupt("no header")),
+            Some(id) => scratch::with(|sc| {
+                for (a, b) in segment_runs(offset / BLOCK, block_count(end)) {
+                    self.read_run(st.size, &id, a, b, offset, out, sc)?;
+                }
+                Ok(())
+            }),
+        };
+        drop(guard);
+        match r {
+            Ok(()) => Ok(n),
+            Err(e) => {
+                buf.fill(0);
+                Err(self.log(e))
+            }
+        }
+    }
+
+    /// Read blocks `[a, b)` (one segment) into `out`, where `out[0]` is
+    /// plaintext offset `rs`: one pread of the entries, one preadv of the
+    /// written blocks' data straight into `out` (partially requested first
+    /// and last blocks go through scratch).
+    #[allow(clippy::too_many_arguments)]
+    fn read_run(
+        &self,
+        size: u64,
+        id: &[u8; 16],
+        a: u64,
+        b: u64,
+        rs: u64,
+        out: &mut [u8],
+        sc: &mut Scratch,
+    ) -> Result<(), ContentError> {
+        let mode = self.mode();
+        let e = mode.entry_len();
+        let re = rs + out.len() as u64;
+        let nb = (b - a) as usize;
+        let ents = sized(&mut sc.entries, nb * e);
+        sysio::read_exact_at(&self.file, ents, entry_offset(mode, a))?;
+        let written = |x: u64| {
+            let i = (x - a) as usize * e;
+            ents[i..i + e].iter().any(|&v| v != 0)
+        };
+        // Requested part of block x, as a range of `out`.
+        let part = |x: u64| {
+            let s = (x * BLOCK).max(rs);
+            let t = (x * BLOCK + block_len(size, x) as u64).min(re);
+            ((s - rs) as usize, (t - rs) as usize)
+        };
+        let w0 = (a..b).find(|&x| written(x));
+        let Some(w0) = w0 else {
+            let (s, _) = part(a);
+            let (_, t) = part(b - 1);
+            out[s..t].fill(0);
+            return Ok(());
+        };
+        let w1 = (a..b).rev().find(|&x| written(x)).unwrap_or(w0);
+        // Unwritten blocks outside [w0, w1] read as zeros.
+        for x in (a..w0).chain(w1 + 1..b) {
+            let (s, t) = part(x);
+            out[s..t].fill(0);
+        }
+        let full = |x: u64| x * BLOCK >= rs && x * BLOCK + block_len(size, x) as u64 <= re;
+        let head_partial = !full(w0);
+        let tail_partial = w1 != w0 && !full(w1);
+        let head_len = block_len(size, w0);
+        let tail_len = block_len(size, w1);
+        let head = sized(&mut sc.head, head_len);
+        let tail = sized(&mut sc.tail, tail_len);
+        let mid_first = if head_partial { w0 + 1 } else { w0 };
+        let mid_end = if tail_partial { w1 } else { w1 + 1 };
+        let (ms, me) = if mid_first < mid_end {
+            (part(mid_first).0, part(mid_end - 1).1)
+        } else {
+            (0, 0)
+        };
+        {
+            let mut iovs: [IoSliceMut<'_>; 3] = [
+                IoSliceMut::new(if head_partial { &mut *head } else { &mut [] }),
+                IoSliceMut::new(&mut out[ms..me]),
+                IoSliceMut::new(if tail_partial { &mut *tail } else { &mut [] }),
+            ];
+            sysio::preadv_exact(&self.file, &mut iovs, data_offset(mode, w0))?;
+        }
+        let label = || self.label();
+        for x in w0..=w1 {
+            let ent = &ents[(x - a) as usize * e..][..e];
+            let (s, t) = part(x);
+            if x == w0 && head_partial {
+                self.cipher.open_block(id, x, ent, head, &label)?;
+                let off = (s as u64 + rs - x * BLOCK) as usize;
+                out[s..t].copy_from_slice(&head[off..off + (t - s)]);
+            } else if x == w1 && tail_partial {
+                self.cipher.open_block(id, x, ent, tail, &label)?;
+                out[s..t].copy_from_slice(&tail[..t - s]);
+            } else {
+                self.cipher.open_block(id, x, ent, &mut out[s..t], &label)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Read and decrypt block `x` (current length `dst.len()`). Returns
+    /// whether the block was ever written (unwritten: zeros).
+    fn read_block(&self, id: &[u8; 16], x: u64, dst: &mut [u8]) -> Result<bool, ContentError> {
+        let mode = self.mode();
+        if dst.is_empty() {
+            return Ok(false);
+        }
+        let mut ent = [0u8; 32];
+        let ent = &mut ent[..mode.entry_len()];
+        sysio::read_exact_at(&self.file, ent, entry_offset(mode, x))?;
+        if ent.iter().all(|&v| v == 0) {
+            dst.fill(0);
+            return Ok(false);
+        }
+        sysio::read_exact_at(&self.file, dst, data_offset(mode, x))?;
+        self.cipher.open_block(id, x, ent, dst, &|| self.label())?;
+        Ok(true)
+    }
+
+    /// Encrypt `plain` (block `x`'s full new content) under a fresh nonce
+    /// and write data, then entry.
+    fn write_block(&self, id: &[u8; 16], x: u64, plain: &mut [u8]) -> Result<(), ContentError> {
+        let mode = self.mode();
+        let mut ent = [0u8; 32];
+        let ent = &mut ent[..mode.entry_len()];
+        self.cipher.seal_block(id, x, plain, ent);
+        sysio::write_all_at(&self.file, plain, data_offset(mode, x))?;
+        sysio::write_all_at(&self.file, ent, entry_offset(mode, x))
+    }
+
+    /// Re-encrypt block `x` from length `old_len` to `new_len` (zero-padded
+    /// or cut).
+    fn rewrite_block(
+        &self,
+        id: &[u8; 16],
+        x: u64,
+        old_len: usize,
+        new_len: usize,
+        sc: &mut Scratch,
+    ) -> Result<(), ContentError> {
+        let buf = sized(&mut sc.head, old_len.max(new_len));
+        self.read_block(id, x, &mut buf[..old_len])?;
+        if new_len > old_len {
+            buf[old_len..new_len].fill(0);
+        }
+        self.write_block(id, x, &mut buf[..new_len])
+    }
+
+    /// Zero the entries of blocks `[from, to)` (one segment) with one pwrite.
+    fn zero_entries(&self, from: u64, to: u64, sc: &mut Scratch) -> Result<(), ContentError> {
+        if from >= to {
+            return Ok(());
+        }
+        let mode = self.mode();
+        let z = sized(&mut sc.entries, (to - from) as usize * mode.entry_len());
+        z.fill(0);
+        sysio::write_all_at(&self.file, z, entry_offset(mode, from))
+    }
+
+    /// Zero stale entries after the last block `n - 1` of a file with `n`
+    /// blocks, up to block `upto`, where that segment's entry area exists.
+    fn clear_tail_entries(&self, n: u64, upto: u64, sc: &mut Scratch) -> Result<(), ContentError> {
+        if !page_of_exists(n) {
+            return Ok(());
+        }
+        self.zero_entries(n, segment_end(n).min(upto), sc)
+    }
+
+    /// Write the header with an all-zero nnode (one pwrite).
+    fn create_header(&self, sc: &mut Scratch) -> Result<[u8; 16], ContentError> {
+        let mode = self.mode();
+        let hdr = Header::new_random(mode);
+        let buf = sized(&mut sc.entries, layout::header_len(mode) as usize);
+        buf.fill(0);
+        buf[..header::LEN].copy_from_slice(&hdr.to_bytes());
+        sysio::write_all_at(&self.file, buf, 0)?;
+        Ok(hdr.file_id)
+    }
+
+    /// Write `data` at `offset`, extending the file if needed (holes stay
+    /// sparse). Partial blocks are read–modified–written under fresh nonces.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), ContentError> {
+        if self.read_only {
+            return Err(ContentError::ReadOnly);
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= MAX_PLAIN_SIZE)
+            .ok_or_else(efbig)?;
+        let (guard, st) = self.lock.acquire(|st| {
+            Some(if end > st.size || st.file_id.is_none() {
+                Want::whole()
+            } else {
+                Want::exclusive(offset / BLOCK, block_count(end))
+            })
+        });
+        let Some(guard) = guard else {
+            return Err(ContentError::corrupt("range lock"));
+        };
+        let r = scratch::with(|sc| {
+            if end > st.size || st.file_id.is_none() {
+                self.write_extending(&guard, st, offset, data, sc)
+            } else {
+                let id = st.file_id.unwrap_or_default();
+                let mut committed = st.size;
+                self.write_runs(&id, st.size, st.size, offset, data, &mut committed, sc)
+            }
+        });
+        r.map_err(|e| self.log(e))
+    }
+
+    fn write_extending(
+        &self,
+        guard: &RangeGuard<'_, FileState>,
+        st: FileState,
+        offset: u64,
+        data: &[u8],
+        sc: &mut Scratch,
+    ) -> Result<(), ContentError> {
+        let old = st.size;
+        let end = offset + data.len() as u64;
+        let new_size = old.max(end);
+        let fresh = st.file_id.is_none();
+        let id = match st.file_id {
+            Some(id) => id,
+            None => {
+                let id = self.create_header(sc)?;
+                guard.set_state(FileState {
+                    size: 0,
+                    file_id: Some(id),
+                });
+                id
+            }
+        };
+        let mut committed = old;
+        let r = (|| {
+            let old_n = block_count(old);
+            let first = offset / BLOCK;
+            // Pad a partial last block that the write does not touch.
+            if old % BLOCK != 0 && first > old_n - 1 {
+                let lb = old_n - 1;
+                self.rewrite_block(&id, lb, block_len(old, lb), BLOCK_USIZE, sc)?;
+                committed = old_n * BLOCK;
+            }
+            // Stale entries in the old last segment's page must not revive.
+            if first > old_n && !fresh {
+                self.clear_tail_entries(old_n, first, sc)?;
+            }
+            self.write_runs(&id, old, new_size, offset, data, &mut committed, sc)
+        })();
+        match r {
+            Ok(()) => {
+                guard.set_state(FileState {
+                    size: new_size,
+                    file_id: Some(id),
+                });
+                Ok(())
+            }
+            Err(e) => {
+                // Best effort: leave a consistent file of the committed size.
+                let _ = self.clear_tail_entries(block_count(committed), block_count(new_size), sc);
+                let _ = self.file.set_len(backing_len(self.mode(), committed));
+                guard.set_state(FileState {
+                    size: committed,
+                    file_id: if committed == 0 { None } else { Some(id) },
+                });
+                if committed == 0 {
+                    let _ = self.file.set_len(0);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Encrypt and write `data` at `offset` in a file growing from
+    /// `old_size` to `new_size`, one segment run at a time: one pwrite for
+    /// the run's data, then one for its entries. `committed` advances to the
+    /// end of each completed run.
+    #[allow(clippy::too_many_arguments)]
+    fn write_runs(
+        &self,
+        id: &[u8; 16],
+        old_size: u64,
+        new_size: u64,
+        offset: u64,
+        data: &[u8],
+        committed: &mut u64,
+        sc: &mut Scratch,
+    ) -> Result<(), ContentError> {
+        let mode = self.mode();
+        let e = mode.entry_len();
+        let end = offset + data.len() as u64;
+        for (a, b) in segment_runs(offset / BLOCK, block_count(end)) {
+            let rstart = a * BLOCK;
+            let rend = (b * BLOCK).min(new_size);
+            let buf = sized(&mut sc.data, (rend - rstart) as usize);
+            // Old content the write does not cover: before `offset` in block
+            // a, after `end` in block b-1 (only if it existed).
+            if offset > rstart {
+                let ol = block_len(old_size, a);
+                let nl = block_len(new_size, a);
+                self.read_block(id, a, &mut buf[..ol])?;
+                buf[ol..nl].fill(0);
+            }
+            // (read_block of a 0-length block reads nothing.)
+            if end < rend {
+                let lb = b - 1;
+                let s = ((lb - a) * BLOCK) as usize;
+                if !(offset > rstart && lb == a) {
+                    let ol = block_len(old_size, lb);
+                    self.read_block(id, lb, &mut buf[s..s + ol])?;
+                }
+            }
+            let cs = offset.max(rstart);
+            let ce = end.min(rend);
+            buf[(cs - rstart) as usize..(ce - rstart) as usize]
+                .copy_from_slice(&data[(cs - offset) as usize..(ce - offset) as usize]);
+            let ents = sized(&mut sc.entries, (b - a) as usize * e);
+            for (i, (blk, ent)) in buf
+                .chunks_mut(BLOCK_USIZE)
+                .zip(ents.chunks_mut(e))
+                .enumerate()
+            {
+                self.cipher.seal_block(id, a + i as u64, blk, ent);
+            }
+            sysio::write_all_at(&self.file, buf, data_offset(mode, a))?;
+            sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
+            *committed = (*committed).max(rend);
+        }
+        Ok(())
+    }
+
+    /// Set the plaintext size (FORMAT.md 3.6): growing pads a partial last
+    /// block and leaves a sparse hole; shrinking re-encrypts a new partial
+    /// last block; 0 leaves an empty backing file.
+    pub fn set_len(&self, size: u64) -> Result<(), ContentError> {
+        if self.read_only {
+            return Err(ContentError::ReadOnly);
+        }
+        if size > MAX_PLAIN_SIZE {
+            return Err(efbig());
+        }
+        let (guard, st) = self.lock.acquire(|_| Some(Want::whole()));
+        let Some(guard) = guard else {
+            return Err(ContentError::corrupt("range lock"));
+        };
+        let r = scratch::with(|sc| self.set_len_locked(&guard, st, size, sc));
+        r.map_err(|e| self.log(e))
+    }
+
+    fn set_len_locked(
+        &self,
+        guard: &RangeGuard<'_, FileState>,
+        st: FileState,
+        new: u64,
+        sc: &mut Scratch,
+    ) -> Result<(), ContentError> {
+        let mode = self.mode();
+        let old = st.size;
+        if new == old && (new != 0 || st.file_id.is_none()) {
+            return Ok(());
+        }
+        if new == 0 {
+            self.file.set_len(0)?;
+            guard.set_state(FileState {
+                size: 0,
+                file_id: None,
+            });
+            return Ok(());
+        }
+        let (old_n, new_n) = (block_count(old), block_count(new));
+        if new > old {
+            let id = match st.file_id {
+                Some(id) => id,
+                None => {
+                    let id = self.create_header(sc)?;
+                    guard.set_state(FileState {
+                        size: 0,
+                        file_id: Some(id),
+                    });
+                    id
+                }
+            };
+            if old % BLOCK != 0 {
+                let lb = old_n - 1;
+                self.rewrite_block(&id, lb, block_len(old, lb), block_len(new, lb), sc)?;
+            }
+            self.clear_tail_entries(old_n, new_n, sc)?;
+            self.file.set_len(backing_len(mode, new))?;
+            guard.set_state(FileState {
+                size: new,
+                file_id: Some(id),
+            });
+            return Ok(());
+        }
+        // Shrink.
+        let id = st.file_id.unwrap_or_default();
+        let keep = block_len(new, new_n - 1);
+        let partial = keep < BLOCK_USIZE;
+        let mut written = false;
+        if partial {
+            let buf = sized(&mut sc.head, block_len(old, new_n - 1));
+            written = self.read_block(&id, new_n - 1, buf)?;
+        }
+        self.clear_tail_entries(new_n, old_n, sc)?;
+        self.file.set_len(backing_len(mode, new))?;
+        guard.set_state(FileState {
+            size: new,
+            file_id: Some(id),
+        });
+        if partial && written {
+            let mut head = std::mem::take(&mut sc.head);
+            let r = self.write_block(&id, new_n - 1, &mut head[..keep]);
+            sc.head = head;
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Zero `[offset, offset + len)` (clipped to the size) without changing
+    /// the size: whole blocks get a zero entry and their data deallocated,
+    /// partial blocks are read–modified–written.
+    pub fn punch_hole(&self, offset: u64, len: u64) -> Result<(), ContentError> {
+        if self.read_only {
+            return Err(ContentError::ReadOnly);
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let req_end = offset.saturating_add(len);
+        let (guard, st) = self.lock.acquire(|st| {
+            (offset < st.size)
+                .then(|| Want::exclusive(offset / BLOCK, block_count(req_end.min(st.size))))
+        });
+        if guard.is_none() {
+            return Ok(());
+        }
+        let end = req_end.min(st.size);
+        let id = st.file_id.unwrap_or_default();
+        let mode = self.mode();
+        let r = scratch::with(|sc| -> Result<(), ContentError> {
+            let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+            let covers = |x: u64| {
+                x * BLOCK >= offset && x * BLOCK + block_len(st.size, x) as u64 <= end
+            };
+            let full_first = if covers(first) { first } else { first + 1 };
+            let full_end = if covers(last) { last + 1 } else { last };
+            for (a, b) in segment_runs(full_first, full_end.max(full_first)) {
+                self.zero_entries(a, b, sc)?;
+                let s = data_offset(mode, a);
+                let t = data_offset(mode, b - 1) + block_len(st.size, b - 1) as u64;
+                sysio::punch_hole(&self.file, s, t - s)?;
+            }
+            let mut partial = [None, None];
+            if !covers(first) {
+                partial[0] = Some(first);
+            }
+            if last != first && !covers(last) {
+                partial[1] = Some(last);
+            }
+            for x in partial.into_iter().flatten() {
+                let bl = block_len(st.size, x);
+                let buf = sized(&mut sc.head, bl);
+                if self.read_block(&id, x, buf)? {
+                    let s = offset.max(x * BLOCK) - x * BLOCK;
+                    let t = end.min(x * BLOCK + bl as u64) - x * BLOCK;
+                    buf[s as usize..t as usize].fill(0);
+                    self.write_block(&id, x, buf)?;
+                }
+            }
+            Ok(())
+        });
+        drop(guard);
+        r.map_err(|e| self.log(e))
+    }
+
+    /// Flush data and entries to stable storage.
+    pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
+        if datasync {
+            self.file.sync_data()?;
+        } else {
+            self.file.sync_all()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! The 32-byte cipher-file header (FORMAT.md 3.1): magic, version, mode,
+//! flags, file ID, reserved.
+
+use crate::{ContentError, Mode};
+
+/// Header magic, `WRPF`.
+pub const MAGIC: [u8; 4] = *b"WRPF";
+/// Format version written and accepted.
+pub const VERSION: u16 = 1;
+/// Serialized header length.
+pub const LEN: usize = 32;
+/// Length of a file ID.
+pub const FILE_ID_LEN: usize = 16;
+
+/// A parsed header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Content mode of the file.
+    pub mode: Mode,
+    /// 128 random bits drawn when the header is first written.
+    pub file_id: [u8; FILE_ID_LEN],
+}
+
+impl Header {
+    /// A header with a fresh random file ID.
+    pub fn new_random(mode: Mode) -> Self {
+        Self {
+            mode,
+            file_id: warpfs_crypto::rand::array(),
+        }
+    }
+
+    /// Parse and check a header; any deviation from FORMAT.md 3.1 is an error.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ContentError> {
+        let b: &[u8; LEN] = bytes
+            .get(..LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(|| ContentError::corrupt(format!("header shorter than {LEN} bytes")))?;
+        if b[0..4] != MAGIC {
+            return Err(ContentError::corrupt("bad header magic"));
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        if version != VERSION {
+            return Err(ContentError::corrupt(format!(
+                "unsupported cipher file format version {version}"
+            )));
+        }
+        let mode = Mode::from_byte(b[6])
+            .ok_or_else(|| ContentError::corrupt(format!("unknown content mode {}", b[6])))?;
+        if b[7] != 0 {
+            return Err(ContentError::corrupt(format!("unknown header flags {:#x}", b[7])));
+        }
+        if b[24..32].iter().any(|&x| x != 0) {
+            return Err(ContentError::corrupt("nonzero reserved header bytes"));
+        }
+        let mut file_id = [0u8; FILE_ID_LEN];
+        file_id.copy_from_slice(&b[8..24]);
+        Ok(Self { mode, file_id })
+    }
+
+    /// The 32 bytes on disk.
+    pub fn to_bytes(&self) -> [u8; LEN] {
+        let mut b = [0u8; LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6] = self.mode.to_byte();
+        b[7] = 0;
+        b[8..24].copy_from_slice(&self.file_id);
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn layout_is_byte_exact() {
+        let h = Header {
+            mode: Mode::Gcm,
+            file_id: [0xab; 16],
+        };
+        let b = h.to_bytes();
+        assert_eq!(
+            hex::encode(b),
+            "575250460100020 0abababababababababababababababab0000000000000000".replace(' ', "")
+        );
+        assert_eq!(Header::parse(&b).unwrap(), h);
+        let c = Header::new_random(Mode::Ctr);
+        assert_eq!(c.to_bytes()[6], 1);
+        assert_eq!(Header::parse(&c.to_bytes()).unwrap(), c);
+        assert_ne!(Header::new_random(Mode::Ctr).file_id, c.file_id);
+    }
+
+    #[test]
+    fn hostile_headers_are_errors() {
+        let good = Header::new_random(Mode::Gcm).to_bytes();
+        assert!(Header::parse(&good[..31]).is_err());
+        assert!(Header::parse(&[]).is_err());
+        let bad = |i: usize, v: u8| {
+            let mut b = good;
+            b[i] = v;
+            Header::parse(&b).is_err()
+        };
+        assert!(bad(0, b'X')); // magic
+        assert!(bad(4, 2)); // version 2
+        assert!(bad(5, 1)); // version 257
+        assert!(bad(6, 0)); // mode 0
+        assert!(bad(6, 3)); // mode 3
+        assert!(bad(7, 1)); // flags
+        for i in 24..32 {
+            assert!(bad(i, 1)); // reserved
+        }
+        // Trailing bytes beyond 32 are not the header's business.
+        let mut long = good.to_vec();
+        long.extend_from_slice(&[9; 10]);
+        assert!(Header::parse(&long).is_ok());
+    }
+
+    proptest! {
+        #[test]
+        fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Header::parse(&b);
+        }
+    }
+}

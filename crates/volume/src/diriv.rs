@@ -1,0 +1,76 @@
+//! Per-directory name IVs: `warpfs.diriv` (16 random bytes) in every backing
+//! directory, read once and cached by the directory's (dev, ino).
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// File name of the directory IV inside each backing directory.
+pub const DIRIV_NAME: &str = "warpfs.diriv";
+/// Length of a directory IV.
+pub const DIRIV_LEN: usize = 16;
+
+/// Cache of directory IVs keyed by backing (dev, ino). Directory IVs never
+/// change once written, so entries stay valid across renames.
+#[derive(Default)]
+pub(crate) struct DirIvCache {
+    map: Mutex<HashMap<(u64, u64), [u8; DIRIV_LEN]>>,
+}
+
+impl DirIvCache {
+    /// The IV of the backing directory `dir` (absolute path).
+    pub(crate) fn get(&self, dir: &Path) -> Result<[u8; DIRIV_LEN]> {
+        let st = crate::sys::lstat(dir)?;
+        let key = (st.st_dev, st.st_ino);
+        if let Some(iv) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(*iv);
+        }
+        let iv = read(dir)?;
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() > 100_000 {
+            m.clear();
+        }
+        m.insert(key, iv);
+        Ok(iv)
+    }
+
+    /// Forget a directory (after rmdir: its inode number may be reused).
+    pub(crate) fn forget(&self, dev: u64, ino: u64) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&(dev, ino));
+    }
+}
+
+/// Read and check a directory's IV file.
+pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
+    let p = dir.join(DIRIV_NAME);
+    let data = match std::fs::read(&p) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!("cannot read directory IV {}: {e}", p.display());
+            return Err(Error::EIO);
+        }
+    };
+    data.as_slice().try_into().map_err(|_| {
+        tracing::error!("corrupt directory IV {}: {} bytes, expected {DIRIV_LEN}", p.display(), data.len());
+        Error::EIO
+    })
+}
+
+/// Write a fresh random IV into a new backing directory (read-only file, fsynced).
+pub(crate) fn create(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
+    let iv: [u8; DIRIV_LEN] = warpfs_crypto::rand::array();
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(dir.join(DIRIV_NAME))?;
+    f.write_all(&iv)?;
+    f.sync_all()?;
+    Ok(iv)
+}
+
+/// Write a known IV (used to restore one after a failed rmdir).
+pub(crate) fn restore(dir: &Path, iv: &[u8; DIRIV_LEN]) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(dir.join(DIRIV_NAME))?;
+    f.write_all(iv)?;
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! Open cipher files: one `CipherFile` per backing inode, shared by every
+//! handle open on it, so all handles see one size and one block lock.
+
+use crate::error::Result;
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::{Arc, Mutex, Weak};
+use warpfs_content::{Cipher, CipherFile};
+
+/// A handle's view of an open regular file.
+pub type OpenFile = Arc<CipherFile>;
+
+/// Backing (dev, ino) → the shared open file.
+#[derive(Default)]
+pub(crate) struct FileTable {
+    map: Mutex<HashMap<(u64, u64), (Weak<CipherFile>, bool)>>,
+}
+
+impl FileTable {
+    /// The open file for the inode of `file`: the existing one if any handle
+    /// has it open (then `file` is closed), else a new one around `file`.
+    /// `writable` says whether `file` was opened read-write; a read-only
+    /// shared file is replaced when a writer arrives.
+    pub(crate) fn open(&self, file: File, writable: bool, cipher: &Arc<Cipher>, label: String) -> Result<OpenFile> {
+        let st = crate::sys::fstat(&file)?;
+        let key = (st.st_dev, st.st_ino);
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((w, was_writable)) = map.get(&key) {
+            if let Some(f) = w.upgrade() {
+                if *was_writable || !writable {
+                    f.set_label(label);
+                    return Ok(f);
+                }
+            }
+        }
+        let f = Arc::new(CipherFile::open(file, cipher.clone(), label)?);
+        if map.len() > 1024 {
+            map.retain(|_, (w, _)| w.strong_count() > 0);
+        }
+        map.insert(key, (Arc::downgrade(&f), writable));
+        Ok(f)
+    }
+
+    /// The open file of an inode, if some handle has it open.
+    pub(crate) fn get(&self, dev: u64, ino: u64) -> Option<OpenFile> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&(dev, ino)).and_then(|(w, _)| w.upgrade())
+    }
+}

@@ -1,0 +1,134 @@
+//! Attributes: getattr with plaintext sizes, chmod, chown, utimens,
+//! truncate, statfs.
+
+use crate::attr::{Attr, Kind};
+use crate::error::{Error, Result};
+use crate::files::OpenFile;
+use crate::volume::Volume;
+use std::path::Path;
+use warpfs_content::plain_size_of;
+
+pub use crate::sys::TimeSpec;
+
+/// File-system statistics (statvfs of the backing directory).
+#[derive(Debug, Clone, Copy)]
+pub struct StatFs {
+    /// Total blocks.
+    pub blocks: u64,
+    /// Free blocks.
+    pub bfree: u64,
+    /// Blocks available to unprivileged users.
+    pub bavail: u64,
+    /// Total inodes.
+    pub files: u64,
+    /// Free inodes.
+    pub ffree: u64,
+    /// Block size.
+    pub bsize: u32,
+    /// Longest plaintext name.
+    pub namelen: u32,
+    /// Fragment size.
+    pub frsize: u32,
+}
+
+impl Volume {
+    /// Attributes of a backing path (absolute).
+    pub(crate) fn stat_path(&self, p: &Path) -> Result<Attr> {
+        let st = crate::sys::lstat(p)?;
+        self.attr_of(&st, Some(p))
+    }
+
+    fn attr_of(&self, st: &libc::stat, p: Option<&Path>) -> Result<Attr> {
+        let mut a = Attr::from_stat(st).ok_or(Error::EIO)?;
+        match a.kind {
+            Kind::File => {
+                a.size = match self.files.get(a.dev, a.ino) {
+                    Some(f) => f.size(),
+                    None => plain_size_of(self.mode, st.st_size as u64),
+                };
+            }
+            Kind::Symlink => {
+                if let Some(p) = p {
+                    a.size = self.readlink_abs(p).map(|t| t.len() as u64).unwrap_or(0);
+                }
+            }
+            _ => {}
+        }
+        Ok(a)
+    }
+
+    /// Attributes of the entry at `path`.
+    pub fn getattr(&self, path: &Path) -> Result<Attr> {
+        self.stat_path(&self.abs(path))
+    }
+
+    /// Attributes through an open file (works after unlink).
+    pub fn getattr_open(&self, f: &OpenFile) -> Result<Attr> {
+        let st = crate::sys::fstat(f.backing())?;
+        let mut a = Attr::from_stat(&st).ok_or(Error::EIO)?;
+        a.size = f.size();
+        Ok(a)
+    }
+
+    /// chmod.
+    pub fn chmod(&self, path: &Path, mode: u32) -> Result<()> {
+        self.writable()?;
+        crate::sys::chmod(&self.abs(path), mode & 0o7777)
+    }
+
+    /// fchmod through an open file.
+    pub fn chmod_open(&self, f: &OpenFile, mode: u32) -> Result<()> {
+        self.writable()?;
+        use std::os::unix::fs::PermissionsExt;
+        f.backing().set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+        Ok(())
+    }
+
+    /// chown (None leaves an id unchanged).
+    pub fn chown(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.writable()?;
+        crate::sys::lchown(&self.abs(path), uid, gid)
+    }
+
+    /// fchown through an open file.
+    pub fn chown_open(&self, f: &OpenFile, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.writable()?;
+        std::os::unix::fs::fchown(f.backing(), uid, gid)?;
+        Ok(())
+    }
+
+    /// utimensat (None leaves a time, Some(None) sets it to now).
+    pub fn utimens(&self, path: &Path, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
+        self.writable()?;
+        crate::sys::utimens(&self.abs(path), atime, mtime)
+    }
+
+    /// futimens through an open file.
+    pub fn utimens_open(&self, f: &OpenFile, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
+        self.writable()?;
+        crate::sys::futimens(f.backing(), atime, mtime)
+    }
+
+    /// Truncate the file at `path` to `size` plaintext bytes.
+    pub fn truncate(&self, path: &Path, size: u64, label: String) -> Result<()> {
+        self.writable()?;
+        let f = self.open_file(path, libc::O_WRONLY, label)?;
+        f.set_len(size)?;
+        Ok(())
+    }
+
+    /// statfs of the backing file system.
+    pub fn statfs(&self) -> Result<StatFs> {
+        let s = crate::sys::statvfs(&self.root)?;
+        Ok(StatFs {
+            blocks: s.f_blocks,
+            bfree: s.f_bfree,
+            bavail: s.f_bavail,
+            files: s.f_files,
+            ffree: s.f_ffree,
+            bsize: s.f_bsize as u32,
+            namelen: crate::names::NAME_MAX as u32,
+            frsize: s.f_frsize as u32,
+        })
+    }
+}

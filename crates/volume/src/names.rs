@@ -1,0 +1,90 @@
+//! Plaintext name ↔ backing name inside one backing directory, including
+//! long names (hashed backing name + `.name` sidecar holding the full
+//! encrypted name).
+
+use crate::error::{Error, Result};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use warpfs_crypto::names::{long_sidecar, BackingName, NameCipher};
+
+/// Longest plaintext name accepted (as on ext4/tmpfs).
+pub(crate) const NAME_MAX: usize = 255;
+const LONG_PREFIX: &str = "warpfs.long.";
+
+/// The backing name for `name` in a directory with IV `iv`.
+pub(crate) fn encode(names: &NameCipher, iv: &[u8; 16], name: &OsStr) -> Result<BackingName> {
+    let b = name.as_bytes();
+    if b.len() > NAME_MAX {
+        return Err(Error::ENAMETOOLONG);
+    }
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') {
+        return Err(Error::EINVAL);
+    }
+    names.backing_name(iv, b).map_err(|_| Error::EINVAL)
+}
+
+/// The file name used in the backing directory.
+pub(crate) fn file_of(b: &BackingName) -> &str {
+    match b {
+        BackingName::Short(s) => s,
+        BackingName::Long { file, .. } => file,
+    }
+}
+
+/// Write the sidecar of a long name if it is not there yet. Returns whether
+/// this call created it (so a failed operation can remove it again).
+pub(crate) fn write_sidecar(dir: &Path, b: &BackingName) -> Result<bool> {
+    let BackingName::Long { file, encoded } = b else { return Ok(false) };
+    let p = dir.join(long_sidecar(file));
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&p) {
+        Ok(mut f) => {
+            f.write_all(encoded.as_bytes())?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Remove the sidecar of a long name (best effort: a leftover sidecar is harmless).
+pub(crate) fn remove_sidecar(dir: &Path, b: &BackingName) {
+    if let BackingName::Long { file, .. } = b {
+        let _ = std::fs::remove_file(dir.join(long_sidecar(file)));
+    }
+}
+
+/// Decode a backing directory entry to its plaintext name. `None` for our
+/// own reserved files (IVs, sidecars, config); `Err` for undecryptable names.
+pub(crate) fn decode(names: &NameCipher, iv: &[u8; 16], dir: &Path, backing: &OsStr) -> Option<std::result::Result<Vec<u8>, String>> {
+    let s = match backing.to_str() {
+        Some(s) => s,
+        None => return Some(Err("backing name is not ASCII".into())),
+    };
+    if let Some(rest) = s.strip_prefix(LONG_PREFIX) {
+        if rest.ends_with(".name") {
+            return None;
+        }
+        let side = dir.join(long_sidecar(s));
+        let encoded = match std::fs::read(&side) {
+            Ok(e) if e.len() <= 8192 => e,
+            Ok(_) => return Some(Err("long-name sidecar too large".into())),
+            Err(e) => return Some(Err(format!("long-name sidecar unreadable: {e}"))),
+        };
+        let Ok(encoded) = String::from_utf8(encoded) else {
+            return Some(Err("long-name sidecar is not text".into()));
+        };
+        // The hashed file name must match the sidecar's content.
+        match names.backing_name_of_encoded(&encoded) {
+            Some(f) if f == s => {}
+            _ => return Some(Err("long-name sidecar does not match its file".into())),
+        }
+        return Some(names.decrypt_name(iv, &encoded).map_err(|e| e.to_string()));
+    }
+    if s.starts_with("warpfs.") {
+        return None;
+    }
+    Some(names.decrypt_name(iv, s).map_err(|e| e.to_string()))
+}

@@ -1,0 +1,128 @@
+//! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
+
+use crate::diriv::DirIvCache;
+use crate::error::{Error, Result};
+use crate::files::FileTable;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use warpfs_config::{Config, ContentMode};
+use warpfs_content::{Cipher, Mode};
+use warpfs_crypto::keys::{MasterKey, Subkeys};
+use warpfs_crypto::names::NameCipher;
+use warpfs_crypto::seal::Sealer;
+use warpfs_crypto::GcmTagger;
+use warpfs_keystream::{Direct, Keystream};
+
+/// Mount-time options of a volume.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Refuse every modification with EROFS.
+    pub read_only: bool,
+}
+
+/// An unlocked volume.
+pub struct Volume {
+    pub(crate) root: PathBuf,
+    pub(crate) names: NameCipher,
+    pub(crate) ivs: DirIvCache,
+    pub(crate) sealer: Sealer,
+    pub(crate) cipher: Arc<Cipher>,
+    pub(crate) mode: Mode,
+    pub(crate) files: FileTable,
+    pub(crate) opts: Options,
+    /// The daemon runs as root: new entries are given to the caller.
+    pub(crate) chown_new: bool,
+}
+
+/// Who asks for an operation (for ownership of new entries).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+impl Volume {
+    /// Open CIPHERDIR with its loaded config and unlocked master key, using
+    /// the direct keystream backend.
+    pub fn open(cipherdir: &Path, config: &Config, master: &MasterKey, opts: Options) -> std::result::Result<Volume, String> {
+        let keys = Subkeys::derive(master, config.key_bits());
+        let keystream: Arc<dyn Keystream> = Arc::new(Direct::new(keys.content.clone()));
+        Self::with_keystream(cipherdir, config, keys, keystream, opts)
+    }
+
+    /// Open with a given keystream backend (the speculative engine plugs in here).
+    pub fn with_keystream(
+        cipherdir: &Path,
+        config: &Config,
+        keys: Subkeys,
+        keystream: Arc<dyn Keystream>,
+        opts: Options,
+    ) -> std::result::Result<Volume, String> {
+        let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
+        crate::diriv::read(&root).map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
+        let mode = match config.content_mode() {
+            ContentMode::Ctr => Mode::Ctr,
+            ContentMode::Gcm => Mode::Gcm,
+        };
+        let tagger = GcmTagger::new(&keys.content);
+        let cipher = Arc::new(Cipher::new(mode, keystream, tagger));
+        Ok(Volume {
+            root,
+            names: keys.names,
+            ivs: DirIvCache::default(),
+            sealer: keys.seal,
+            cipher,
+            mode,
+            files: FileTable::default(),
+            opts,
+            chown_new: crate::sys::euid() == 0,
+        })
+    }
+
+    /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).
+    pub fn init_root(cipherdir: &Path) -> std::io::Result<()> {
+        crate::diriv::create(cipherdir).map(|_| ()).map_err(|e| std::io::Error::from_raw_os_error(e.0))
+    }
+
+    /// The backing root (canonical CIPHERDIR).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Absolute backing path of a relative one.
+    pub(crate) fn abs(&self, rel: &Path) -> PathBuf {
+        if rel.as_os_str().is_empty() {
+            self.root.clone()
+        } else {
+            self.root.join(rel)
+        }
+    }
+
+    pub(crate) fn writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            Err(Error::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Give a new backing entry to the caller (when running as root), with the
+    /// group of a set-group-ID parent directory.
+    pub(crate) fn own(&self, path: &Path, parent: &Path, who: Caller) -> Result<()> {
+        if !self.chown_new {
+            return Ok(());
+        }
+        let pst = crate::sys::lstat(parent)?;
+        let gid = if pst.st_mode & libc::S_ISGID != 0 { pst.st_gid } else { who.gid };
+        crate::sys::lchown(path, Some(who.uid), Some(gid))
+    }
+}
+
+impl Volume {
+    /// Whether the volume was opened read-only.
+    pub fn read_only(&self) -> bool {
+        self.opts.read_only
+    }
+}

@@ -1,0 +1,76 @@
+//! Extended attributes: only the `user.` namespace. Names are encrypted
+//! deterministically (`user.warpfs.<encrypted>`), values sealed with a random
+//! nonce. Other namespaces are refused (EOPNOTSUPP) or reported absent.
+
+use crate::error::{Error, Result};
+use crate::volume::Volume;
+use std::path::Path;
+
+const USER: &str = "user.";
+const BACKING_PREFIX: &str = "user.warpfs.";
+const VALUE_AD: &[u8] = b"warpfs xattr value";
+
+impl Volume {
+    fn xattr_backing_name(&self, name: &[u8]) -> Result<String> {
+        if !name.starts_with(USER.as_bytes()) {
+            return Err(Error::ENOTSUP);
+        }
+        if name.len() > 255 {
+            return Err(Error(libc::ERANGE));
+        }
+        let enc = self.names.encrypt_xattr_name(name).map_err(|_| Error::EINVAL)?;
+        let full = format!("{BACKING_PREFIX}{enc}");
+        if full.len() > 255 {
+            return Err(Error(libc::ERANGE));
+        }
+        Ok(full)
+    }
+
+    /// setxattr (flags: XATTR_CREATE / XATTR_REPLACE).
+    pub fn setxattr(&self, path: &Path, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.writable()?;
+        let n = self.xattr_backing_name(name)?;
+        let sealed = self.sealer.seal(VALUE_AD, value);
+        crate::sys::lsetxattr(&self.abs(path), &n, &sealed, flags)
+    }
+
+    /// getxattr.
+    pub fn getxattr(&self, path: &Path, name: &[u8]) -> Result<Vec<u8>> {
+        let n = match self.xattr_backing_name(name) {
+            Ok(n) => n,
+            Err(Error(libc::EOPNOTSUPP)) => return Err(Error(libc::ENODATA)),
+            Err(e) => return Err(e),
+        };
+        let sealed = crate::sys::lgetxattr(&self.abs(path), &n)?;
+        self.sealer.open(VALUE_AD, &sealed).map_err(|_| {
+            tracing::error!("corrupt xattr value on {}", path.display());
+            Error::EIO
+        })
+    }
+
+    /// listxattr: plaintext names, NUL-separated.
+    pub fn listxattr(&self, path: &Path) -> Result<Vec<u8>> {
+        let raw = crate::sys::llistxattr(&self.abs(path))?;
+        let mut out = Vec::new();
+        for n in raw.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else { continue };
+            let Ok(enc) = std::str::from_utf8(enc) else { continue };
+            if let Ok(plain) = self.names.decrypt_xattr_name(enc) {
+                out.extend_from_slice(&plain);
+                out.push(0);
+            }
+        }
+        Ok(out)
+    }
+
+    /// removexattr.
+    pub fn removexattr(&self, path: &Path, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let n = match self.xattr_backing_name(name) {
+            Ok(n) => n,
+            Err(Error(libc::EOPNOTSUPP)) => return Err(Error(libc::ENODATA)),
+            Err(e) => return Err(e),
+        };
+        crate::sys::lremovexattr(&self.abs(path), &n)
+    }
+}

@@ -1,0 +1,45 @@
+//! Exit codes (documented in README.md) and the CLI's error type.
+
+/// Success.
+pub const OK: i32 = 0;
+/// Any other failure.
+pub const ERROR: i32 = 1;
+/// Bad command line (clap's own code).
+pub const USAGE: i32 = 2;
+/// Wrong password.
+pub const WRONG_PASSWORD: i32 = 10;
+/// Missing, corrupt, tampered or unsupported config.
+pub const BAD_CONFIG: i32 = 11;
+/// `init` on a non-empty directory.
+pub const NOT_EMPTY: i32 = 12;
+/// The mount itself failed.
+pub const MOUNT_FAILED: i32 = 13;
+
+/// A failed command: one line for the user and an exit code.
+#[derive(Debug)]
+pub struct CliError {
+    /// Exit code.
+    pub code: i32,
+    /// One clear line.
+    pub msg: String,
+}
+
+impl CliError {
+    /// An error with a code.
+    pub fn new(code: i32, msg: impl Into<String>) -> Self {
+        Self { code, msg: msg.into() }
+    }
+}
+
+impl From<warpfs_config::ConfigError> for CliError {
+    fn from(e: warpfs_config::ConfigError) -> Self {
+        use warpfs_config::ConfigError as E;
+        let code = match &e {
+            E::WrongPassword => WRONG_PASSWORD,
+            E::Io { .. } => ERROR,
+            E::AlreadyExists { .. } => NOT_EMPTY,
+            _ => BAD_CONFIG,
+        };
+        CliError::new(code, e.to_string())
+    }
+}

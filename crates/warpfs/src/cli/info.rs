@@ -1,0 +1,19 @@
+//! `warpfs info`: a volume's settings, never secrets.
+
+use super::exit::CliError;
+use clap::Args;
+use std::path::PathBuf;
+use warpfs_config::Config;
+
+/// Arguments of `warpfs info`.
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// The volume's cipher directory.
+    cipherdir: PathBuf,
+}
+
+pub fn run(a: InfoArgs) -> Result<(), CliError> {
+    let cfg = Config::load(&a.cipherdir)?;
+    println!("{cfg}");
+    Ok(())
+}

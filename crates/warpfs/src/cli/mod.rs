@@ -1,0 +1,74 @@
+//! warpfs layer 1: the command line. Argument parsing, password prompts,
+//! exit codes; no file-system logic.
+
+mod exit;
+mod info;
+mod init;
+mod logging;
+mod mount;
+mod passwd;
+mod password;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// warpfs: an encrypted file system with speculative AES-CTR keystream.
+#[derive(Parser, Debug)]
+#[command(name = "warpfs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// Where the password comes from.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PassArgs {
+    /// Read the password from the first line of this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "extpass")]
+    passfile: Option<PathBuf>,
+    /// Run this shell command and use the first line it prints as the password.
+    #[arg(long, value_name = "CMD")]
+    extpass: Option<String>,
+}
+
+impl PassArgs {
+    fn source(&self) -> password::Source {
+        password::Source { passfile: self.passfile.clone(), extpass: self.extpass.clone() }
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create a new encrypted volume in an empty CIPHERDIR.
+    Init(init::InitArgs),
+    /// Mount CIPHERDIR at MOUNTPOINT (daemonizes unless -f).
+    Mount(mount::MountArgs),
+    /// Change the password (rewraps the master key; data is not re-encrypted).
+    Passwd(passwd::PasswdArgs),
+    /// Show a volume's settings (never secrets).
+    Info(info::InfoArgs),
+}
+
+/// Run the command line; returns the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { exit::USAGE } else { exit::OK };
+        }
+    };
+    let res = match cli.cmd {
+        Cmd::Init(a) => init::run(a),
+        Cmd::Mount(a) => mount::run(a),
+        Cmd::Passwd(a) => passwd::run(a),
+        Cmd::Info(a) => info::run(a),
+    };
+    match res {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("warpfs: {}", e.msg);
+            e.code
+        }
+    }
+}

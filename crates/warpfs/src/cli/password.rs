@@ -1,0 +1,113 @@
+//! Where passwords come from: `--passfile F` (first line), `--extpass CMD`
+//! (first line of its output), or the terminal.
+
+use super::exit::{CliError, ERROR};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// A password source chosen on the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// Read the first line of this file.
+    pub passfile: Option<PathBuf>,
+    /// Run this shell command and read the first line it prints.
+    pub extpass: Option<String>,
+}
+
+/// A password, wiped from memory when dropped.
+pub struct Password(Vec<u8>);
+
+impl Password {
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Password {
+    fn drop(&mut self) {
+        for b in self.0.iter_mut() {
+            // SAFETY: volatile write to memory we own, so the wipe is not optimised away.
+            unsafe { std::ptr::write_volatile(b, 0) };
+        }
+    }
+}
+
+fn first_line(mut data: Vec<u8>) -> Vec<u8> {
+    if let Some(i) = data.iter().position(|&b| b == b'\n') {
+        data.truncate(i);
+    }
+    if data.last() == Some(&b'\r') {
+        data.pop();
+    }
+    data
+}
+
+impl Source {
+    /// Get the password; `prompt` is shown on the terminal; `confirm` asks twice.
+    pub fn read(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
+        let pw = if let Some(f) = &self.passfile {
+            let data = std::fs::read(f).map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
+            first_line(data)
+        } else if let Some(cmd) = &self.extpass {
+            let out = Command::new("/bin/sh")
+                .arg("-c")
+                .arg(cmd)
+                .stdin(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .output()
+                .map_err(|e| CliError::new(ERROR, format!("cannot run extpass command: {e}")))?;
+            if !out.status.success() {
+                return Err(CliError::new(ERROR, format!("extpass command failed ({})", out.status)));
+            }
+            let mut r = BufReader::new(&out.stdout[..]);
+            let mut line = Vec::new();
+            r.read_until(b'\n', &mut line).map_err(|e| CliError::new(ERROR, e.to_string()))?;
+            first_line(line)
+        } else {
+            let a = rpassword::prompt_password(prompt).map_err(|e| CliError::new(ERROR, format!("cannot read password from the terminal: {e}")))?;
+            if confirm {
+                let b = rpassword::prompt_password("Repeat: ").map_err(|e| CliError::new(ERROR, e.to_string()))?;
+                if a != b {
+                    return Err(CliError::new(ERROR, "passwords do not match"));
+                }
+            }
+            a.into_bytes()
+        };
+        if pw.is_empty() {
+            return Err(CliError::new(ERROR, "empty password"));
+        }
+        Ok(Password(pw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passfile_first_line_only() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pw");
+        std::fs::write(&p, "secret\r\nsecond line\n").unwrap();
+        let s = Source { passfile: Some(p), extpass: None };
+        assert_eq!(s.read("", false).unwrap().bytes(), b"secret");
+    }
+
+    #[test]
+    fn extpass_output_is_used_and_failure_reported() {
+        let s = Source { passfile: None, extpass: Some("echo hunter2".into()) };
+        assert_eq!(s.read("", false).unwrap().bytes(), b"hunter2");
+        let bad = Source { passfile: None, extpass: Some("exit 3".into()) };
+        assert!(bad.read("", false).is_err());
+    }
+
+    #[test]
+    fn empty_password_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("pw");
+        std::fs::write(&p, "\n").unwrap();
+        assert!(Source { passfile: Some(p), extpass: None }.read("", false).is_err());
+    }
+}

@@ -1,0 +1,537 @@
+//! The `fuser::Filesystem` implementation: each request becomes volume calls.
+
+use super::attr::{kind, to_fuse};
+use super::handles::{Handle, Handles};
+use super::nodes::{Location, Nodes, ROOT};
+use fuser::{
+    BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use warpfs_volume::{Attr, Caller, Error, Volume};
+
+/// How long the kernel may cache attributes and entries. Short, so two
+/// mounts of one CIPHERDIR see each other's changes soon.
+const TTL: Duration = Duration::from_secs(1);
+
+/// The mounted file system.
+pub struct WarpFs {
+    vol: Volume,
+    nodes: Nodes,
+    handles: Handles,
+}
+
+fn errno(e: Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+thread_local! {
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn time_spec(t: Option<TimeOrNow>) -> warpfs_volume::TimeSpec {
+    match t {
+        None => None,
+        Some(TimeOrNow::Now) => Some(None),
+        Some(TimeOrNow::SpecificTime(st)) => Some(Some(match st.duration_since(UNIX_EPOCH) {
+            Ok(d) => (d.as_secs() as i64, d.subsec_nanos() as i64),
+            Err(e) => {
+                let d = e.duration();
+                let (mut s, mut ns) = (-(d.as_secs() as i64), -(d.subsec_nanos() as i64));
+                if ns < 0 {
+                    s -= 1;
+                    ns += 1_000_000_000;
+                }
+                (s, ns)
+            }
+        })),
+    }
+}
+
+impl WarpFs {
+    /// A file system over an unlocked volume.
+    pub fn new(vol: Volume) -> std::io::Result<Self> {
+        let st = std::fs::symlink_metadata(vol.root())?;
+        let nodes = Nodes::new(std::os::unix::fs::MetadataExt::ino(&st));
+        Ok(Self { vol, nodes, handles: Handles::default() })
+    }
+
+    fn loc(&self, ino: INodeNo) -> Result<Location, Errno> {
+        self.nodes.locate(ino.0).ok_or(Errno::ENOENT)
+    }
+
+    fn child_label(parent: &Location, name: &OsStr) -> String {
+        let mut s = parent.plain.clone();
+        if !s.ends_with('/') {
+            s.push('/');
+        }
+        s.push_str(&name.to_string_lossy());
+        s
+    }
+
+    fn entry(&self, parent: INodeNo, cname: &str, name: &OsStr, attr: &Attr, reply: ReplyEntry) {
+        let ino = self.nodes.node_id(attr.ino);
+        self.nodes.remember(ino, parent.0, cname, name);
+        reply.entry(&TTL, &to_fuse(ino, attr), Generation(0));
+    }
+
+    fn attr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<Attr, Errno> {
+        if let Some(f) = fh.and_then(|fh| self.handles.file(fh.0)) {
+            return self.vol.getattr_open(&f).map_err(errno);
+        }
+        match self.nodes.locate(ino.0) {
+            Some(l) => self.vol.getattr(&l.backing).map_err(errno),
+            None => Err(Errno::ENOENT),
+        }
+    }
+
+    fn caller(req: &Request) -> Caller {
+        Caller { uid: req.uid(), gid: req.gid() }
+    }
+}
+
+impl Filesystem for WarpFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let want = InitFlags::FUSE_WRITEBACK_CACHE
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_ATOMIC_O_TRUNC;
+        let have = config.capabilities();
+        let _ = config.add_capabilities(want & have);
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.lookup(&p.backing, name) {
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.nodes.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.attr_of(ino, fh) {
+            Ok(a) => reply.attr(&TTL, &to_fuse(ino.0, &a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let open = fh.and_then(|fh| self.handles.file(fh.0));
+        let loc = self.nodes.locate(ino.0);
+        let res = (|| -> Result<(), Error> {
+            match (&loc, &open) {
+                (Some(l), _) => {
+                    if let Some(m) = mode {
+                        self.vol.chmod(&l.backing, m)?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        self.vol.chown(&l.backing, uid, gid)?;
+                    }
+                    if let Some(s) = size {
+                        match &open {
+                            Some(f) => {
+                                self.vol_writable()?;
+                                f.set_len(s)?
+                            }
+                            None => self.vol.truncate(&l.backing, s, l.plain.clone())?,
+                        }
+                    }
+                    if atime.is_some() || mtime.is_some() {
+                        self.vol.utimens(&l.backing, time_spec(atime), time_spec(mtime))?;
+                    }
+                }
+                (None, Some(f)) => {
+                    if let Some(m) = mode {
+                        self.vol.chmod_open(f, m)?;
+                    }
+                    if uid.is_some() || gid.is_some() {
+                        self.vol.chown_open(f, uid, gid)?;
+                    }
+                    if let Some(s) = size {
+                        self.vol_writable()?;
+                        f.set_len(s)?;
+                    }
+                    if atime.is_some() || mtime.is_some() {
+                        self.vol.utimens_open(f, time_spec(atime), time_spec(mtime))?;
+                    }
+                }
+                (None, None) => return Err(Error(libc::ENOENT)),
+            }
+            Ok(())
+        })();
+        if let Err(e) = res {
+            return reply.error(errno(e));
+        }
+        match self.attr_of(ino, fh) {
+            Ok(a) => reply.attr(&TTL, &to_fuse(ino.0, &a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.loc(ino) {
+            Ok(l) => match self.vol.readlink(&l.backing) {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(errno(e)),
+            },
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let mode = (mode & libc::S_IFMT) | (mode & 0o7777 & !umask);
+        match self.vol.mknod(&p.backing, name, mode, rdev as u64, Self::caller(req)) {
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.mkdir(&p.backing, name, mode & 0o7777 & !umask, Self::caller(req)) {
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.unlink(&p.backing, name) {
+            Ok(cname) => {
+                self.nodes.unlinked(parent.0, &cname);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.rmdir(&p.backing, name) {
+            Ok(cname) => {
+                self.nodes.unlinked(parent.0, &cname);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.symlink(&p.backing, link_name, target.as_os_str(), Self::caller(req)) {
+            Ok((cname, attr)) => self.entry(parent, &cname, link_name, &attr, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (p, np) = match (self.loc(parent), self.loc(newparent)) {
+            (Ok(p), Ok(np)) => (p, np),
+            _ => return reply.error(Errno::ENOENT),
+        };
+        match self.vol.rename(&p.backing, name, &np.backing, newname, flags.bits()) {
+            Ok((from, to)) => {
+                let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+                self.nodes.renamed(parent.0, &from, newparent.0, &to, newname, name, exchange);
+                reply.ok()
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let (l, np) = match (self.loc(ino), self.loc(newparent)) {
+            (Ok(l), Ok(np)) => (l, np),
+            _ => return reply.error(Errno::ENOENT),
+        };
+        match self.vol.link(&l.backing, &np.backing, newname) {
+            Ok((cname, attr)) => self.entry(newparent, &cname, newname, &attr, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let l = match self.loc(ino) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.open_file(&l.backing, flags.0, l.plain) {
+            Ok(f) => reply.opened(FileHandle(self.handles.insert(Handle::File(f))), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+        READ_BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            buf.resize(size as usize, 0);
+            match f.read_at(offset, &mut buf[..]) {
+                Ok(n) => reply.data(&buf[..n]),
+                Err(e) => reply.error(Errno::from_i32(e.errno())),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+        if let Err(e) = self.vol_writable() {
+            return reply.error(errno(e));
+        }
+        match f.write_at(offset, data) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(Errno::from_i32(e.errno())),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        match self.handles.file(fh.0) {
+            Some(f) => match f.sync(datasync) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(Errno::from_i32(e.errno())),
+            },
+            None => reply.error(Errno::EBADF),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let l = match self.loc(ino) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
+        };
+        match self.vol.readdir(&l.backing) {
+            Ok(list) => reply.opened(FileHandle(self.handles.insert(Handle::Dir(Arc::new(list)))), FopenFlags::empty()),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else { return reply.error(Errno::EBADF) };
+        let mut i = offset as usize;
+        while i < list.len() + 2 {
+            let full = match i {
+                0 => reply.add(ino, 1, fuser::FileType::Directory, "."),
+                1 => reply.add(INodeNo(ROOT), 2, fuser::FileType::Directory, ".."),
+                _ => {
+                    let e = &list[i - 2];
+                    reply.add(INodeNo(self.nodes.node_id(e.ino)), (i + 1) as u64, kind(e.kind), &e.name)
+                }
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.handles.remove(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let res = self.loc(ino).and_then(|l| {
+            std::fs::File::open(self.vol.root().join(&l.backing)).and_then(|d| d.sync_all()).map_err(Errno::from)
+        });
+        match res {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.vol.statfs() {
+            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+        let res = self.loc(ino).and_then(|l| self.vol.setxattr(&l.backing, name.as_bytes(), value, flags).map_err(errno));
+        match res {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        // The kernel asks for security.capability on every write: answer
+        // without touching the backing file.
+        if !name.as_bytes().starts_with(b"user.") {
+            return reply.error(Errno::from_i32(libc::ENODATA));
+        }
+        let res = self.loc(ino).and_then(|l| self.vol.getxattr(&l.backing, name.as_bytes()).map_err(errno));
+        xattr_reply(res, size, reply)
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let res = self.loc(ino).and_then(|l| self.vol.listxattr(&l.backing).map_err(errno));
+        xattr_reply(res, size, reply)
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let res = self.loc(ino).and_then(|l| self.vol.removexattr(&l.backing, name.as_bytes()).map_err(errno));
+        match res {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        let p = match self.loc(parent) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let label = Self::child_label(&p, name);
+        match self.vol.create(&p.backing, name, mode & 0o7777 & !umask, flags, Self::caller(req), label) {
+            Ok((cname, attr, f)) => {
+                let ino = self.nodes.node_id(attr.ino);
+                self.nodes.remember(ino, parent.0, &cname, name);
+                let fh = self.handles.insert(Handle::File(f));
+                reply.created(&TTL, &to_fuse(ino, &attr), Generation(0), FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+        if let Err(e) = self.vol_writable() {
+            return reply.error(errno(e));
+        }
+        let end = offset.saturating_add(length);
+        let res = match mode {
+            0 if end > f.size() => f.set_len(end),
+            0 | libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => f.punch_hole(offset, length),
+            _ => return reply.error(Errno::from_i32(libc::EOPNOTSUPP)),
+        };
+        match res {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(Errno::from_i32(e.errno())),
+        }
+    }
+}
+
+impl WarpFs {
+    fn vol_writable(&self) -> Result<(), Error> {
+        if self.vol_read_only() {
+            Err(Error(libc::EROFS))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn vol_read_only(&self) -> bool {
+        self.vol.read_only()
+    }
+}
+
+fn xattr_reply(res: Result<Vec<u8>, Errno>, size: u32, reply: ReplyXattr) {
+    match res {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() <= size as usize => reply.data(&v),
+        Ok(_) => reply.error(Errno::from_i32(libc::ERANGE)),
+        Err(e) => reply.error(e),
+    }
+}

@@ -1,0 +1,11 @@
+//! warpfs layer 2: the FUSE frontend. Turns kernel requests into volume calls:
+//! inode table, file handles, attribute/entry caching, errno mapping. No crypto.
+
+mod attr;
+mod fs;
+mod handles;
+mod nodes;
+mod session;
+
+pub use fs::WarpFs;
+pub use session::{mount_config, raise_read_ahead, MountOptions};

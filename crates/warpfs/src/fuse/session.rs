@@ -1,0 +1,116 @@
+//! Mount options → fuser configuration, and the mount's read-ahead.
+
+use fuser::{Config, MountOption, SessionACL};
+use std::path::Path;
+
+/// What `mount -o` and the thread count ask for.
+#[derive(Debug, Clone, Default)]
+pub struct MountOptions {
+    /// Read-only mount.
+    pub read_only: bool,
+    /// Let other users in (`allow_other`).
+    pub allow_other: bool,
+    /// Options passed to the kernel as they are (e.g. `noatime`, `nosuid`).
+    pub other: Vec<String>,
+    /// FUSE worker threads.
+    pub threads: usize,
+}
+
+impl MountOptions {
+    /// Parse a comma-separated `-o` list into `self`.
+    pub fn parse_o(&mut self, list: &str) -> Result<(), String> {
+        for o in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            match o {
+                "ro" => self.read_only = true,
+                "rw" => self.read_only = false,
+                "allow_other" => self.allow_other = true,
+                "default_permissions" => {}
+                "nosuid" | "suid" | "nodev" | "dev" | "noexec" | "exec" | "noatime" | "atime" | "sync" | "async"
+                | "dirsync" => self.other.push(o.to_string()),
+                _ => return Err(format!("unknown mount option '{o}'")),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The fuser configuration for a volume at `cipherdir`.
+pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
+    let mut opts = vec![
+        MountOption::FSName(cipherdir.to_string_lossy().replace(',', "_")),
+        MountOption::Subtype("warpfs".into()),
+        // The kernel checks permissions against the attributes we report, as
+        // for any local file system.
+        MountOption::DefaultPermissions,
+    ];
+    opts.push(if o.read_only { MountOption::RO } else { MountOption::RW });
+    for x in &o.other {
+        opts.push(match x.as_str() {
+            "nosuid" => MountOption::NoSuid,
+            "suid" => MountOption::Suid,
+            "nodev" => MountOption::NoDev,
+            "dev" => MountOption::Dev,
+            "noexec" => MountOption::NoExec,
+            "exec" => MountOption::Exec,
+            "noatime" => MountOption::NoAtime,
+            "atime" => MountOption::Atime,
+            "sync" => MountOption::Sync,
+            "async" => MountOption::Async,
+            _ => MountOption::DirSync,
+        });
+    }
+    let mut c = Config::default();
+    c.mount_options = opts;
+    c.acl = if o.allow_other { SessionACL::All } else { SessionACL::Owner };
+    c.n_threads = Some(o.threads.max(1));
+    c.clone_fd = true;
+    c
+}
+
+/// Raise the mount's read-ahead to 1 MiB so the kernel sends 1 MiB reads
+/// (the default bdi read-ahead of 128 KiB caps FUSE reads). Best effort:
+/// needs root; failure only costs speed. The device number comes from
+/// /proc/self/mountinfo: a stat of the mountpoint would be a FUSE request
+/// that nobody serves yet.
+pub fn raise_read_ahead(mountpoint: &Path) {
+    let Ok(mp) = std::fs::canonicalize(mountpoint) else { return };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
+    let Some(dev) = bdi_of(&info, &mp.to_string_lossy()) else { return };
+    let p = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    if let Err(e) = std::fs::write(&p, "1024") {
+        tracing::debug!("could not raise read-ahead ({p}): {e}");
+    }
+}
+
+/// The "major:minor" of the last mount at `mountpoint` in a mountinfo text.
+fn bdi_of(mountinfo: &str, mountpoint: &str) -> Option<String> {
+    let escaped = mountpoint.replace(' ', "\\040");
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() > 4 && f[4] == escaped).then(|| f[2].to_string())
+        })
+        .next_back()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_known_options_and_refuses_unknown() {
+        let mut o = MountOptions::default();
+        o.parse_o("ro,allow_other,noatime").unwrap();
+        assert!(o.read_only && o.allow_other);
+        assert_eq!(o.other, vec!["noatime"]);
+        assert!(o.parse_o("bogus").is_err());
+    }
+
+    #[test]
+    fn finds_the_last_mount_at_a_path() {
+        let info = "36 35 98:0 / /mnt rw - ext3 /dev/root rw\n40 36 0:61 / /mnt rw - fuse.warpfs c rw\n";
+        assert_eq!(bdi_of(info, "/mnt").as_deref(), Some("0:61"));
+        assert_eq!(bdi_of(info, "/other"), None);
+    }
+}

@@ -1,0 +1,113 @@
+//! Frozen example volumes (FORMAT.md: one per released format version) must
+//! keep mounting and show exactly their `expected/` tree.
+//!
+//! Layout: `tests/volumes/<name>/{cipher/, password.txt, expected/}`, made by
+//! `tests/volumes/make.sh`. `<name>` ends in `-gcm`, `-ctr` (or another mode
+//! name), which `warpfs info` must report.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn volumes_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("volumes")
+}
+
+fn example_volumes() -> Vec<PathBuf> {
+    let dir = volumes_dir();
+    let mut v: Vec<PathBuf> = fs::read_dir(&dir)
+        .map(|rd| {
+            rd.map(|e| e.unwrap().path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    assert!(
+        !v.is_empty(),
+        "no example volumes under {}: run `bash {}/make.sh` (as root, with the release binary) \
+         to freeze the current format",
+        dir.display(),
+        dir.display()
+    );
+    for vol in &v {
+        for part in ["cipher", "password.txt", "expected"] {
+            assert!(
+                vol.join(part).exists(),
+                "example volume {} lacks {part}",
+                vol.display()
+            );
+        }
+        assert!(
+            vol.join("cipher").join("warpfs.conf").is_file(),
+            "{}/cipher has no warpfs.conf",
+            vol.display()
+        );
+    }
+    v
+}
+
+#[test]
+fn example_volumes_present() {
+    example_volumes();
+}
+
+#[test]
+fn example_volumes_info() {
+    for vol in example_volumes() {
+        let o = warpfs(args!["info", vol.join("cipher")]);
+        o.expect_ok(&format!("info of {}", vol.display()));
+        let name = vol.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some((_, mode)) = name.rsplit_once('-') {
+            assert!(
+                o.stdout.to_lowercase().contains(&mode.to_lowercase()),
+                "info of {name} does not mention mode {mode}\n{o}"
+            );
+        }
+    }
+}
+
+#[test]
+fn example_volumes_mount_and_match_expected() {
+    let vols = example_volumes();
+    require_fuse!();
+    for vol in vols {
+        let name = vol.file_name().unwrap().to_string_lossy().into_owned();
+        // Work on a copy: mounting must not be able to change the repo.
+        let mut v = Volume::blank(Mode::Gcm);
+        copy_tree(&vol.join("cipher"), &v.cipher);
+        fs::copy(vol.join("password.txt"), &v.passfile).unwrap();
+        let before = dir_state(&v.cipher);
+        let o = v.try_mount(&[]);
+        assert!(
+            o.ok(),
+            "example volume {name} no longer mounts\n{o}\nlog:\n{}",
+            v.log()
+        );
+        let want = snapshot(&vol.join("expected"));
+        assert!(!want.is_empty(), "{name}/expected is empty");
+        assert_snapshots_eq(&snapshot(&v.mnt), &want, &format!("example volume {name}"));
+        v.unmount();
+        // Reading a volume writes nothing.
+        let after = dir_state(&v.cipher);
+        let changed: Vec<String> = after
+            .iter()
+            .filter(|(p, st)| {
+                before
+                    .get(*p)
+                    .map(|b| b.0 != st.0 || b.1 != st.1 || b.3 != st.3)
+                    != Some(false)
+            })
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        assert!(
+            changed.is_empty() && after.len() == before.len(),
+            "mounting and reading {name} changed the cipher dir: {changed:?}"
+        );
+    }
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# make.sh — create example volumes for tests/format_volumes.rs with the
+# current warpfs binary (freezes the on-disk format, FORMAT.md).
+#
+#   bash crates/warpfs/tests/volumes/make.sh [MODE...]      (default: gcm ctr)
+#
+# For each MODE it writes crates/warpfs/tests/volumes/v<VERSION>-<MODE>/:
+#   password.txt   the volume password (first line)
+#   expected/      the plaintext tree
+#   cipher/        the same tree written through a warpfs mount
+# then remounts the volume and checks it shows exactly expected/.
+#
+# Environment:
+#   WARPFS=PATH          binary to use (default: <workspace>/target/release/warpfs)
+#   FORMAT_VERSION=N     version in the directory name (default 1)
+#   FORCE=1              replace an existing volume (a frozen volume must
+#                        normally never be regenerated)
+# Needs root (or fusermount3) and /dev/fuse. Everything is deterministic
+# except the cipher bytes (random keys, IVs, nonces).
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ws=$(cd "$here/../../../.." && pwd)
+bin=${WARPFS:-$ws/target/release/warpfs}
+version=${FORMAT_VERSION:-1}
+modes=("$@")
+[[ ${#modes[@]} -gt 0 ]] || modes=(gcm ctr)
+
+die() { echo "make.sh: $*" >&2; exit 1; }
+[[ -x $bin ]] || die "no binary at $bin (cargo build --release -p warpfs, or set WARPFS)"
+[[ -c /dev/fuse ]] || die "/dev/fuse is missing"
+
+unmount() {
+    if command -v fusermount3 >/dev/null; then
+        fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1"
+    else
+        umount "$1" 2>/dev/null || umount -l "$1"
+    fi
+}
+
+# gen SEED SIZE: deterministic printable bytes.
+gen() {
+    seq "$1" 7 999999999 | head -c "$2"
+}
+
+# populate DIR: build the plaintext tree. Run once on expected/ and once on
+# the mount, so every operation (truncate, holes, renames) goes through warpfs.
+# No empty directories (git does not keep them), no special files, no hard
+# links (git cannot store them).
+populate() {
+    local d=$1
+    printf 'Hello, warpfs format v%s!\n' "$version" >"$d/hello.txt"
+    : >"$d/empty"
+    printf x >"$d/one-byte"
+    gen 1 4095 >"$d/block-4095.bin"
+    gen 2 4096 >"$d/block-4096.bin"
+    gen 3 4097 >"$d/block-4097.bin"
+    gen 4 65536 >"$d/nnode-65536.bin"
+    gen 5 70000 >"$d/cross-64k.bin"
+    # 64 KiB + 1 MiB + 5000: reaches past the first nonce page into the second.
+    gen 6 1119112 >"$d/cross-page1.bin"
+    head -c 8192 /dev/zero >"$d/zeros-8192.bin"
+    # Holes: data at both ends only.
+    printf head >"$d/sparse.bin"
+    printf tail | dd of="$d/sparse.bin" bs=1 seek=1200000 conv=notrunc status=none
+    # Written long, then truncated inside a block, then extended by truncate.
+    gen 7 9000 >"$d/truncated.bin"
+    truncate -s 5000 "$d/truncated.bin"
+    truncate -s 6000 "$d/truncated.bin"
+    # Overwritten in the middle (read-modify-write of partial blocks).
+    gen 8 20000 >"$d/rewritten.bin"
+    gen 9 3000 | dd of="$d/rewritten.bin" bs=1 seek=5000 conv=notrunc status=none
+    # Renamed into place.
+    printf 'renamed\n' >"$d/before-rename"
+    mv "$d/before-rename" "$d/after-rename"
+
+    mkdir -p "$d/dir/sub"
+    printf 'deep\n' >"$d/dir/sub/deep.txt"
+    printf 'unicode\n' >"$d/dir/ünïcødé name ☃.txt"
+    printf 'dotfile\n' >"$d/dir/.hidden"
+    local longdir longfile
+    longdir="long-dir-$(printf 'd%.0s' {1..221})"   # 230 bytes
+    longfile="long-file-$(printf 'f%.0s' {1..230})" # 240 bytes
+    mkdir "$d/$longdir"
+    printf 'long names\n' >"$d/$longdir/$longfile"
+    printf 'also long\n' >"$d/$longfile"
+    # Plaintext names that look like reserved backing names.
+    printf 'not the config\n' >"$d/dir/warpfs.conf"
+
+    ln -s hello.txt "$d/link-rel"
+    ln -s ../../hello.txt "$d/dir/sub/link-up"
+    ln -s does/not/exist "$d/link-dangling"
+    ln -s /etc/hostname "$d/link-abs"
+    ln -s "$longfile" "$d/link-to-long"
+}
+
+for mode in "${modes[@]}"; do
+    out="$here/v$version-$mode"
+    if [[ -e $out ]]; then
+        [[ ${FORCE:-} == 1 ]] || die "$out exists (frozen volumes are not regenerated; FORCE=1 to replace)"
+        rm -rf "$out"
+    fi
+    mkdir -p "$out/cipher" "$out/expected"
+    printf 'warpfs example volume %s %s\n' "$version" "$mode" >"$out/password.txt"
+    "$bin" init --passfile "$out/password.txt" --mode "$mode" "$out/cipher" >/dev/null
+    populate "$out/expected"
+
+    mnt=$(mktemp -d)
+    log=$(mktemp)
+    "$bin" mount --passfile "$out/password.txt" --log-file "$log" "$out/cipher" "$mnt"
+    populate "$mnt"
+    sync
+    unmount "$mnt"
+    sleep 0.5
+
+    # Check: a fresh mount shows exactly expected/.
+    "$bin" mount --passfile "$out/password.txt" --log-file "$log" "$out/cipher" "$mnt"
+    rc=0
+    diff -r --no-dereference "$out/expected" "$mnt" || rc=$?
+    unmount "$mnt"
+    rmdir "$mnt"
+    if [[ $rc != 0 ]]; then
+        echo "warpfs log:" >&2
+        cat "$log" >&2
+        rm -f "$log"
+        die "$out: the remounted volume differs from expected/ (left in place for inspection)"
+    fi
+    rm -f "$log"
+    "$bin" info "$out/cipher" >/dev/null
+    echo "made $out ($(find "$out/cipher" -type f | wc -l) cipher files)"
+done
