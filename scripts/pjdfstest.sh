@@ -77,6 +77,7 @@ SUMMARY="$WF_REPO/target/pjdfstest-summary.json"
 TOOLS="$WF_REPO/target/tools"
 PJD="$TOOLS/bin/pjdfstest"
 mkdir -p "$LOGDIR"
+rm -f "$SUMMARY"
 
 write_skip_summary() {
     printf '{"skipped": true, "reason": "%s"}\n' "$1" >"$SUMMARY"

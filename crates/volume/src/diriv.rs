@@ -54,7 +54,11 @@ pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
         }
     };
     data.as_slice().try_into().map_err(|_| {
-        tracing::error!("corrupt directory IV {}: {} bytes, expected {DIRIV_LEN}", p.display(), data.len());
+        tracing::error!(
+            "corrupt directory IV {}: {} bytes, expected {DIRIV_LEN}",
+            p.display(),
+            data.len()
+        );
         Error::EIO
     })
 }
@@ -62,7 +66,11 @@ pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
 /// Write a fresh random IV into a new backing directory (read-only file, fsynced).
 pub(crate) fn create(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
     let iv: [u8; DIRIV_LEN] = warpfs_crypto::rand::array();
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(dir.join(DIRIV_NAME))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(dir.join(DIRIV_NAME))?;
     f.write_all(&iv)?;
     f.sync_all()?;
     Ok(iv)
@@ -70,7 +78,11 @@ pub(crate) fn create(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
 
 /// Write a known IV (used to restore one after a failed rmdir).
 pub(crate) fn restore(dir: &Path, iv: &[u8; DIRIV_LEN]) -> Result<()> {
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(dir.join(DIRIV_NAME))?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(dir.join(DIRIV_NAME))?;
     f.write_all(iv)?;
     Ok(())
 }

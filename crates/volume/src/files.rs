@@ -43,6 +43,10 @@ impl FileTable {
 
     /// The open file of an inode, if some handle has it open.
     pub(crate) fn get(&self, dev: u64, ino: u64) -> Option<OpenFile> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&(dev, ino)).and_then(|(w, _)| w.upgrade())
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(dev, ino))
+            .and_then(|(w, _)| w.upgrade())
     }
 }

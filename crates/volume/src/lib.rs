@@ -18,6 +18,6 @@ mod xattr;
 pub use attr::{Attr, Kind};
 pub use error::{Error, Result};
 pub use files::OpenFile;
+pub use meta::{StatFs, TimeSpec};
 pub use namespace::DirEntry;
 pub use volume::{Caller, Options, Volume};
-pub use meta::{StatFs, TimeSpec};

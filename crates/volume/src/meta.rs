@@ -80,7 +80,8 @@ impl Volume {
     pub fn chmod_open(&self, f: &OpenFile, mode: u32) -> Result<()> {
         self.writable()?;
         use std::os::unix::fs::PermissionsExt;
-        f.backing().set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+        f.backing()
+            .set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
         Ok(())
     }
 

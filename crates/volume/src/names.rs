@@ -37,9 +37,16 @@ pub(crate) fn file_of(b: &BackingName) -> &str {
 /// Write the sidecar of a long name if it is not there yet. Returns whether
 /// this call created it (so a failed operation can remove it again).
 pub(crate) fn write_sidecar(dir: &Path, b: &BackingName) -> Result<bool> {
-    let BackingName::Long { file, encoded } = b else { return Ok(false) };
+    let BackingName::Long { file, encoded } = b else {
+        return Ok(false);
+    };
     let p = dir.join(long_sidecar(file));
-    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&p) {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(&p)
+    {
         Ok(mut f) => {
             f.write_all(encoded.as_bytes())?;
             Ok(true)
@@ -58,7 +65,12 @@ pub(crate) fn remove_sidecar(dir: &Path, b: &BackingName) {
 
 /// Decode a backing directory entry to its plaintext name. `None` for our
 /// own reserved files (IVs, sidecars, config); `Err` for undecryptable names.
-pub(crate) fn decode(names: &NameCipher, iv: &[u8; 16], dir: &Path, backing: &OsStr) -> Option<std::result::Result<Vec<u8>, String>> {
+pub(crate) fn decode(
+    names: &NameCipher,
+    iv: &[u8; 16],
+    dir: &Path,
+    backing: &OsStr,
+) -> Option<std::result::Result<Vec<u8>, String>> {
     let s = match backing.to_str() {
         Some(s) => s,
         None => return Some(Err("backing name is not ASCII".into())),

@@ -47,7 +47,15 @@ impl Volume {
     }
 
     /// Create and open a regular file (`flags` are the caller's open flags).
-    pub fn create(&self, dir: &Path, name: &OsStr, mode: u32, flags: i32, who: Caller, label: String) -> Result<(String, Attr, OpenFile)> {
+    pub fn create(
+        &self,
+        dir: &Path,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        who: Caller,
+        label: String,
+    ) -> Result<(String, Attr, OpenFile)> {
         self.writable()?;
         let (adir, b) = self.backing(dir, name)?;
         let file = names::file_of(&b).to_string();
@@ -91,11 +99,27 @@ impl Volume {
             self.writable()?;
         }
         let p = self.abs(path);
-        let rw = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOFOLLOW).open(&p);
+        let rw = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p);
         let (f, writable) = match rw {
             Ok(f) => (f, true),
-            Err(e) if !wants_write && matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)) => {
-                (std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&p)?, false)
+            Err(e)
+                if !wants_write
+                    && matches!(
+                        e.raw_os_error(),
+                        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
+                    ) =>
+            {
+                (
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&p)?,
+                    false,
+                )
             }
             Err(e) => return Err(e.into()),
         };
@@ -253,7 +277,14 @@ impl Volume {
 
     /// Rename with renameat2 flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
     /// Returns the old and new backing names.
-    pub fn rename(&self, dir: &Path, name: &OsStr, newdir: &Path, newname: &OsStr, flags: u32) -> Result<(String, String)> {
+    pub fn rename(
+        &self,
+        dir: &Path,
+        name: &OsStr,
+        newdir: &Path,
+        newname: &OsStr,
+        flags: u32,
+    ) -> Result<(String, String)> {
         self.writable()?;
         let (adir, b) = self.backing(dir, name)?;
         let (anew, nb) = self.backing(newdir, newname)?;
@@ -291,8 +322,15 @@ impl Volume {
                 Ok(t) => Kind::from_std(t),
                 Err(_) => Kind::File,
             };
-            let Some(cname) = bname.to_str().map(str::to_string) else { continue };
-            out.push(DirEntry { name: OsString::from_vec(plain), cname, ino: std::os::unix::fs::DirEntryExt::ino(&e), kind });
+            let Some(cname) = bname.to_str().map(str::to_string) else {
+                continue;
+            };
+            out.push(DirEntry {
+                name: OsString::from_vec(plain),
+                cname,
+                ino: std::os::unix::fs::DirEntryExt::ino(&e),
+                kind,
+            });
         }
         Ok(out)
     }

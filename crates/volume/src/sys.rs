@@ -12,7 +12,9 @@ pub(crate) fn cstr(p: &Path) -> Result<CString> {
 
 fn check(rc: libc::c_int) -> Result<()> {
     if rc < 0 {
-        Err(Error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)))
+        Err(Error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        ))
     } else {
         Ok(())
     }
@@ -20,7 +22,9 @@ fn check(rc: libc::c_int) -> Result<()> {
 
 fn check_len(rc: libc::ssize_t) -> Result<usize> {
     if rc < 0 {
-        Err(Error(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)))
+        Err(Error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        ))
     } else {
         Ok(rc as usize)
     }
@@ -80,9 +84,18 @@ pub type TimeSpec = Option<Option<(i64, i64)>>;
 
 fn ts(t: TimeSpec) -> libc::timespec {
     match t {
-        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
-        Some(None) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
-        Some(Some((s, ns))) => libc::timespec { tv_sec: s as libc::time_t, tv_nsec: ns as libc::c_long },
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(None) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(Some((s, ns))) => libc::timespec {
+            tv_sec: s as libc::time_t,
+            tv_nsec: ns as libc::c_long,
+        },
     }
 }
 

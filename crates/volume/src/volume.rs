@@ -46,7 +46,12 @@ pub struct Caller {
 impl Volume {
     /// Open CIPHERDIR with its loaded config and unlocked master key, using
     /// the direct keystream backend.
-    pub fn open(cipherdir: &Path, config: &Config, master: &MasterKey, opts: Options) -> std::result::Result<Volume, String> {
+    pub fn open(
+        cipherdir: &Path,
+        config: &Config,
+        master: &MasterKey,
+        opts: Options,
+    ) -> std::result::Result<Volume, String> {
         let keys = Subkeys::derive(master, config.key_bits());
         let keystream: Arc<dyn Keystream> = Arc::new(Direct::new(keys.content.clone()));
         Self::with_keystream(cipherdir, config, keys, keystream, opts)
@@ -61,7 +66,8 @@ impl Volume {
         opts: Options,
     ) -> std::result::Result<Volume, String> {
         let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
-        crate::diriv::read(&root).map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
+        crate::diriv::read(&root)
+            .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
         let mode = match config.content_mode() {
             ContentMode::Ctr => Mode::Ctr,
             ContentMode::Gcm => Mode::Gcm,
@@ -83,7 +89,9 @@ impl Volume {
 
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).
     pub fn init_root(cipherdir: &Path) -> std::io::Result<()> {
-        crate::diriv::create(cipherdir).map(|_| ()).map_err(|e| std::io::Error::from_raw_os_error(e.0))
+        crate::diriv::create(cipherdir)
+            .map(|_| ())
+            .map_err(|e| std::io::Error::from_raw_os_error(e.0))
     }
 
     /// The backing root (canonical CIPHERDIR).
@@ -115,7 +123,11 @@ impl Volume {
             return Ok(());
         }
         let pst = crate::sys::lstat(parent)?;
-        let gid = if pst.st_mode & libc::S_ISGID != 0 { pst.st_gid } else { who.gid };
+        let gid = if pst.st_mode & libc::S_ISGID != 0 {
+            pst.st_gid
+        } else {
+            who.gid
+        };
         crate::sys::lchown(path, Some(who.uid), Some(gid))
     }
 }

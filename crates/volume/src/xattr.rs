@@ -53,7 +53,9 @@ impl Volume {
         let raw = crate::sys::llistxattr(&self.abs(path))?;
         let mut out = Vec::new();
         for n in raw.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-            let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else { continue };
+            let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else {
+                continue;
+            };
             let Ok(enc) = std::str::from_utf8(enc) else { continue };
             if let Ok(plain) = self.names.decrypt_xattr_name(enc) {
                 out.extend_from_slice(&plain);

@@ -54,11 +54,15 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
             if it.next().is_some() {
-                return Err(CliError::new(NOT_EMPTY, format!("{} is not empty; init needs an empty directory", dir.display())));
+                return Err(CliError::new(
+                    NOT_EMPTY,
+                    format!("{} is not empty; init needs an empty directory", dir.display()),
+                ));
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir).map_err(|e| CliError::new(ERROR, format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| CliError::new(ERROR, format!("cannot create {}: {e}", dir.display())))?;
         }
         Err(e) => return Err(CliError::new(ERROR, format!("{}: {e}", dir.display()))),
     }
@@ -76,8 +80,14 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         ModeArg::Ctr => ContentMode::Ctr,
     };
     let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
-    warpfs_volume::Volume::init_root(dir).map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
-    println!("Created warpfs volume in {} (mode {:?}, AES-{}).", dir.display(), mode, a.key_bits);
+    warpfs_volume::Volume::init_root(dir)
+        .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
+    println!(
+        "Created warpfs volume in {} (mode {:?}, AES-{}).",
+        dir.display(),
+        mode,
+        a.key_bits
+    );
     if !a.quiet {
         println!();
         println!("Your master key is:");

@@ -33,7 +33,10 @@ pub struct PassArgs {
 
 impl PassArgs {
     fn source(&self) -> password::Source {
-        password::Source { passfile: self.passfile.clone(), extpass: self.extpass.clone() }
+        password::Source {
+            passfile: self.passfile.clone(),
+            extpass: self.extpass.clone(),
+        }
     }
 }
 

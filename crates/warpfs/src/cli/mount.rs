@@ -41,21 +41,41 @@ fn cores() -> usize {
 }
 
 pub fn run(a: MountArgs) -> Result<(), CliError> {
-    let mut mo = MountOptions { threads: a.threads.unwrap_or_else(|| cores().max(4)), ..Default::default() };
+    let mut mo = MountOptions {
+        threads: a.threads.unwrap_or_else(|| cores().max(4)),
+        ..Default::default()
+    };
     for o in &a.options {
         mo.parse_o(o).map_err(|e| CliError::new(super::exit::USAGE, e))?;
     }
     match std::fs::metadata(&a.mountpoint) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(CliError::new(MOUNT_FAILED, format!("{} is not a directory", a.mountpoint.display()))),
-        Err(e) => return Err(CliError::new(MOUNT_FAILED, format!("mountpoint {}: {e}", a.mountpoint.display()))),
+        Ok(_) => {
+            return Err(CliError::new(
+                MOUNT_FAILED,
+                format!("{} is not a directory", a.mountpoint.display()),
+            ))
+        }
+        Err(e) => {
+            return Err(CliError::new(
+                MOUNT_FAILED,
+                format!("mountpoint {}: {e}", a.mountpoint.display()),
+            ))
+        }
     }
     let cfg = Config::load(&a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
     let master = cfg.unlock(pw.bytes())?;
     drop(pw);
-    let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: mo.read_only })
-        .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    let vol = Volume::open(
+        &a.cipherdir,
+        &cfg,
+        &master,
+        Options {
+            read_only: mo.read_only,
+        },
+    )
+    .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     drop(master);
     let fs = WarpFs::new(vol).map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
@@ -74,8 +94,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
         raise_read_ahead(&a.mountpoint);
         let mut unmounter = session.unmount_callable();
-        let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-            .map_err(|e| CliError::new(ERROR, e.to_string()))?;
+        let mut signals =
+            signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
+                .map_err(|e| CliError::new(ERROR, e.to_string()))?;
         std::thread::spawn(move || {
             if signals.forever().next().is_some() {
                 tracing::info!("signal received, unmounting");
@@ -85,7 +106,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             }
         });
         tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
-        session.run().map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
+        session
+            .run()
+            .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
         tracing::info!("unmounted {}", a.mountpoint.display());
         return Ok(());
     }
@@ -94,14 +117,20 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let mut fds = [0; 2];
     // SAFETY: fds is a 2-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(ERROR, format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(CliError::new(
+            ERROR,
+            format!("pipe: {}", std::io::Error::last_os_error()),
+        ));
     }
     // SAFETY: both fds were just created and are owned here.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // SAFETY: no other threads exist yet (nothing above spawns one).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(CliError::new(ERROR, format!("fork: {}", std::io::Error::last_os_error())));
+        return Err(CliError::new(
+            ERROR,
+            format!("fork: {}", std::io::Error::last_os_error()),
+        ));
     }
     if pid > 0 {
         drop(wr);
@@ -110,7 +139,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         return if msg == "OK" {
             Ok(())
         } else if msg.is_empty() {
-            Err(CliError::new(MOUNT_FAILED, "the mount process died before the mount was ready"))
+            Err(CliError::new(
+                MOUNT_FAILED,
+                "the mount process died before the mount was ready",
+            ))
         } else {
             Err(CliError::new(MOUNT_FAILED, msg))
         };

@@ -28,7 +28,10 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
     let old = a.pass.source().read("Old password: ", false)?;
     // Check the old password before asking for a new one.
     cfg.unlock(old.bytes())?;
-    let new_src = super::password::Source { passfile: a.new_passfile.clone(), extpass: a.new_extpass.clone() };
+    let new_src = super::password::Source {
+        passfile: a.new_passfile.clone(),
+        extpass: a.new_extpass.clone(),
+    };
     let new = new_src.read("New password: ", true)?;
     cfg.change_password(&a.cipherdir, old.bytes(), new.bytes())?;
     println!("Password changed.");

@@ -48,7 +48,8 @@ impl Source {
     /// Get the password; `prompt` is shown on the terminal; `confirm` asks twice.
     pub fn read(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
         let pw = if let Some(f) = &self.passfile {
-            let data = std::fs::read(f).map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
+            let data = std::fs::read(f)
+                .map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
             first_line(data)
         } else if let Some(cmd) = &self.extpass {
             let out = Command::new("/bin/sh")
@@ -63,10 +64,12 @@ impl Source {
             }
             let mut r = BufReader::new(&out.stdout[..]);
             let mut line = Vec::new();
-            r.read_until(b'\n', &mut line).map_err(|e| CliError::new(ERROR, e.to_string()))?;
+            r.read_until(b'\n', &mut line)
+                .map_err(|e| CliError::new(ERROR, e.to_string()))?;
             first_line(line)
         } else {
-            let a = rpassword::prompt_password(prompt).map_err(|e| CliError::new(ERROR, format!("cannot read password from the terminal: {e}")))?;
+            let a = rpassword::prompt_password(prompt)
+                .map_err(|e| CliError::new(ERROR, format!("cannot read password from the terminal: {e}")))?;
             if confirm {
                 let b = rpassword::prompt_password("Repeat: ").map_err(|e| CliError::new(ERROR, e.to_string()))?;
                 if a != b {
@@ -91,15 +94,24 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pw");
         std::fs::write(&p, "secret\r\nsecond line\n").unwrap();
-        let s = Source { passfile: Some(p), extpass: None };
+        let s = Source {
+            passfile: Some(p),
+            extpass: None,
+        };
         assert_eq!(s.read("", false).unwrap().bytes(), b"secret");
     }
 
     #[test]
     fn extpass_output_is_used_and_failure_reported() {
-        let s = Source { passfile: None, extpass: Some("echo hunter2".into()) };
+        let s = Source {
+            passfile: None,
+            extpass: Some("echo hunter2".into()),
+        };
         assert_eq!(s.read("", false).unwrap().bytes(), b"hunter2");
-        let bad = Source { passfile: None, extpass: Some("exit 3".into()) };
+        let bad = Source {
+            passfile: None,
+            extpass: Some("exit 3".into()),
+        };
         assert!(bad.read("", false).is_err());
     }
 
@@ -108,6 +120,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("pw");
         std::fs::write(&p, "\n").unwrap();
-        assert!(Source { passfile: Some(p), extpass: None }.read("", false).is_err());
+        assert!(Source {
+            passfile: Some(p),
+            extpass: None
+        }
+        .read("", false)
+        .is_err());
     }
 }

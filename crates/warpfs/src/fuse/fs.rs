@@ -4,9 +4,9 @@ use super::attr::{kind, to_fuse};
 use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
 use fuser::{
-    BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -59,7 +59,11 @@ impl WarpFs {
     pub fn new(vol: Volume) -> std::io::Result<Self> {
         let st = std::fs::symlink_metadata(vol.root())?;
         let nodes = Nodes::new(std::os::unix::fs::MetadataExt::ino(&st));
-        Ok(Self { vol, nodes, handles: Handles::default() })
+        Ok(Self {
+            vol,
+            nodes,
+            handles: Handles::default(),
+        })
     }
 
     fn loc(&self, ino: INodeNo) -> Result<Location, Errno> {
@@ -92,7 +96,10 @@ impl WarpFs {
     }
 
     fn caller(req: &Request) -> Caller {
-        Caller { uid: req.uid(), gid: req.gid() }
+        Caller {
+            uid: req.uid(),
+            gid: req.gid(),
+        }
     }
 }
 
@@ -230,7 +237,10 @@ impl Filesystem for WarpFs {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
-        match self.vol.mkdir(&p.backing, name, mode & 0o7777 & !umask, Self::caller(req)) {
+        match self
+            .vol
+            .mkdir(&p.backing, name, mode & 0o7777 & !umask, Self::caller(req))
+        {
             Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -269,7 +279,10 @@ impl Filesystem for WarpFs {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
-        match self.vol.symlink(&p.backing, link_name, target.as_os_str(), Self::caller(req)) {
+        match self
+            .vol
+            .symlink(&p.backing, link_name, target.as_os_str(), Self::caller(req))
+        {
             Ok((cname, attr)) => self.entry(parent, &cname, link_name, &attr, reply),
             Err(e) => reply.error(errno(e)),
         }
@@ -292,7 +305,8 @@ impl Filesystem for WarpFs {
         match self.vol.rename(&p.backing, name, &np.backing, newname, flags.bits()) {
             Ok((from, to)) => {
                 let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
-                self.nodes.renamed(parent.0, &from, newparent.0, &to, newname, name, exchange);
+                self.nodes
+                    .renamed(parent.0, &from, newparent.0, &to, newname, name, exchange);
                 reply.ok()
             }
             Err(e) => reply.error(errno(e)),
@@ -332,7 +346,9 @@ impl Filesystem for WarpFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(f) = self.handles.file(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
         READ_BUF.with(|b| {
             let mut buf = b.borrow_mut();
             buf.resize(size as usize, 0);
@@ -355,7 +371,9 @@ impl Filesystem for WarpFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(f) = self.handles.file(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
         if let Err(e) = self.vol_writable() {
             return reply.error(errno(e));
         }
@@ -399,13 +417,18 @@ impl Filesystem for WarpFs {
             Err(e) => return reply.error(e),
         };
         match self.vol.readdir(&l.backing) {
-            Ok(list) => reply.opened(FileHandle(self.handles.insert(Handle::Dir(Arc::new(list)))), FopenFlags::empty()),
+            Ok(list) => reply.opened(
+                FileHandle(self.handles.insert(Handle::Dir(Arc::new(list)))),
+                FopenFlags::empty(),
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else { return reply.error(Errno::EBADF) };
+        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
@@ -413,7 +436,12 @@ impl Filesystem for WarpFs {
                 1 => reply.add(INodeNo(ROOT), 2, fuser::FileType::Directory, ".."),
                 _ => {
                     let e = &list[i - 2];
-                    reply.add(INodeNo(self.nodes.node_id(e.ino)), (i + 1) as u64, kind(e.kind), &e.name)
+                    reply.add(
+                        INodeNo(self.nodes.node_id(e.ino)),
+                        (i + 1) as u64,
+                        kind(e.kind),
+                        &e.name,
+                    )
                 }
             };
             if full {
@@ -431,7 +459,9 @@ impl Filesystem for WarpFs {
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let res = self.loc(ino).and_then(|l| {
-            std::fs::File::open(self.vol.root().join(&l.backing)).and_then(|d| d.sync_all()).map_err(Errno::from)
+            std::fs::File::open(self.vol.root().join(&l.backing))
+                .and_then(|d| d.sync_all())
+                .map_err(Errno::from)
         });
         match res {
             Ok(()) => reply.ok(),
@@ -441,13 +471,28 @@ impl Filesystem for WarpFs {
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         match self.vol.statfs() {
-            Ok(s) => reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize),
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn setxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
-        let res = self.loc(ino).and_then(|l| self.vol.setxattr(&l.backing, name.as_bytes(), value, flags).map_err(errno));
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let res = self.loc(ino).and_then(|l| {
+            self.vol
+                .setxattr(&l.backing, name.as_bytes(), value, flags)
+                .map_err(errno)
+        });
         match res {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -460,42 +505,81 @@ impl Filesystem for WarpFs {
         if !name.as_bytes().starts_with(b"user.") {
             return reply.error(Errno::from_i32(libc::ENODATA));
         }
-        let res = self.loc(ino).and_then(|l| self.vol.getxattr(&l.backing, name.as_bytes()).map_err(errno));
+        let res = self
+            .loc(ino)
+            .and_then(|l| self.vol.getxattr(&l.backing, name.as_bytes()).map_err(errno));
         xattr_reply(res, size, reply)
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let res = self.loc(ino).and_then(|l| self.vol.listxattr(&l.backing).map_err(errno));
+        let res = self
+            .loc(ino)
+            .and_then(|l| self.vol.listxattr(&l.backing).map_err(errno));
         xattr_reply(res, size, reply)
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let res = self.loc(ino).and_then(|l| self.vol.removexattr(&l.backing, name.as_bytes()).map_err(errno));
+        let res = self
+            .loc(ino)
+            .and_then(|l| self.vol.removexattr(&l.backing, name.as_bytes()).map_err(errno));
         match res {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let p = match self.loc(parent) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let label = Self::child_label(&p, name);
-        match self.vol.create(&p.backing, name, mode & 0o7777 & !umask, flags, Self::caller(req), label) {
+        match self.vol.create(
+            &p.backing,
+            name,
+            mode & 0o7777 & !umask,
+            flags,
+            Self::caller(req),
+            label,
+        ) {
             Ok((cname, attr, f)) => {
                 let ino = self.nodes.node_id(attr.ino);
                 self.nodes.remember(ino, parent.0, &cname, name);
                 let fh = self.handles.insert(Handle::File(f));
-                reply.created(&TTL, &to_fuse(ino, &attr), Generation(0), FileHandle(fh), FopenFlags::empty());
+                reply.created(
+                    &TTL,
+                    &to_fuse(ino, &attr),
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                );
             }
             Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn fallocate(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
-        let Some(f) = self.handles.file(fh.0) else { return reply.error(Errno::EBADF) };
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(f) = self.handles.file(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
         if let Err(e) = self.vol_writable() {
             return reply.error(errno(e));
         }

@@ -60,8 +60,17 @@ impl Nodes {
     /// A table whose root is the backing directory with inode `root_backing_ino`.
     pub fn new(root_backing_ino: u64) -> Self {
         let mut t = Tables::default();
-        t.nodes.insert(ROOT, Node { links: Vec::new(), nlookup: 1 });
-        Self { map: RwLock::new(t), root_backing_ino }
+        t.nodes.insert(
+            ROOT,
+            Node {
+                links: Vec::new(),
+                nlookup: 1,
+            },
+        );
+        Self {
+            map: RwLock::new(t),
+            root_backing_ino,
+        }
     }
 
     /// Node id of a backing inode number (swap the root's number with 1).
@@ -88,7 +97,14 @@ impl Nodes {
         let n = t.nodes.entry(ino).or_default();
         n.nlookup += 1;
         if !n.links.iter().any(|l| l.parent == parent && l.cname == cname) {
-            n.links.insert(0, Link { parent, cname: cname.to_string(), pname: pname.to_os_string() });
+            n.links.insert(
+                0,
+                Link {
+                    parent,
+                    cname: cname.to_string(),
+                    pname: pname.to_os_string(),
+                },
+            );
         }
     }
 
@@ -118,25 +134,51 @@ impl Nodes {
 
     /// `cname` in `parent` was removed.
     pub fn unlinked(&self, parent: u64, cname: &str) {
-        self.map.write().unwrap_or_else(|e| e.into_inner()).drop_link(parent, cname);
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .drop_link(parent, cname);
     }
 
     /// An entry moved (or two were exchanged).
-    pub fn renamed(&self, parent: u64, from: &str, newparent: u64, to: &str, newname: &OsStr, oldname: &OsStr, exchange: bool) {
+    pub fn renamed(
+        &self,
+        parent: u64,
+        from: &str,
+        newparent: u64,
+        to: &str,
+        newname: &OsStr,
+        oldname: &OsStr,
+        exchange: bool,
+    ) {
         let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
         let moved = t.drop_link(parent, from);
         let displaced = t.drop_link(newparent, to);
         if let Some(ino) = moved {
             t.names.insert((newparent, to.to_string()), ino);
             if let Some(n) = t.nodes.get_mut(&ino) {
-                n.links.insert(0, Link { parent: newparent, cname: to.to_string(), pname: newname.to_os_string() });
+                n.links.insert(
+                    0,
+                    Link {
+                        parent: newparent,
+                        cname: to.to_string(),
+                        pname: newname.to_os_string(),
+                    },
+                );
             }
         }
         if exchange {
             if let Some(ino) = displaced {
                 t.names.insert((parent, from.to_string()), ino);
                 if let Some(n) = t.nodes.get_mut(&ino) {
-                    n.links.insert(0, Link { parent, cname: from.to_string(), pname: oldname.to_os_string() });
+                    n.links.insert(
+                        0,
+                        Link {
+                            parent,
+                            cname: from.to_string(),
+                            pname: oldname.to_os_string(),
+                        },
+                    );
                 }
             }
         }
@@ -145,7 +187,10 @@ impl Nodes {
     /// Where node `ino` lives now; `None` if it has no name left (unlinked) or is unknown.
     pub fn locate(&self, ino: u64) -> Option<Location> {
         if ino == ROOT {
-            return Some(Location { backing: PathBuf::new(), plain: "/".into() });
+            return Some(Location {
+                backing: PathBuf::new(),
+                plain: "/".into(),
+            });
         }
         let t = self.map.read().unwrap_or_else(|e| e.into_inner());
         let mut parts: Vec<(&str, &OsStr)> = Vec::new();

@@ -61,7 +61,11 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
     }
     let mut c = Config::default();
     c.mount_options = opts;
-    c.acl = if o.allow_other { SessionACL::All } else { SessionACL::Owner };
+    c.acl = if o.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     c.n_threads = Some(o.threads.max(1));
     c.clone_fd = true;
     c
@@ -73,9 +77,15 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
 /// /proc/self/mountinfo: a stat of the mountpoint would be a FUSE request
 /// that nobody serves yet.
 pub fn raise_read_ahead(mountpoint: &Path) {
-    let Ok(mp) = std::fs::canonicalize(mountpoint) else { return };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return };
-    let Some(dev) = bdi_of(&info, &mp.to_string_lossy()) else { return };
+    let Ok(mp) = std::fs::canonicalize(mountpoint) else {
+        return;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let Some(dev) = bdi_of(&info, &mp.to_string_lossy()) else {
+        return;
+    };
     let p = format!("/sys/class/bdi/{dev}/read_ahead_kb");
     if let Err(e) = std::fs::write(&p, "1024") {
         tracing::debug!("could not raise read-ahead ({p}): {e}");
