@@ -5,7 +5,7 @@ use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
 use fuser::{
     BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
@@ -109,7 +109,9 @@ impl Filesystem for WarpFs {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_ATOMIC_O_TRUNC;
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
         let _ = config.set_max_write(1 << 20);
@@ -442,6 +444,45 @@ impl Filesystem for WarpFs {
                         kind(e.kind),
                         &e.name,
                     )
+                }
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else { return reply.error(Errno::EBADF) };
+        let Ok(dir) = self.loc(ino) else { return reply.error(Errno::ENOENT) };
+        let mut i = offset as usize;
+        while i < list.len() + 2 {
+            let full = match i {
+                0 | 1 => {
+                    let (name, node) = if i == 0 { (".", ino) } else { ("..", INodeNo(ROOT)) };
+                    let attr = match self.attr_of(node, None) {
+                        Ok(a) => a,
+                        Err(e) => return reply.error(e),
+                    };
+                    reply.add(node, (i + 1) as u64, name, &Duration::ZERO, &to_fuse(node.0, &attr), Generation(0))
+                }
+                _ => {
+                    let e = &list[i - 2];
+                    // An entry that vanished since opendir is skipped.
+                    let Ok(attr) = self.vol.getattr(&dir.backing.join(&e.cname)) else {
+                        i += 1;
+                        continue;
+                    };
+                    let node = self.nodes.node_id(attr.ino);
+                    let full =
+                        reply.add(INodeNo(node), (i + 1) as u64, &e.name, &TTL, &to_fuse(node, &attr), Generation(0));
+                    if !full {
+                        // The kernel now holds a lookup reference to this entry.
+                        self.nodes.remember(node, ino.0, &e.cname, &e.name);
+                    }
+                    full
                 }
             };
             if full {
