@@ -17,7 +17,9 @@ pub struct Cipher {
 
 impl std::fmt::Debug for Cipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cipher").field("mode", &self.mode).finish_non_exhaustive()
+        f.debug_struct("Cipher")
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
     }
 }
 
@@ -47,13 +49,7 @@ impl Cipher {
 
     /// Encrypt one block's plaintext in place under a fresh nonce and write
     /// its entry into `entry_out` (`mode.entry_len()` bytes).
-    pub(crate) fn seal_block(
-        &self,
-        file_id: &[u8; 16],
-        block: u64,
-        buf: &mut [u8],
-        entry_out: &mut [u8],
-    ) {
+    pub(crate) fn seal_block(&self, file_id: &[u8; 16], block: u64, buf: &mut [u8], entry_out: &mut [u8]) {
         let (nonce, ej0) = self.keystream.seal(buf);
         let tag = match self.mode {
             Mode::Ctr => [0u8; 16],

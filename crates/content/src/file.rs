@@ -5,8 +5,8 @@
 use crate::cipher::Cipher;
 use crate::header::{self, Header};
 use crate::layout::{
-    self, backing_len, block_count, block_len, data_offset, entry_offset, segment_end,
-    segment_runs, BLOCK, BLOCK_USIZE, MAX_PLAIN_SIZE, NNODE_BLOCKS, PAGE_BLOCKS,
+    self, backing_len, block_count, block_len, data_offset, entry_offset, segment_end, segment_runs, BLOCK,
+    BLOCK_USIZE, MAX_PLAIN_SIZE, NNODE_BLOCKS, PAGE_BLOCKS,
 };
 use crate::rangelock::{RangeGuard, RangeLock, Want};
 use crate::scratch::{self, sized, Scratch};
@@ -122,10 +122,9 @@ impl CipherFile {
             return Ok(0);
         }
         let req_end = offset.saturating_add(buf.len() as u64);
-        let (guard, st) = self.lock.acquire(|st| {
-            (offset < st.size)
-                .then(|| Want::shared(offset / BLOCK, block_count(req_end.min(st.size))))
-        });
+        let (guard, st) = self
+            .lock
+            .acquire(|st| (offset < st.size).then(|| Want::shared(offset / BLOCK, block_count(req_end.min(st.size)))));
         if guard.is_none() {
             return Ok(0);
         }
@@ -310,7 +309,11 @@ impl CipherFile {
         let buf = sized(&mut sc.entries, layout::header_len(mode) as usize);
         buf.fill(0);
         buf[..header::LEN].copy_from_slice(&hdr.to_bytes());
-        sysio::write_all_at(&self.file, buf, 0)?;
+        if let Err(e) = sysio::write_all_at(&self.file, buf, 0) {
+            // Never leave a torn header (0 < L < H reads as corrupt).
+            let _ = self.file.set_len(0);
+            return Err(e);
+        }
         Ok(hdr.file_id)
     }
 
@@ -456,11 +459,7 @@ impl CipherFile {
             buf[(cs - rstart) as usize..(ce - rstart) as usize]
                 .copy_from_slice(&data[(cs - offset) as usize..(ce - offset) as usize]);
             let ents = sized(&mut sc.entries, (b - a) as usize * e);
-            for (i, (blk, ent)) in buf
-                .chunks_mut(BLOCK_USIZE)
-                .zip(ents.chunks_mut(e))
-                .enumerate()
-            {
+            for (i, (blk, ent)) in buf.chunks_mut(BLOCK_USIZE).zip(ents.chunks_mut(e)).enumerate() {
                 self.cipher.seal_block(id, a + i as u64, blk, ent);
             }
             sysio::write_all_at(&self.file, buf, data_offset(mode, a))?;
@@ -502,10 +501,7 @@ impl CipherFile {
         }
         if new == 0 {
             self.file.set_len(0)?;
-            guard.set_state(FileState {
-                size: 0,
-                file_id: None,
-            });
+            guard.set_state(FileState { size: 0, file_id: None });
             return Ok(());
         }
         let (old_n, new_n) = (block_count(old), block_count(new));
@@ -569,8 +565,7 @@ impl CipherFile {
         }
         let req_end = offset.saturating_add(len);
         let (guard, st) = self.lock.acquire(|st| {
-            (offset < st.size)
-                .then(|| Want::exclusive(offset / BLOCK, block_count(req_end.min(st.size))))
+            (offset < st.size).then(|| Want::exclusive(offset / BLOCK, block_count(req_end.min(st.size))))
         });
         if guard.is_none() {
             return Ok(());
@@ -580,9 +575,7 @@ impl CipherFile {
         let mode = self.mode();
         let r = scratch::with(|sc| -> Result<(), ContentError> {
             let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
-            let covers = |x: u64| {
-                x * BLOCK >= offset && x * BLOCK + block_len(st.size, x) as u64 <= end
-            };
+            let covers = |x: u64| x * BLOCK >= offset && x * BLOCK + block_len(st.size, x) as u64 <= end;
             let full_first = if covers(first) { first } else { first + 1 };
             let full_end = if covers(last) { last + 1 } else { last };
             for (a, b) in segment_runs(full_first, full_end.max(full_first)) {
@@ -622,5 +615,94 @@ impl CipherFile {
             self.file.sync_all()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warpfs_crypto::{ContentKey, GcmTagger};
+    use warpfs_keystream::Direct;
+
+    fn cf(mode: Mode) -> CipherFile {
+        let key = ContentKey::new(&[1u8; 32]).unwrap();
+        let tagger = GcmTagger::new(&key);
+        let c = Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger));
+        CipherFile::open(tempfile::tempfile().unwrap(), c, "unit".into()).unwrap()
+    }
+
+    fn entry_at(f: &CipherFile, b: u64) -> Vec<u8> {
+        let mut e = vec![0u8; f.mode().entry_len()];
+        sysio::read_exact_at(&f.file, &mut e, entry_offset(f.mode(), b)).unwrap();
+        e
+    }
+
+    #[test]
+    fn page_existence() {
+        assert!(page_of_exists(0));
+        assert!(page_of_exists(15));
+        assert!(!page_of_exists(16));
+        assert!(page_of_exists(17));
+        assert!(!page_of_exists(272));
+    }
+
+    #[test]
+    fn empty_file_has_no_header_until_written() {
+        let f = cf(Mode::Gcm);
+        f.write_at(0, &[]).unwrap();
+        f.punch_hole(0, 10).unwrap();
+        assert_eq!(f.backing().metadata().unwrap().len(), 0);
+        f.write_at(3, b"x").unwrap();
+        assert_eq!(f.backing().metadata().unwrap().len(), 544 + 4);
+        f.set_len(0).unwrap();
+        assert_eq!(f.backing().metadata().unwrap().len(), 0);
+        f.set_len(10).unwrap();
+        let mut b = [9u8; 16];
+        assert_eq!(f.read_at(0, &mut b).unwrap(), 10);
+        assert_eq!(b[..10], [0u8; 10]);
+    }
+
+    #[test]
+    fn shrinking_clears_stale_entries_of_the_kept_page() {
+        for mode in [Mode::Ctr, Mode::Gcm] {
+            let f = cf(mode);
+            f.write_at(0, &vec![7u8; 40 * 4096]).unwrap();
+            assert!(entry_at(&f, 30).iter().any(|&x| x != 0));
+            f.set_len(20 * 4096 + 5).unwrap();
+            for b in 21..40 {
+                assert!(entry_at(&f, b).iter().all(|&x| x == 0), "block {b}");
+            }
+            assert!(entry_at(&f, 20).iter().any(|&x| x != 0));
+            f.set_len(40 * 4096).unwrap();
+            let mut buf = vec![1u8; 20 * 4096];
+            f.read_at(20 * 4096, &mut buf).unwrap();
+            assert!(buf[..5].iter().all(|&x| x == 7));
+            assert!(buf[5..].iter().all(|&x| x == 0));
+        }
+    }
+
+    #[test]
+    fn extending_pads_the_old_last_block_to_full_length() {
+        let f = cf(Mode::Gcm);
+        f.write_at(0, &[5u8; 100]).unwrap();
+        f.write_at(3 * 4096, b"z").unwrap();
+        assert_eq!(f.size(), 3 * 4096 + 1);
+        let mut b = vec![0u8; 4096];
+        f.read_at(0, &mut b).unwrap();
+        assert!(b[..100].iter().all(|&x| x == 5) && b[100..].iter().all(|&x| x == 0));
+        // blocks 1 and 2 are holes: zero entries
+        assert!(entry_at(&f, 1).iter().all(|&x| x == 0));
+        assert!(entry_at(&f, 2).iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn huge_offsets_are_efbig_not_panics() {
+        let f = cf(Mode::Ctr);
+        assert_eq!(f.write_at(u64::MAX - 1, b"ab").unwrap_err().errno(), libc::EFBIG);
+        assert_eq!(f.write_at(MAX_PLAIN_SIZE, b"a").unwrap_err().errno(), libc::EFBIG);
+        assert_eq!(f.set_len(u64::MAX).unwrap_err().errno(), libc::EFBIG);
+        let mut b = [0u8; 4];
+        assert_eq!(f.read_at(u64::MAX - 1, &mut b).unwrap(), 0);
+        f.punch_hole(u64::MAX - 1, u64::MAX).unwrap();
     }
 }

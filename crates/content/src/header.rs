@@ -45,8 +45,8 @@ impl Header {
                 "unsupported cipher file format version {version}"
             )));
         }
-        let mode = Mode::from_byte(b[6])
-            .ok_or_else(|| ContentError::corrupt(format!("unknown content mode {}", b[6])))?;
+        let mode =
+            Mode::from_byte(b[6]).ok_or_else(|| ContentError::corrupt(format!("unknown content mode {}", b[6])))?;
         if b[7] != 0 {
             return Err(ContentError::corrupt(format!("unknown header flags {:#x}", b[7])));
         }

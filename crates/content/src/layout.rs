@@ -38,8 +38,7 @@ pub const fn page_len(mode: Mode) -> u64 {
 
 /// Offset of the nonce page in front of segment `k` (blocks `16 + 256k ..`).
 fn page_offset(mode: Mode, k: u64) -> u64 {
-    (header_len(mode) + NNODE_BYTES)
-        .saturating_add(k.saturating_mul(page_len(mode) + SEGMENT))
+    (header_len(mode) + NNODE_BYTES).saturating_add(k.saturating_mul(page_len(mode) + SEGMENT))
 }
 
 /// Offset of block `b`'s nonce entry. Valid for blocks below
@@ -189,20 +188,14 @@ mod tests {
             assert_eq!(backing_len(m, 65536), h + 65536);
             assert_eq!(backing_len(m, 65537), h + 65536 + p + 1);
             assert_eq!(backing_len(m, 65536 + SEGMENT), h + 65536 + p + SEGMENT);
-            assert_eq!(
-                backing_len(m, 65536 + SEGMENT + 1),
-                h + 65536 + 2 * p + SEGMENT + 1
-            );
+            assert_eq!(backing_len(m, 65536 + SEGMENT + 1), h + 65536 + 2 * p + SEGMENT + 1);
             assert!(plain_size(m, 1).is_err());
             assert!(plain_size(m, h - 1).is_err());
             assert_eq!(plain_size(m, h).unwrap(), 0);
             // Ending inside a nonce page reads as the boundary size.
             for q in [1, p / 2, p] {
                 assert_eq!(plain_size(m, h + 65536 + q).unwrap(), 65536);
-                assert_eq!(
-                    plain_size(m, h + 65536 + p + SEGMENT + q).unwrap(),
-                    65536 + SEGMENT
-                );
+                assert_eq!(plain_size(m, h + 65536 + p + SEGMENT + q).unwrap(), 65536 + SEGMENT);
             }
             assert!(plain_size(m, u64::MAX).is_ok());
         }

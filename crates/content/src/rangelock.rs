@@ -80,10 +80,7 @@ impl<T: Copy> RangeLock<T> {
     /// (re-evaluated after each wake-up, since the state may change while
     /// waiting). `None` from `want`: nothing to lock. Returns the guard and
     /// the state, which stays fixed while the guard is held.
-    pub fn acquire(
-        &self,
-        mut want: impl FnMut(&T) -> Option<Want>,
-    ) -> (Option<RangeGuard<'_, T>>, T) {
+    pub fn acquire(&self, mut want: impl FnMut(&T) -> Option<Want>) -> (Option<RangeGuard<'_, T>>, T) {
         let mut g = self.lock();
         loop {
             let Some(w) = want(&g.state) else {
@@ -136,7 +133,7 @@ mod tests {
         let l = Arc::new(RangeLock::new(0u64));
         let (a, _) = l.acquire(|_| Some(Want::shared(0, 10)));
         let (b, _) = l.acquire(|_| Some(Want::shared(5, 15)));
-        let (c, _) = l.acquire(|_| Some(Want::exclusive(10, 20))); // disjoint from a
+        let (c, _) = l.acquire(|_| Some(Want::exclusive(15, 20))); // disjoint from a, b
         assert!(a.is_some() && b.is_some() && c.is_some());
         drop(c);
         let done = Arc::new(AtomicBool::new(false));

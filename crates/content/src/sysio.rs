@@ -33,24 +33,13 @@ pub(crate) fn write_all_at(f: &File, buf: &[u8], off: u64) -> Result<(), Content
 }
 
 /// One `preadv` (looping only on short reads) filling every slice in turn.
-pub(crate) fn preadv_exact(
-    f: &File,
-    mut iovs: &mut [IoSliceMut<'_>],
-    mut off: u64,
-) -> Result<(), ContentError> {
+pub(crate) fn preadv_exact(f: &File, mut iovs: &mut [IoSliceMut<'_>], mut off: u64) -> Result<(), ContentError> {
     IoSliceMut::advance_slices(&mut iovs, 0);
     while !iovs.is_empty() {
         let n = iovs.len().min(1024) as libc::c_int;
         // SAFETY: IoSliceMut is ABI-compatible with iovec on Unix; the
         // slices are valid for writes for their lengths.
-        let r = unsafe {
-            libc::preadv(
-                f.as_raw_fd(),
-                iovs.as_ptr() as *const libc::iovec,
-                n,
-                off_t(off)?,
-            )
-        };
+        let r = unsafe { libc::preadv(f.as_raw_fd(), iovs.as_ptr() as *const libc::iovec, n, off_t(off)?) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {

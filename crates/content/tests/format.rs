@@ -46,7 +46,10 @@ fn gcm_blocks_decrypt_with_aes_gcm_crate() {
     assert_eq!(&file[..4], b"WRPF");
     assert_eq!(&file[4..8], &[1, 0, 2, 0]);
     assert_eq!(&file[24..32], &[0; 8]);
-    assert_eq!(file.len() as u64, warpfs_content::layout::backing_len(Mode::Gcm, size as u64));
+    assert_eq!(
+        file.len() as u64,
+        warpfs_content::layout::backing_len(Mode::Gcm, size as u64)
+    );
     for b in [0u64, 1, 15, 16, 17, 271, 272, 299] {
         let p = aes_gcm_block(&file, b, 4096).expect("tag must verify with aes-gcm");
         assert_eq!(p, &data[b as usize * 4096..][..4096], "block {b}");
@@ -230,6 +233,8 @@ fn raw_block_positions() {
     let file = raw(&path);
     let _ = file.len();
     let mut ent = [0u8; 32];
-    f.backing().read_exact_at(&mut ent, entry_offset(Mode::Gcm, 280)).unwrap();
+    f.backing()
+        .read_exact_at(&mut ent, entry_offset(Mode::Gcm, 280))
+        .unwrap();
     assert_ne!(ent, [0u8; 32]);
 }
