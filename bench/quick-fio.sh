@@ -4,6 +4,7 @@
 #
 #   sudo bash bench/quick-fio.sh [--peers warpfs,gocryptfs,bindfs] [--reps 3]
 #                                [--runtime 10] [--size-mib 1024] [--quick]
+#   bash bench/quick-fio.sh --render bench/results/quick-fio.json   (redo the .md)
 #
 # What it does:
 #   - installs fio, jq, fuse3 and the peers' packages when missing (root);
@@ -28,11 +29,18 @@
 #     kernel. Cross-CPU wake-ups are expensive on VMs, so this placement is a
 #     choice to report, not a detail: override with FIO_CPU / FS_CPUS.
 #   - always unmounts everything (trap on EXIT), also on Ctrl-C.
+#   - records how busy the CPUs were just before the run (other builds on a
+#     shared machine make the numbers noisy; it warns above 20%).
+# Peers: default warpfs,gocryptfs; a default peer that is unavailable (warpfs
+#   not buildable yet) is skipped with a warning, a peer named in --peers must
+#   work. warpfs: WARPFS_BIN, WARPFS_MODE, WARPFS_MOUNT_ARGS (bench/peers/warpfs.sh).
 # Output: bench/results/quick-fio.json (machine info, settings, every
 #   repetition's MiB/s and the daemon's CPU seconds) and bench/results/quick-fio.md
-#   (median, min–max, ratio warpfs/gocryptfs). Raw fio JSON: bench/results/raw/.
+#   (median, min–max, ratio warpfs/gocryptfs). Raw fio JSON of the last run:
+#   target/bench/quick-fio-raw/ (not committed), with the daemons' logs.
 #   --out DIR writes elsewhere.
-# Defaults take about 5 minutes for 2 peers (15 jobs x (10 s + ~2 s) each);
+# Defaults take about 6 minutes for 2 peers, 8.5 for 3 (15 jobs per peer,
+# 10 s + ~2 s remount each, plus setup);
 # --quick (2 s, 1 rep, 256 MiB) is a smoke test of the plumbing.
 #
 # Peers: bench/peers/NAME.sh, sourced, defines for peer NAME:
@@ -42,7 +50,8 @@
 #   NAME_init BACKING PASSFILE  make a volume in the empty dir BACKING
 #   NAME_mount BACKING MNT PASSFILE LOG
 #                               start the daemon in the foreground, backgrounded
-#                               (`&`), prefixed with "${PIN[@]}"; set PEER_PID
+#                               (`&`), prefixed with "${PIN[@]}"; set PEER_PID;
+#                               logs go to LOG (and LOG.*)
 #   NAME_umount MNT             optional (default: fusermount3 -u)
 set -euo pipefail
 
@@ -51,7 +60,50 @@ WF_NAME=quick-fio
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 BENCH="$WF_REPO/bench"
 
+# render_md JSON MD — the Markdown table: median (min–max) per peer, ratio
+# warpfs/gocryptfs when both ran.
+render_md() {
+    jq -r '
+        def median: sort | if length % 2 == 1 then .[length / 2 | floor]
+                           else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+        def r1: (. * 10 | round) as $t | "\($t / 10 | floor).\($t % 10)";
+        .results as $r
+        | ($r | map(.peer) | unique) as $all
+        | (["warpfs", "gocryptfs", "bindfs"] | map(select(. as $p | $all | index($p)))) as $known
+        | ($known + ($all - $known)) as $peers
+        | ["seqwrite-128k", "seqwrite-1m", "seqread-128k", "seqread-1m", "randread-4k"] as $wls
+        | (($peers | index("warpfs")) != null and ($peers | index("gocryptfs")) != null) as $ratio
+        | def cell($p; $w): ($r | map(select(.peer == $p and .workload == $w)) | .[0]);
+          "# quick-fio results\n",
+          "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes), AVX-512F \(.machine.cpu_flags.avx512f)",
+          (if .machine.cpu_busy_pct_before == null then "CPU use by other work before the run: not recorded"
+       else "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (well above 0: other work competed for them)" end),
+          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) repetitions, cold cache before every job · fio on CPU \(.settings.pinning.fio_cpu), daemon on CPU \(.settings.pinning.daemon_cpus)\n",
+          "MiB/s, median (min–max)\(if $ratio then "; ratio = warpfs median / gocryptfs median" else "" end).\n",
+          "| workload | " + ($peers | join(" | ")) + (if $ratio then " | warpfs/gocryptfs" else "" end) + " |",
+          "|---|" + ($peers | map("---:") | join("|")) + (if $ratio then "|---:" else "" end) + "|",
+          ($wls[] as $w
+           | "| \($w) | "
+             + ($peers | map(cell(.; $w) | if . == null then "–"
+                             else "\(.mib_s | median | r1) (\(.mib_s | min | r1)–\(.mib_s | max | r1))" end)
+                | join(" | "))
+             + (if $ratio then
+                  " | " + ((cell("warpfs"; $w).mib_s | median) as $a | (cell("gocryptfs"; $w).mib_s | median) as $b
+                           | if $b > 0 then ($a / $b * 100 | round) as $c
+                                           | "\($c / 100 | floor).\($c % 100 / 10 | floor)\($c % 10)"
+                             else "–" end)
+                else "" end)
+             + " |"),
+          "\nVersions: " + ([.results[] | "\(.peer): \(.version)"] | unique | join("; ")) + ".",
+        (if .note then "\nNote: \(.note)" else empty end),
+          "\nDaemon CPU seconds per job, median: "
+            + ($peers | map(. as $p | "\($p) " + ($wls | map(. as $w | cell($p; $w) | if . == null then "–" else (.daemon_cpu_s | median | r1) end) | join("/"))) | join("; "))
+            + " (order: " + ($wls | join(", ")) + ")."
+      ' "$1" >"$2"
+}
+
 PEERS="" REPS=3 RUNTIME=10 SIZE_MIB=1024 OUT="$BENCH/results"
+RENDER=""
 while (($#)); do
     case "$1" in
     --peers) PEERS="$2"; shift 2 ;;
@@ -60,10 +112,19 @@ while (($#)); do
     --size-mib) SIZE_MIB="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --quick) REPS=1 RUNTIME=2 SIZE_MIB=256; shift ;;
+    --render) RENDER="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) wf_die "unknown argument $1 (see --help)" ;;
     esac
 done
+
+if [[ -n $RENDER ]]; then
+    # Only re-render the Markdown of an existing JSON (e.g. after changing the table).
+    wf_ensure jq:jq || wf_die "jq is missing"
+    render_md "$RENDER" "${RENDER%.json}.md"
+    cat "${RENDER%.json}.md"
+    exit 0
+fi
 
 wf_is_root || wf_die "needs root (tmpfs mounts, drop_caches)"
 [[ -c /dev/fuse ]] || wf_die "/dev/fuse is missing"
@@ -72,6 +133,7 @@ wf_ensure fio:fio jq:jq taskset:util-linux fusermount3:fuse3 || wf_die "missing 
 NCPU=$(nproc)
 FIO_CPU="${FIO_CPU:-0}"
 if ((NCPU > 1)); then FS_CPUS="${FS_CPUS:-1}"; else FS_CPUS="${FS_CPUS:-0}"; fi
+# shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
 PIN=(taskset -c "$FS_CPUS")
 FIO_PIN=(taskset -c "$FIO_CPU")
 
@@ -98,6 +160,9 @@ wf_log "peers: ${ACTIVE[*]}; ${REPS} reps x ${RUNTIME}s; file ${SIZE_MIB} MiB;" 
 
 # ---- work dir, mount helpers, cleanup ----------------------------------------
 WORK="$(mktemp -d /tmp/warpfs-bench.XXXXXX)"
+RAW="$WF_REPO/target/bench/quick-fio-raw" # fio JSON and daemon logs of the last run
+rm -rf "$RAW"
+mkdir -p "$RAW"
 declare -A PID=()
 
 peer_umount() {
@@ -113,7 +178,7 @@ peer_mount() {
     "${p}_mount" "$WORK/$p/backing/vol" "$WORK/$p/mnt" "$WORK/$p/passfile" "$WORK/$p/daemon.log"
     PID[$p]="$PEER_PID"
     wf_wait_mounted "$WORK/$p/mnt" 30 "$PEER_PID" || {
-        tail -n 20 "$WORK/$p/daemon.log" >&2
+        tail -n 20 "$WORK/$p"/daemon.log* >&2
         wf_die "$p: mount failed"
     }
     t stat "$WORK/$p/mnt" >/dev/null || wf_die "$p: the mount does not answer"
@@ -139,6 +204,7 @@ cleanup() {
     set +e
     for p in "${ACTIVE[@]}"; do
         peer_umount "$p"
+        for f in "$WORK/$p"/daemon.log*; do [[ -f $f ]] && cp "$f" "$RAW/$p-${f##*/}"; done
         wf_unmount "$WORK/$p/backing"
     done
     rm -rf "$WORK"
@@ -154,6 +220,21 @@ cpu_seconds() {
     stat="${stat##*) }" # fields after "pid (comm) "
     awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($12 + $13) / hz }' <<<"$stat"
 }
+
+# What else is using the CPUs right now: busy % over 2 s (/proc/stat), before
+# we start anything. The load average lags by minutes, so it is not used.
+cpu_busy_pct() {
+    local b0 i0 b1 i1 # busy and idle(+iowait) jiffies
+    read -r b0 i0 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+    sleep 2
+    read -r b1 i1 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+    awk -v bu=$((b1 - b0)) -v id=$((i1 - i0)) 'BEGIN { printf "%.0f", (bu + id) ? 100 * bu / (bu + id) : 0 }'
+}
+BUSY_BEFORE="$(cpu_busy_pct)"
+((BUSY_BEFORE < 20)) || wf_warn "the CPUs are ${BUSY_BEFORE}% busy before the run: results will be noisy"
+GIT_COMMIT="$(git -C "$WF_REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+GIT_DIRTY=false
+[[ -n "$(git -C "$WF_REPO" status --porcelain 2>/dev/null)" ]] && GIT_DIRTY=true
 
 # ---- set up every peer -------------------------------------------------------
 declare -A VERSION=()
@@ -200,12 +281,10 @@ WORKLOADS=(
     "seqread-1m read 1m read.dat"
     "randread-4k randread 4k read.dat"
 )
-mkdir -p "$OUT/raw"
-RAW="$OUT/raw"
+mkdir -p "$OUT"
 TSV="$WORK/results.tsv"
 : >"$TSV"
 T0=$SECONDS
-LOAD_BEFORE="$(cut -d' ' -f1 /proc/loadavg)"
 for ((rep = 1; rep <= REPS; rep++)); do
     for w in "${WORKLOADS[@]}"; do
         read -r wname rw bs file <<<"$w"
@@ -220,10 +299,10 @@ for ((rep = 1; rep <= REPS; rep++)); do
                 --numjobs=1 --direct=0 --invalidate=1 --fallocate=none \
                 --time_based --runtime="$RUNTIME" "${extra[@]}" \
                 --output-format=json --output="$json" ||
-                wf_die "$p: fio $wname failed (daemon log: $WORK/$p/daemon.log)"
+                wf_die "$p: fio $wname failed (daemon log: ${RAW#"$WF_REPO"/}/$p-daemon.log)"
             cpu1=$(cpu_seconds "${PID[$p]}")
-            dir=read
-            [[ $rw == write ]] && dir=write
+            dir="read"
+            [[ $rw == write ]] && dir="write"
             mibs=$(jq -r --arg d "$dir" '.jobs[0][$d].bw_bytes / 1048576 | . * 10 | round / 10' "$json")
             cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$wname" "$rw" "$bs" "$rep" "$mibs" "$cpu" >>"$TSV"
@@ -240,17 +319,13 @@ VERSIONS_JSON="{}"
 for p in "${ACTIVE[@]}"; do
     VERSIONS_JSON=$(jq -c --arg p "$p" --arg v "${VERSION[$p]}" '. + {($p): $v}' <<<"$VERSIONS_JSON")
 done
-GIT_COMMIT="$(git -C "$WF_REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
-GIT_DIRTY=false
-[[ -n "$(git -C "$WF_REPO" status --porcelain 2>/dev/null)" ]] && GIT_DIRTY=true
-
 jq -R -s \
     --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     --arg cpu "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \
     --argjson cores "$NCPU" \
     --arg kernel "$(uname -r)" \
     --argjson mem_gib "$(awk '/^MemTotal/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)" \
-    --argjson load0 "$LOAD_BEFORE" \
+    --argjson busy0 "$BUSY_BEFORE" \
     --argjson aes "$(flag aes)" --argjson vaes "$(flag vaes)" --argjson avx512f "$(flag avx512f)" \
     --arg commit "$GIT_COMMIT" --argjson dirty "$GIT_DIRTY" \
     --arg fio "$(fio --version)" --arg fuse "$(fusermount3 -V 2>&1 | head -n 1)" \
@@ -265,7 +340,7 @@ jq -R -s \
         date: $date,
         machine: {cpu_model: $cpu, cores: $cores, memory_gib: $mem_gib, kernel: $kernel,
                   cpu_flags: {aes: $aes, vaes: $vaes, avx512f: $avx512f},
-                  loadavg_1m_before: $load0},
+                  cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
         settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps,
                    fio: $fio, fusermount3: $fuse, ioengine: "psync", iodepth: 1, direct: 0,
@@ -277,40 +352,7 @@ jq -R -s \
             mib_s: map(.mib_s), daemon_cpu_s: map(.daemon_cpu_s)}))
       }' "$TSV" >"$OUT/quick-fio.json"
 
-# Markdown: median (min–max) per peer, ratio warpfs/gocryptfs when both ran.
-jq -r '
-    def median: sort | if length % 2 == 1 then .[length / 2 | floor]
-                       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-    def r1: . * 10 | round / 10;
-    .results as $r
-    | ($r | map(.peer) | unique) as $all
-    | (["warpfs", "gocryptfs", "bindfs"] | map(select(. as $p | $all | index($p)))) as $known
-    | ($known + ($all - $known)) as $peers
-    | ["seqwrite-128k", "seqwrite-1m", "seqread-128k", "seqread-1m", "randread-4k"] as $wls
-    | (($peers | index("warpfs")) != null and ($peers | index("gocryptfs")) != null) as $ratio
-    | def cell($p; $w): ($r | map(select(.peer == $p and .workload == $w)) | .[0]);
-      "# quick-fio results\n",
-      "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes), AVX-512F \(.machine.cpu_flags.avx512f)",
-      "load average (1 min) before the run: \(.machine.loadavg_1m_before) (well above 0 means other work competed for the CPUs)",
-      "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) repetitions, cold cache before every job · fio on CPU \(.settings.pinning.fio_cpu), daemon on CPU \(.settings.pinning.daemon_cpus)\n",
-      "MiB/s, median (min–max)\(if $ratio then "; ratio = warpfs median / gocryptfs median" else "" end).\n",
-      "| workload | " + ($peers | join(" | ")) + (if $ratio then " | warpfs/gocryptfs" else "" end) + " |",
-      "|---|" + ($peers | map("---:") | join("|")) + (if $ratio then "|---:" else "" end) + "|",
-      ($wls[] as $w
-       | "| \($w) | "
-         + ($peers | map(cell(.; $w) | if . == null then "–"
-                         else "\(.mib_s | median | r1) (\(.mib_s | min | r1)–\(.mib_s | max | r1))" end)
-            | join(" | "))
-         + (if $ratio then
-              " | " + ((cell("warpfs"; $w).mib_s | median) as $a | (cell("gocryptfs"; $w).mib_s | median) as $b
-                       | if $b > 0 then "\($a / $b * 100 | round / 100)" else "–" end)
-            else "" end)
-         + " |"),
-      "\nVersions: " + ([.results[] | "\(.peer): \(.version)"] | unique | join("; ")) + ".",
-      "\nDaemon CPU seconds per job, median: "
-        + ($peers | map(. as $p | "\($p) " + ($wls | map(. as $w | cell($p; $w) | if . == null then "–" else (.daemon_cpu_s | median | r1 | tostring) end) | join("/"))) | join("; "))
-        + " (order: " + ($wls | join(", ")) + ")."
-  ' "$OUT/quick-fio.json" >"$OUT/quick-fio.md"
+render_md "$OUT/quick-fio.json" "$OUT/quick-fio.md"
 
 cat "$OUT/quick-fio.md"
 wf_log "wrote ${OUT#"$WF_REPO"/}/quick-fio.json and quick-fio.md in $((SECONDS - T0))s of measuring"

@@ -88,18 +88,21 @@ chmod 0600 "$PASS"
 
 say "Creating a volume (warpfs init)"
 run "$WARPFS" init --passfile "$PASS" "$CIPHER"
-echo "(in real use, keep the master-key recovery text above somewhere safe)"
+echo "(this demo volume and its key are deleted at the end)"
 
 say "Mounting it (warpfs mount)"
 run "$WARPFS" mount --passfile "$PASS" "$CIPHER" "$PLAIN"
 wf_wait_mounted "$PLAIN" 20 || wf_die "the mount did not appear"
+timeout 20 stat "$PLAIN" >/dev/null || wf_die "the mount does not answer"
 grep " $PLAIN " /proc/self/mounts
 
 MARKER="warpfs demo secret $(date +%s)"
 say "Writing through the mount"
-run sh -c "echo '$MARKER: hello' > '$PLAIN/hello.txt'"
+echo "\$ echo '$MARKER: hello' > $PLAIN/hello.txt"
+echo "$MARKER: hello" >"$PLAIN/hello.txt"
 run mkdir "$PLAIN/notes"
-run sh -c "echo '$MARKER: a note in a directory' > '$PLAIN/notes/todo.txt'"
+echo "\$ echo '$MARKER: a note in a directory' > $PLAIN/notes/todo.txt"
+echo "$MARKER: a note in a directory" >"$PLAIN/notes/todo.txt"
 head -c $((3 << 20)) /dev/urandom >"$DEMO/random.bin"
 run cp "$DEMO/random.bin" "$PLAIN/notes/random.bin"
 

@@ -1,4 +1,5 @@
 # scripts/lib.sh — small shell helpers shared by scripts/*.sh and bench/*.sh.
+# shellcheck shell=bash
 #
 # Source it (`. scripts/lib.sh`); it defines functions only, prefixed `wf_`,
 # plus WF_REPO (the repository root). Nothing here changes the system unless a

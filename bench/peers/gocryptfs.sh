@@ -1,4 +1,5 @@
 # bench/peers/gocryptfs.sh — gocryptfs (Debian package) as a benchmark peer.
+# shellcheck shell=bash
 # Sourced by bench/quick-fio.sh; see the peer interface described there.
 # Default settings (AES-256-GCM, 4 KiB blocks, Go's AES-NI), except scrypt's
 # cost, which only affects init/mount time, not I/O.
@@ -16,5 +17,6 @@ gocryptfs_init() { gocryptfs -init -q -scryptn 10 -passfile "$2" "$1"; }
 # background, pinned with ${PIN[@]}; sets PEER_PID.
 gocryptfs_mount() {
     "${PIN[@]}" gocryptfs -fg -q -passfile "$3" "$1" "$2" >>"$4" 2>&1 &
+    # shellcheck disable=SC2034 # read by bench/quick-fio.sh
     PEER_PID=$!
 }

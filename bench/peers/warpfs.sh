@@ -1,4 +1,5 @@
 # bench/peers/warpfs.sh — warpfs from this repository as a benchmark peer.
+# shellcheck shell=bash
 # Sourced by bench/quick-fio.sh; see the peer interface described there.
 # Environment:
 #   WARPFS_BIN         binary to use (default: cargo build --release -p warpfs)
@@ -18,8 +19,12 @@ warpfs_available() {
 warpfs_version() {
     local v
     v="$("$WARPFS_PEER_BIN" --version 2>/dev/null | head -n 1)" || v=""
-    printf '%s (%s, git %s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" \
-        "$(git -C "$WF_REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    if [[ -n ${WARPFS_BIN:-} ]]; then
+        printf '%s (%s, WARPFS_BIN=%s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" "$WARPFS_BIN"
+    else
+        printf '%s (%s, built from git %s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" \
+            "$(git -C "$WF_REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    fi
 }
 
 warpfs_crypto() { true; }
@@ -31,6 +36,7 @@ warpfs_init() {
 warpfs_mount() {
     # shellcheck disable=SC2086 # WARPFS_MOUNT_ARGS is a list of words
     "${PIN[@]}" "$WARPFS_PEER_BIN" mount -f --passfile "$3" ${WARPFS_MOUNT_ARGS:-} \
-        --log-file "$4" "$1" "$2" >>"$4" 2>&1 &
+        --log-file "$4" "$1" "$2" >>"$4.out" 2>&1 &
+    # shellcheck disable=SC2034 # read by bench/quick-fio.sh
     PEER_PID=$!
 }

@@ -3,9 +3,7 @@
 
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
-use crate::{
-    BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS,
-};
+use crate::{BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -193,9 +191,7 @@ fn check_kdf(p: &KdfParams) -> Result<()> {
 fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
     // Refuse absurd lengths before decoding.
     if s.len() > 4 * N.div_ceil(3) {
-        return Err(ConfigError::parse(format!(
-            "{field} must be {N} bytes of base64"
-        )));
+        return Err(ConfigError::parse(format!("{field} must be {N} bytes of base64")));
     }
     let v = B64
         .decode(s)
@@ -298,8 +294,8 @@ impl Config {
         if bytes.len() > MAX_CONFIG_SIZE {
             return Err(ConfigError::parse("file is larger than 64 KiB"));
         }
-        let value: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|e| ConfigError::parse(format!("not valid JSON ({e})")))?;
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(format!("not valid JSON ({e})")))?;
         let obj = value
             .as_object()
             .ok_or_else(|| ConfigError::parse("not a JSON object"))?;
@@ -316,13 +312,11 @@ impl Config {
             .and_then(|v| v.as_u64())
             .ok_or_else(|| ConfigError::parse("\"version\" is missing or not a number"))?;
         if version != u64::from(FORMAT_VERSION) {
-            return Err(ConfigError::Unsupported(
-                if version > u64::from(FORMAT_VERSION) {
-                    format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
-                } else {
-                    format!("config version {version} is not supported (this warpfs reads version {FORMAT_VERSION})")
-                },
-            ));
+            return Err(ConfigError::Unsupported(if version > u64::from(FORMAT_VERSION) {
+                format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
+            } else {
+                format!("config version {version} is not supported (this warpfs reads version {FORMAT_VERSION})")
+            }));
         }
         if let Some(flags) = obj.get("feature_flags").and_then(|v| v.as_array()) {
             for f in flags.iter().filter_map(|f| f.as_str()) {
@@ -337,16 +331,13 @@ impl Config {
 
         // Typed parse from the bytes (not the Value), so duplicate keys and
         // unknown fields are refused rather than silently resolved.
-        let file: FileV1 =
-            serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(e.to_string()))?;
+        let file: FileV1 = serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(e.to_string()))?;
         Self::from_file(file)
     }
 
     fn from_file(f: FileV1) -> Result<Config> {
         if f.creator.len() > MAX_CREATOR_LEN || f.creator.chars().any(char::is_control) {
-            return Err(ConfigError::parse(
-                "\"creator\" is too long or has control characters",
-            ));
+            return Err(ConfigError::parse("\"creator\" is too long or has control characters"));
         }
         let content_mode: ContentMode = f.content_mode.parse()?;
         check_key_bits(f.key_bits)?;
@@ -366,9 +357,7 @@ impl Config {
                 ))
             })?;
             if flags.contains(&flag) {
-                return Err(ConfigError::parse(format!(
-                    "feature flag {flag} appears twice"
-                )));
+                return Err(ConfigError::parse(format!("feature flag {flag} appears twice")));
             }
             flags.push(flag);
         }
@@ -425,11 +414,7 @@ impl Config {
             content_mode: self.content_mode.as_str().to_owned(),
             key_bits: self.key_bits,
             block_size: self.block_size,
-            feature_flags: self
-                .feature_flags
-                .iter()
-                .map(|f| f.as_str().to_owned())
-                .collect(),
+            feature_flags: self.feature_flags.iter().map(|f| f.as_str().to_owned()).collect(),
             kdf: KdfJson {
                 algorithm: KDF_ALGORITHM.to_owned(),
                 memory_kib: self.kdf.memory_kib,
@@ -471,30 +456,14 @@ impl Config {
         field(&mut a, "format", FORMAT_NAME.as_bytes());
         field(&mut a, "version", self.version.to_string().as_bytes());
         field(&mut a, "creator", self.creator.as_bytes());
-        field(
-            &mut a,
-            "content_mode",
-            self.content_mode.as_str().as_bytes(),
-        );
+        field(&mut a, "content_mode", self.content_mode.as_str().as_bytes());
         field(&mut a, "key_bits", self.key_bits.to_string().as_bytes());
         field(&mut a, "block_size", self.block_size.to_string().as_bytes());
         field(&mut a, "feature_flags", flags.as_bytes());
         field(&mut a, "kdf.algorithm", KDF_ALGORITHM.as_bytes());
-        field(
-            &mut a,
-            "kdf.memory_kib",
-            self.kdf.memory_kib.to_string().as_bytes(),
-        );
-        field(
-            &mut a,
-            "kdf.iterations",
-            self.kdf.iterations.to_string().as_bytes(),
-        );
-        field(
-            &mut a,
-            "kdf.parallelism",
-            self.kdf.parallelism.to_string().as_bytes(),
-        );
+        field(&mut a, "kdf.memory_kib", self.kdf.memory_kib.to_string().as_bytes());
+        field(&mut a, "kdf.iterations", self.kdf.iterations.to_string().as_bytes());
+        field(&mut a, "kdf.parallelism", self.kdf.parallelism.to_string().as_bytes());
         field(&mut a, "kdf.salt", &self.salt);
         a
     }

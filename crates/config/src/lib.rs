@@ -27,11 +27,7 @@ pub const BLOCK_SIZE: u32 = 4096;
 /// A config file larger than this is refused without parsing.
 pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
 /// Feature flags a version 1 config carries (all required).
-pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [
-    FeatureFlag::DirIv,
-    FeatureFlag::LongNames,
-    FeatureFlag::SivNames,
-];
+pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [FeatureFlag::DirIv, FeatureFlag::LongNames, FeatureFlag::SivNames];
 
 /// Path of the config file in `dir`.
 pub fn config_path(dir: &std::path::Path) -> std::path::PathBuf {

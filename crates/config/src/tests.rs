@@ -94,10 +94,7 @@ fn file_layout_is_as_documented() {
     assert_eq!(v["content_mode"], "gcm");
     assert_eq!(v["key_bits"], 256);
     assert_eq!(v["block_size"], 4096);
-    assert_eq!(
-        v["feature_flags"],
-        json!(["dir-iv", "long-names", "siv-names"])
-    );
+    assert_eq!(v["feature_flags"], json!(["dir-iv", "long-names", "siv-names"]));
     assert_eq!(v["kdf"]["algorithm"], "argon2id");
     assert_eq!(v["kdf"]["salt"].as_str().unwrap().len(), 44);
     assert_eq!(v["wrapped_key"]["algorithm"], "aes-256-gcm");
@@ -124,9 +121,7 @@ fn display_shows_no_secrets() {
         assert!(!s.contains(&secret[..8]));
     }
     assert!(s.contains("gcm") && s.contains("argon2id") && s.contains("AES-256"));
-    assert!(
-        !sample().1.recovery_text().is_empty() && !s.contains(&sample().1.recovery_text()[..8])
-    );
+    assert!(!sample().1.recovery_text().is_empty() && !s.contains(&sample().1.recovery_text()[..8]));
 }
 
 #[test]
@@ -134,10 +129,7 @@ fn wrong_password_changes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let (cfg, _) = Config::create(d.path(), PW, ContentMode::Gcm, 256, fast()).unwrap();
     let before = std::fs::read(config_path(d.path())).unwrap();
-    assert!(matches!(
-        cfg.unlock(b"wrong"),
-        Err(ConfigError::WrongPassword)
-    ));
+    assert!(matches!(cfg.unlock(b"wrong"), Err(ConfigError::WrongPassword)));
     assert!(matches!(cfg.unlock(b""), Err(ConfigError::WrongPassword)));
     assert!(matches!(
         cfg.change_password(d.path(), b"wrong", b"new"),
@@ -181,12 +173,8 @@ fn create_refuses_existing_config() {
 fn create_with_key_for_recovery() {
     let d = tempfile::tempdir().unwrap();
     let key = MasterKey::from_recovery_text(&sample().1.recovery_text()).unwrap();
-    let cfg =
-        Config::create_with_key(d.path(), &key, b"pw2", ContentMode::Gcm, 256, fast()).unwrap();
-    assert_eq!(
-        Config::load(d.path()).unwrap().unlock(b"pw2").unwrap(),
-        sample().1
-    );
+    let cfg = Config::create_with_key(d.path(), &key, b"pw2", ContentMode::Gcm, 256, fast()).unwrap();
+    assert_eq!(Config::load(d.path()).unwrap().unlock(b"pw2").unwrap(), sample().1);
     assert_eq!(cfg.unlock(b"pw2").unwrap(), key);
 }
 
@@ -211,10 +199,7 @@ fn create_validates_parameters() {
         Config::create(&missing, PW, ContentMode::Gcm, 256, fast()),
         Err(ConfigError::Io { .. })
     ));
-    assert!(matches!(
-        Config::load(d.path()),
-        Err(ConfigError::Io { .. })
-    ));
+    assert!(matches!(Config::load(d.path()), Err(ConfigError::Io { .. })));
 }
 
 #[test]
@@ -240,21 +225,14 @@ fn authenticated_fields_cannot_be_edited() {
     // Unedited: unlocks.
     assert_eq!(&edited(|_| {}).unwrap().unlock(PW).unwrap(), key);
     // Edited wrapped key / nonce / salt (right lengths): does not unlock.
-    for field in [
-        ("kdf", "salt"),
-        ("wrapped_key", "nonce"),
-        ("wrapped_key", "ciphertext"),
-    ] {
+    for field in [("kdf", "salt"), ("wrapped_key", "nonce"), ("wrapped_key", "ciphertext")] {
         let cfg = edited(|v| {
             let s = v[field.0][field.1].as_str().unwrap().to_string();
             let flipped = if s.starts_with('A') { "B" } else { "A" };
             v[field.0][field.1] = json!(format!("{flipped}{}", &s[1..]));
         })
         .unwrap();
-        assert!(
-            matches!(cfg.unlock(PW), Err(ConfigError::WrongPassword)),
-            "{field:?}"
-        );
+        assert!(matches!(cfg.unlock(PW), Err(ConfigError::WrongPassword)), "{field:?}");
     }
 }
 
@@ -278,13 +256,7 @@ fn weakened_kdf_is_refused() {
 
 #[test]
 fn feature_flags_are_checked() {
-    let e = edited(|v| {
-        v["feature_flags"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!("xts-tweaks"))
-    })
-    .unwrap_err();
+    let e = edited(|v| v["feature_flags"].as_array_mut().unwrap().push(json!("xts-tweaks"))).unwrap_err();
     assert!(matches!(e, ConfigError::Unsupported(_)));
     assert_eq!(
         e.to_string(),
@@ -293,8 +265,7 @@ fn feature_flags_are_checked() {
     let e = edited(|v| v["feature_flags"] = json!(["dir-iv", "siv-names"])).unwrap_err();
     assert!(matches!(e, ConfigError::Unsupported(_)));
     assert!(e.to_string().contains("long-names"));
-    let e = edited(|v| v["feature_flags"] = json!(["dir-iv", "siv-names", "long-names", "dir-iv"]))
-        .unwrap_err();
+    let e = edited(|v| v["feature_flags"] = json!(["dir-iv", "siv-names", "long-names", "dir-iv"])).unwrap_err();
     assert!(matches!(e, ConfigError::Parse(_)), "{e}");
     // An unknown flag wins over other problems, so old warpfs says "newer".
     let e = edited(|v| {
@@ -319,10 +290,7 @@ fn unsupported_and_corrupt_fields() {
     ];
     for (i, e) in unsupported.iter().enumerate() {
         let err = edited(e).unwrap_err();
-        assert!(
-            matches!(err, ConfigError::Unsupported(_)),
-            "edit {i}: {err}"
-        );
+        assert!(matches!(err, ConfigError::Unsupported(_)), "edit {i}: {err}");
         assert!(!err.to_string().contains('\n'));
     }
     let v2 = edited(|v| v["version"] = json!(2)).unwrap_err();
@@ -387,11 +355,9 @@ fn garbage_files() {
     std::fs::write(config_path(d.path()), big).unwrap();
     assert!(matches!(Config::load(d.path()), Err(ConfigError::Parse(_))));
     // Duplicate keys are refused.
-    let dup = sample().0.replacen(
-        "\"key_bits\": 256,",
-        "\"key_bits\": 256, \"key_bits\": 128,",
-        1,
-    );
+    let dup = sample()
+        .0
+        .replacen("\"key_bits\": 256,", "\"key_bits\": 256, \"key_bits\": 128,", 1);
     assert!(Config::from_json(dup.as_bytes()).is_err());
 }
 
@@ -431,10 +397,7 @@ fn aad_layout_is_pinned() {
 fn content_mode_names_and_codes() {
     assert_eq!("gcm".parse::<ContentMode>().unwrap(), ContentMode::Gcm);
     assert_eq!("ctr".parse::<ContentMode>().unwrap(), ContentMode::Ctr);
-    assert!(matches!(
-        "xts".parse::<ContentMode>(),
-        Err(ConfigError::Unsupported(_))
-    ));
+    assert!(matches!("xts".parse::<ContentMode>(), Err(ConfigError::Unsupported(_))));
     assert_eq!(ContentMode::default(), ContentMode::Gcm);
     for m in [ContentMode::Ctr, ContentMode::Gcm] {
         assert_eq!(ContentMode::from_header_code(m.header_code()), Some(m));

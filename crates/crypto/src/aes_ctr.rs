@@ -36,12 +36,8 @@ impl ContentKey {
     /// Expand a 16-byte (AES-128) or 32-byte (AES-256) key.
     pub fn new(key: &[u8]) -> Result<Self, crate::keys::KeyLengthError> {
         let cipher = match key.len() {
-            16 => Cipher::Aes128(
-                Aes128::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?,
-            ),
-            32 => Cipher::Aes256(
-                Aes256::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?,
-            ),
+            16 => Cipher::Aes128(Aes128::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?),
+            32 => Cipher::Aes256(Aes256::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?),
             _ => return Err(crate::keys::KeyLengthError),
         };
         Ok(Self { cipher })
@@ -83,13 +79,7 @@ impl ContentKey {
         self.walk(nonce, counter, buf, xor_in_place);
     }
 
-    fn walk(
-        &self,
-        nonce: &Nonce,
-        counter: u32,
-        buf: &mut [u8],
-        mut f: impl FnMut(&mut [u8], &[u8]),
-    ) {
+    fn walk(&self, nonce: &Nonce, counter: u32, buf: &mut [u8], mut f: impl FnMut(&mut [u8], &[u8])) {
         let mut blocks = [Block::default(); CHUNK_BLOCKS];
         let mut ctr = counter;
         for chunk in buf.chunks_mut(CHUNK_BLOCKS * 16) {
@@ -119,8 +109,7 @@ pub fn xor_in_place(dst: &mut [u8], src: &[u8]) {
     let mut dc = d.chunks_exact_mut(8);
     let mut sc = s.chunks_exact(8);
     for (a, b) in (&mut dc).zip(&mut sc) {
-        let x =
-            u64::from_ne_bytes(a.try_into().unwrap()) ^ u64::from_ne_bytes(b.try_into().unwrap());
+        let x = u64::from_ne_bytes(a.try_into().unwrap()) ^ u64::from_ne_bytes(b.try_into().unwrap());
         a.copy_from_slice(&x.to_ne_bytes());
     }
     for (a, b) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
@@ -138,10 +127,7 @@ mod tests {
 
     fn kat(key: &str, ct: &str) {
         let k = ContentKey::new(&hex::decode(key).unwrap()).unwrap();
-        let nonce: Nonce = hex::decode("f0f1f2f3f4f5f6f7f8f9fafb")
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let nonce: Nonce = hex::decode("f0f1f2f3f4f5f6f7f8f9fafb").unwrap().try_into().unwrap();
         let mut buf = hex::decode(PT).unwrap();
         // counter fcfdfeff wraps to 0 after the 4th block: covered by wrapping_add.
         k.xor_keystream(&nonce, 0xfcfd_feff, &mut buf);

@@ -56,13 +56,7 @@ impl GcmTagger {
     }
 
     /// Constant-time comparison of a computed and a stored tag.
-    pub fn verify(
-        &self,
-        aad: &[u8],
-        ciphertext: &[u8],
-        ej0: &[u8; 16],
-        stored: &[u8; TAG_LEN],
-    ) -> bool {
+    pub fn verify(&self, aad: &[u8], ciphertext: &[u8], ej0: &[u8; 16], stored: &[u8; TAG_LEN]) -> bool {
         self.tag(aad, ciphertext, ej0).ct_eq(stored).into()
     }
 }
@@ -89,12 +83,8 @@ mod tests {
     #[test]
     fn sp800_38d_test_case_16_aes256() {
         // GCM spec (McGrew & Viega) test case 16: AES-256, 96-bit IV, with AAD.
-        let key = hex::decode("feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308")
-            .unwrap();
-        let nonce: Nonce = hex::decode("cafebabefacedbaddecaf888")
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let key = hex::decode("feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308").unwrap();
+        let nonce: Nonce = hex::decode("cafebabefacedbaddecaf888").unwrap().try_into().unwrap();
         let pt = hex::decode("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39").unwrap();
         let aad = hex::decode("feedfacedeadbeeffeedfacedeadbeefabaddad2").unwrap();
         let (ct, tag) = seal(&key, &nonce, &aad, &pt);
@@ -105,10 +95,7 @@ mod tests {
     #[test]
     fn sp800_38d_test_case_3_aes128() {
         let key = hex::decode("feffe9928665731c6d6a8f9467308308").unwrap();
-        let nonce: Nonce = hex::decode("cafebabefacedbaddecaf888")
-            .unwrap()
-            .try_into()
-            .unwrap();
+        let nonce: Nonce = hex::decode("cafebabefacedbaddecaf888").unwrap().try_into().unwrap();
         let pt = hex::decode("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255").unwrap();
         let (ct, tag) = seal(&key, &nonce, &[], &pt);
         assert_eq!(hex::encode(ct), "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985");

@@ -54,12 +54,7 @@ impl KdfParams {
             if (min..=max).contains(&value) {
                 Ok(())
             } else {
-                Err(Error::KdfBounds {
-                    field,
-                    value,
-                    min,
-                    max,
-                })
+                Err(Error::KdfBounds { field, value, min, max })
             }
         };
         check(
@@ -85,29 +80,16 @@ impl KdfParams {
 
 /// Derive a 32-byte key-encryption key from `password` with Argon2id.
 /// Refuses parameters outside the bounds.
-pub fn derive(
-    password: &[u8],
-    salt: &[u8; SALT_LEN],
-    params: &KdfParams,
-) -> Result<Zeroizing<[u8; 32]>> {
+pub fn derive(password: &[u8], salt: &[u8; SALT_LEN], params: &KdfParams) -> Result<Zeroizing<[u8; 32]>> {
     params.validate()?;
     derive_unchecked(password, salt, params)
 }
 
 /// Argon2id without the bounds check (any salt length ≥ 8); used by
 /// [`derive`] and by the reference-vector test.
-fn derive_unchecked(
-    password: &[u8],
-    salt: &[u8],
-    params: &KdfParams,
-) -> Result<Zeroizing<[u8; 32]>> {
-    let p = Params::new(
-        params.memory_kib,
-        params.iterations,
-        params.parallelism,
-        Some(32),
-    )
-    .map_err(|e| Error::Kdf(e.to_string()))?;
+fn derive_unchecked(password: &[u8], salt: &[u8], params: &KdfParams) -> Result<Zeroizing<[u8; 32]>> {
+    let p = Params::new(params.memory_kib, params.iterations, params.parallelism, Some(32))
+        .map_err(|e| Error::Kdf(e.to_string()))?;
     let mut out = Zeroizing::new([0u8; 32]);
     Argon2::new(Algorithm::Argon2id, Version::V0x13, p)
         .hash_password_into(password, salt, &mut *out)

@@ -91,9 +91,9 @@ impl MasterKey {
             if c == '-' || c.is_whitespace() {
                 continue;
             }
-            let v = c.to_digit(16).ok_or(Error::RecoveryText(
-                "it contains a character that is not a hex digit",
-            ))?;
+            let v = c
+                .to_digit(16)
+                .ok_or(Error::RecoveryText("it contains a character that is not a hex digit"))?;
             if n >= MASTER_KEY_LEN * 2 {
                 return Err(Error::RecoveryText("it has more than 64 hex digits"));
             }
@@ -153,11 +153,7 @@ impl Subkeys {
         let names = NameCipher::new(&okm);
         expand(INFO_SEAL, &mut okm[..]);
         let seal = Sealer::new(&okm);
-        Subkeys {
-            content,
-            names,
-            seal,
-        }
+        Subkeys { content, names, seal }
     }
 }
 
@@ -178,10 +174,7 @@ mod tests {
     fn from_bytes_checks_length() {
         assert_eq!(MasterKey::from_bytes(&[1; 31]), Err(Error::KeyLength));
         assert_eq!(MasterKey::from_bytes(&[1; 33]), Err(Error::KeyLength));
-        assert_eq!(
-            MasterKey::from_bytes(&[1; 32]).unwrap().as_bytes(),
-            &[1; 32]
-        );
+        assert_eq!(MasterKey::from_bytes(&[1; 32]).unwrap().as_bytes(), &[1; 32]);
     }
 
     #[test]
@@ -191,9 +184,7 @@ mod tests {
 
     #[test]
     fn recovery_text_format_and_round_trip() {
-        let bytes: Vec<u8> = (0u8..32)
-            .map(|i| i.wrapping_mul(37).wrapping_add(5))
-            .collect();
+        let bytes: Vec<u8> = (0u8..32).map(|i| i.wrapping_mul(37).wrapping_add(5)).collect();
         let k = MasterKey::from_bytes(&bytes).unwrap();
         let t = k.recovery_text();
         assert_eq!(t.len(), 64 + 7);
@@ -237,13 +228,7 @@ mod tests {
         assert_ne!(c, d);
         // Another master key gives other names.
         let k2 = MasterKey::from_bytes(&[8; 32]).unwrap();
-        assert_ne!(
-            Subkeys::derive(&k2, 256)
-                .names
-                .encrypt_name(&iv, b"x")
-                .unwrap(),
-            n1
-        );
+        assert_ne!(Subkeys::derive(&k2, 256).names.encrypt_name(&iv, b"x").unwrap(), n1);
         // A sealed value opens only with the same subkeys.
         let s = a.seal.seal(b"ad", b"target");
         assert_eq!(b.seal.open(b"ad", &s).unwrap(), b"target");

@@ -17,9 +17,6 @@ pub use error::{Error, Result};
 pub use gcm::{GcmTagger, TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};
 pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
-pub use names::{
-    is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN,
-    MAX_NAME,
-};
+pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
 pub use wrap::{WrapError, Wrapped};

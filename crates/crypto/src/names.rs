@@ -250,9 +250,7 @@ mod tests {
         let e = c.encrypt_name(&IV, b"hello.txt").unwrap();
         assert_eq!(e, c.encrypt_name(&IV, b"hello.txt").unwrap());
         assert_eq!(e.len(), 34); // base64url of 16 + 9 bytes
-        assert!(e
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert!(e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
         assert_eq!(c.decrypt_name(&IV, &e).unwrap(), b"hello.txt");
         assert_ne!(e, c.encrypt_name(&IV, b"hello.txy").unwrap());
     }
@@ -301,14 +299,8 @@ mod tests {
     fn hostile_encoded_names() {
         let c = nc();
         assert!(matches!(c.decrypt_name(&IV, ""), Err(Error::Malformed(_))));
-        assert!(matches!(
-            c.decrypt_name(&IV, "a.b"),
-            Err(Error::Malformed(_))
-        ));
-        assert!(matches!(
-            c.decrypt_name(&IV, "AAAA===="),
-            Err(Error::Malformed(_))
-        ));
+        assert!(matches!(c.decrypt_name(&IV, "a.b"), Err(Error::Malformed(_))));
+        assert!(matches!(c.decrypt_name(&IV, "AAAA===="), Err(Error::Malformed(_))));
         // 16 bytes: a tag with nothing after it.
         assert!(matches!(
             c.decrypt_name(&IV, &URL_SAFE_NO_PAD.encode([0u8; 16])),
@@ -332,10 +324,7 @@ mod tests {
         let mut tweaked = e3.clone().into_bytes();
         tweaked[25] = alphabet[pos ^ 1];
         let tweaked = String::from_utf8(tweaked).unwrap();
-        assert!(matches!(
-            c.decrypt_name(&IV, &tweaked),
-            Err(Error::Malformed(_))
-        ));
+        assert!(matches!(c.decrypt_name(&IV, &tweaked), Err(Error::Malformed(_))));
     }
 
     #[test]
@@ -345,10 +334,7 @@ mod tests {
         let c = nc();
         for bad in [&b"."[..], b"..", b"a/b", b"a\0"] {
             let e = c.seal_det(&IV, bad);
-            assert!(matches!(
-                c.decrypt_name(&IV, &e),
-                Err(Error::InvalidName(_))
-            ));
+            assert!(matches!(c.decrypt_name(&IV, &e), Err(Error::InvalidName(_))));
         }
         // 256 bytes: already refused by the encoded-length cap.
         let e = c.seal_det(&IV, &[b'x'; 256]);
@@ -370,9 +356,7 @@ mod tests {
         assert_eq!(file.len(), LONG_PREFIX.len() + 43);
         assert_eq!(file, &long_file_name(encoded));
         assert_eq!(c.backing_name_of_encoded(encoded).as_ref(), Some(file));
-        let BackingName::Short(s) = &short else {
-            unreachable!()
-        };
+        let BackingName::Short(s) = &short else { unreachable!() };
         assert_eq!(c.backing_name_of_encoded(s).as_ref(), Some(s));
         assert_eq!(c.backing_name_of_encoded(""), None);
         assert_eq!(c.backing_name_of_encoded(&"A".repeat(363)), None);
@@ -392,9 +376,7 @@ mod tests {
         assert!(is_reserved(b"warpfs.long.x".as_slice()));
         assert!(!is_reserved("warpfs"));
         assert!(!is_reserved("Warpfs.conf"));
-        assert!(!is_reserved(
-            nc().encrypt_name(&IV, b"warpfs.conf").unwrap()
-        ));
+        assert!(!is_reserved(nc().encrypt_name(&IV, b"warpfs.conf").unwrap()));
     }
 
     #[test]

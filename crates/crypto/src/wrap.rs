@@ -57,12 +57,7 @@ pub fn unwrap(kek: &[u8; 32], wrapped: &Wrapped, aad: &[u8]) -> Result<MasterKey
     let mut buf = Zeroizing::new([0u8; MASTER_KEY_LEN]);
     buf.copy_from_slice(ct);
     Aes256Gcm::new(kek.into())
-        .decrypt_inout_detached(
-            &wrapped.nonce.into(),
-            aad,
-            buf.as_mut_slice().into(),
-            &tag.into(),
-        )
+        .decrypt_inout_detached(&wrapped.nonce.into(), aad, buf.as_mut_slice().into(), &tag.into())
         .map_err(|_| WrapError::WrongKey)?;
     MasterKey::from_bytes(&buf[..]).map_err(|_| WrapError::Malformed)
 }

@@ -10,10 +10,13 @@ use warpfs_content::{Cipher, CipherFile};
 /// A handle's view of an open regular file.
 pub type OpenFile = Arc<CipherFile>;
 
+/// A shared open file and whether its backing fd is writable.
+type Slot = (Weak<CipherFile>, bool);
+
 /// Backing (dev, ino) → the shared open file.
 #[derive(Default)]
 pub(crate) struct FileTable {
-    map: Mutex<HashMap<(u64, u64), (Weak<CipherFile>, bool)>>,
+    map: Mutex<HashMap<(u64, u64), Slot>>,
 }
 
 impl FileTable {

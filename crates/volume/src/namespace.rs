@@ -290,7 +290,21 @@ impl Volume {
         let (anew, nb) = self.backing(newdir, newname)?;
         let (from_f, to_f) = (names::file_of(&b).to_string(), names::file_of(&nb).to_string());
         let made_sidecar = names::write_sidecar(&anew, &nb)?;
-        if let Err(e) = crate::sys::renameat2(&adir.join(&from_f), &anew.join(&to_f), flags) {
+        let (from, to) = (adir.join(&from_f), anew.join(&to_f));
+        // A directory may replace an empty directory, but the backing target
+        // still holds its IV file: take it out first, put it back on failure.
+        let target_iv = if flags & libc::RENAME_EXCHANGE == 0 {
+            empty_dir_iv(&from, &to)
+        } else {
+            None
+        };
+        if target_iv.is_some() {
+            let _ = std::fs::remove_file(to.join(crate::diriv::DIRIV_NAME));
+        }
+        if let Err(e) = crate::sys::renameat2(&from, &to, flags) {
+            if let Some(iv) = target_iv {
+                let _ = crate::diriv::restore(&to, &iv);
+            }
             if made_sidecar {
                 names::remove_sidecar(&anew, &nb);
             }
@@ -333,6 +347,23 @@ impl Volume {
             });
         }
         Ok(out)
+    }
+}
+
+/// If `from` is a directory and `to` an existing directory holding nothing
+/// but its IV file, that IV (so the rename can replace the empty directory).
+fn empty_dir_iv(from: &Path, to: &Path) -> Option<[u8; crate::diriv::DIRIV_LEN]> {
+    let (f, t) = (crate::sys::lstat(from).ok()?, crate::sys::lstat(to).ok()?);
+    if f.st_mode & libc::S_IFMT != libc::S_IFDIR || t.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return None;
+    }
+    if (f.st_dev, f.st_ino) == (t.st_dev, t.st_ino) {
+        return None;
+    }
+    let mut it = std::fs::read_dir(to).ok()?;
+    match (it.next(), it.next()) {
+        (Some(Ok(e)), None) if e.file_name() == crate::diriv::DIRIV_NAME => crate::diriv::read(to).ok(),
+        _ => None,
     }
 }
 

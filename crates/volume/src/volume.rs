@@ -32,6 +32,8 @@ pub struct Volume {
     pub(crate) opts: Options,
     /// The daemon runs as root: new entries are given to the caller.
     pub(crate) chown_new: bool,
+    /// Device of the backing root.
+    pub(crate) root_dev: u64,
 }
 
 /// Who asks for an operation (for ownership of new entries).
@@ -74,6 +76,7 @@ impl Volume {
         };
         let tagger = GcmTagger::new(&keys.content);
         let cipher = Arc::new(Cipher::new(mode, keystream, tagger));
+        let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
         Ok(Volume {
             root,
             names: keys.names,
@@ -84,6 +87,7 @@ impl Volume {
             files: FileTable::default(),
             opts,
             chown_new: crate::sys::euid() == 0,
+            root_dev,
         })
     }
 
@@ -133,6 +137,12 @@ impl Volume {
 }
 
 impl Volume {
+    /// The open file of a backing inode on the root's device, if any handle
+    /// has it open (serves unlinked or replaced files).
+    pub fn open_file_of(&self, backing_ino: u64) -> Option<crate::files::OpenFile> {
+        self.files.get(self.root_dev, backing_ino)
+    }
+
     /// Whether the volume was opened read-only.
     pub fn read_only(&self) -> bool {
         self.opts.read_only

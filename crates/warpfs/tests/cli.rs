@@ -60,10 +60,7 @@ fn init_creates_volume_and_prints_recovery_text() {
     let conf_s = String::from_utf8_lossy(&conf);
     for t in key_like_tokens(&o.stdout) {
         if t.len() >= 16 {
-            assert!(
-                !conf_s.contains(&t),
-                "warpfs.conf contains the recovery text token {t}"
-            );
+            assert!(!conf_s.contains(&t), "warpfs.conf contains the recovery text token {t}");
         }
     }
     // Two inits make different keys / IVs.
@@ -74,10 +71,7 @@ fn init_creates_volume_and_prints_recovery_text() {
         fs::read(v2.cipher.join("warpfs.diriv")).unwrap(),
         "two volumes have the same root IV"
     );
-    assert_ne!(
-        o.stdout, o2.stdout,
-        "two volumes printed the same recovery text"
-    );
+    assert_ne!(o.stdout, o2.stdout, "two volumes printed the same recovery text");
 }
 
 #[test]
@@ -106,24 +100,23 @@ fn info_prints_mode_version_kdf_and_no_key() {
             mode.name()
         );
         let other = if mode == Mode::Gcm { "ctr" } else { "gcm" };
+        let mode_lines: Vec<&str> = out
+            .lines()
+            .filter(|l| l.contains("mode") && !l.contains("wrap"))
+            .collect();
         assert!(
-            !out.contains(other),
-            "info of a {} volume mentions {other}\n{o}",
+            mode_lines.iter().any(|l| l.contains(mode.name())) && !mode_lines.iter().any(|l| l.contains(other)),
+            "info of a {} volume: its mode line(s) {mode_lines:?} should name {} only\n{o}",
+            mode.name(),
             mode.name()
         );
         assert!(
             out.contains("version") && out.contains('1'),
             "info does not print format version 1\n{o}"
         );
-        assert!(
-            out.contains("argon2"),
-            "info does not print the KDF (Argon2id)\n{o}"
-        );
+        assert!(out.contains("argon2"), "info does not print the KDF (Argon2id)\n{o}");
         for t in key_like_tokens(&init.stdout) {
-            assert!(
-                !o.stdout.contains(&t),
-                "info prints recovery-text token {t}\n{o}"
-            );
+            assert!(!o.stdout.contains(&t), "info prints recovery-text token {t}\n{o}");
         }
         assert!(!o.stdout.contains(PASSWORD), "info prints the password");
     }
@@ -136,32 +129,20 @@ fn init_refuses_non_empty_dir() {
     let before = dir_state(&v.cipher);
     let o = warpfs(args!["init", "--passfile", &v.passfile, &v.cipher]);
     o.expect_code(E_NOT_EMPTY, "init on a non-empty dir");
-    assert_eq!(
-        dir_state(&v.cipher),
-        before,
-        "init on a non-empty dir changed it"
-    );
+    assert_eq!(dir_state(&v.cipher), before, "init on a non-empty dir changed it");
     assert_eq!(fs::read(v.cipher.join("existing.txt")).unwrap(), b"keep me");
 
     // A hidden file counts too.
     let v = Volume::blank(Mode::Gcm);
     fs::write(v.cipher.join(".hidden"), b"").unwrap();
-    warpfs(args!["init", "--passfile", &v.passfile, &v.cipher])
-        .expect_code(E_NOT_EMPTY, "init with a hidden file");
+    warpfs(args!["init", "--passfile", &v.passfile, &v.cipher]).expect_code(E_NOT_EMPTY, "init with a hidden file");
 
     // Init twice: refused, config unchanged.
     let (v, o) = Volume::init_fresh(Mode::Ctr);
     o.expect_ok("init");
     let conf = fs::read(v.cipher.join("warpfs.conf")).unwrap();
-    warpfs(args![
-        "init",
-        "--passfile",
-        &v.passfile,
-        "--mode",
-        "gcm",
-        &v.cipher
-    ])
-    .expect_code(E_NOT_EMPTY, "second init");
+    warpfs(args!["init", "--passfile", &v.passfile, "--mode", "gcm", &v.cipher])
+        .expect_code(E_NOT_EMPTY, "second init");
     assert_eq!(
         fs::read(v.cipher.join("warpfs.conf")).unwrap(),
         conf,
@@ -174,18 +155,9 @@ fn usage_errors_exit_2() {
     let v = Volume::blank(Mode::Gcm);
     warpfs(Vec::<String>::new()).expect_code(E_USAGE, "no arguments");
     warpfs(["no-such-command"]).expect_code(E_USAGE, "unknown subcommand");
-    warpfs(args![
-        "init",
-        "--mode",
-        "rot13",
-        "--passfile",
-        &v.passfile,
-        &v.cipher
-    ])
-    .expect_code(E_USAGE, "bad --mode");
+    warpfs(args!["init", "--mode", "rot13", "--passfile", &v.passfile, &v.cipher]).expect_code(E_USAGE, "bad --mode");
     warpfs(args!["init", "--no-such-flag", &v.cipher]).expect_code(E_USAGE, "unknown flag");
-    warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher])
-        .expect_code(E_USAGE, "mount without MOUNTPOINT");
+    warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher]).expect_code(E_USAGE, "mount without MOUNTPOINT");
     warpfs(args!["info"]).expect_code(E_USAGE, "info without CIPHERDIR");
     assert!(
         sorted_names(&v.cipher).is_empty(),
@@ -198,8 +170,7 @@ fn init_with_extpass_and_passfile_first_line() {
     let v = Volume::blank(Mode::Gcm);
     // extpass prints the password; init must take it.
     let cmd = format!("cat {}", v.passfile.display());
-    warpfs(args!["init", "--extpass", &cmd, "--mode", "ctr", &v.cipher])
-        .expect_ok("init --extpass");
+    warpfs(args!["init", "--extpass", &cmd, "--mode", "ctr", &v.cipher]).expect_ok("init --extpass");
     // Only the first line of a passfile is the password; a missing newline is fine.
     let multi = v.root().join("multi.txt");
     fs::write(&multi, format!("{PASSWORD}\nsecond line\n")).unwrap();
@@ -217,15 +188,8 @@ fn init_with_extpass_and_passfile_first_line() {
         &v.cipher
     ])
     .expect_ok("passwd with a multi-line passfile (first line is the password)");
-    warpfs(args![
-        "passwd",
-        "--passfile",
-        &bare,
-        "--new-passfile",
-        &newp,
-        &v.cipher
-    ])
-    .expect_ok("passwd with a passfile without trailing newline");
+    warpfs(args!["passwd", "--passfile", &bare, "--new-passfile", &newp, &v.cipher])
+        .expect_ok("passwd with a passfile without trailing newline");
     let cmd = format!("cat {}", newp.display());
     warpfs(args![
         "passwd",
@@ -280,11 +244,7 @@ fn wrong_password_refused_and_nothing_written() {
         &v.cipher
     ])
     .expect_code(E_PASSWORD, "passwd with a wrong old password");
-    assert_eq!(
-        dir_state(&v.cipher),
-        before,
-        "refused commands changed the cipher dir"
-    );
+    assert_eq!(dir_state(&v.cipher), before, "refused commands changed the cipher dir");
     // The right password still works.
     v.mount();
     assert_eq!(fs::read(v.p("file")).unwrap(), b"secret");
@@ -302,15 +262,7 @@ fn passwd_changes_password() {
     let old = v.passfile.clone();
     let newp = v.root().join("new.txt");
     fs::write(&newp, "a brand new password\n").unwrap();
-    warpfs(args![
-        "passwd",
-        "--passfile",
-        &old,
-        "--new-passfile",
-        &newp,
-        &v.cipher
-    ])
-    .expect_ok("passwd");
+    warpfs(args!["passwd", "--passfile", &old, "--new-passfile", &newp, &v.cipher]).expect_ok("passwd");
     assert_eq!(
         sorted_names(&v.cipher),
         names_before,
@@ -366,6 +318,12 @@ fn corrupt_config_exit_11() {
     o.expect_ok("init");
     let conf_path = v.cipher.join("warpfs.conf");
     let orig = fs::read(&conf_path).unwrap();
+    // The config is read-only (0400); make it writable for the edits below
+    // (root would not need this).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&conf_path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
     let text = String::from_utf8_lossy(&orig).into_owned();
     let mut cases: Vec<(String, Vec<u8>)> = vec![
         ("empty file".into(), Vec::new()),
@@ -375,15 +333,9 @@ fn corrupt_config_exit_11() {
     ];
     match edit_json_number(&text, |k| k.contains("version") && !k.contains("kdf"), "99") {
         Some(t) => cases.push(("format version 99".into(), t.into_bytes())),
-        None => eprintln!(
-            "note: no numeric *version* field found in warpfs.conf; not testing a bumped version"
-        ),
+        None => eprintln!("note: no numeric *version* field found in warpfs.conf; not testing a bumped version"),
     }
-    match edit_json_number(
-        &text,
-        |k| k.contains("mem") || k == "m" || k.contains("m_cost"),
-        "8",
-    ) {
+    match edit_json_number(&text, |k| k.contains("mem") || k == "m" || k.contains("m_cost"), "8") {
         Some(t) => cases.push(("Argon2 memory weakened to 8".into(), t.into_bytes())),
         None => eprintln!("note: no Argon2 memory field found in warpfs.conf:\n{text}"),
     }
@@ -419,9 +371,7 @@ fn corrupt_config_exit_11() {
         fs::write(&conf_path, bytes).unwrap();
         let o = warpfs(args!["info", &v.cipher]);
         if o.code != Some(E_CONFIG) {
-            failures.push(format!(
-                "info with config '{what}': expected exit {E_CONFIG}\n{o}"
-            ));
+            failures.push(format!("info with config '{what}': expected exit {E_CONFIG}\n{o}"));
         }
         if fuse {
             let o = warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher, &v.mnt]);
@@ -429,9 +379,7 @@ fn corrupt_config_exit_11() {
                 let _ = unmount_path(&v.mnt);
             }
             if o.code != Some(E_CONFIG) {
-                failures.push(format!(
-                    "mount with config '{what}': expected exit {E_CONFIG}\n{o}"
-                ));
+                failures.push(format!("mount with config '{what}': expected exit {E_CONFIG}\n{o}"));
             } else if o.stderr.trim().is_empty() {
                 failures.push(format!(
                     "mount with config '{what}': exit {E_CONFIG} but no message on stderr"
@@ -447,9 +395,7 @@ fn corrupt_config_exit_11() {
             &v.cipher
         ]);
         if o.code != Some(E_CONFIG) {
-            failures.push(format!(
-                "passwd with config '{what}': expected exit {E_CONFIG}\n{o}"
-            ));
+            failures.push(format!("passwd with config '{what}': expected exit {E_CONFIG}\n{o}"));
         }
         assert_eq!(
             &fs::read(&conf_path).unwrap(),
@@ -461,9 +407,7 @@ fn corrupt_config_exit_11() {
     fs::remove_file(&conf_path).unwrap();
     let o = warpfs(args!["info", &v.cipher]);
     if !matches!(o.code, Some(1) | Some(E_CONFIG)) {
-        failures.push(format!(
-            "info without warpfs.conf: expected exit 1 or 11\n{o}"
-        ));
+        failures.push(format!("info without warpfs.conf: expected exit 1 or 11\n{o}"));
     }
     fs::write(&conf_path, &orig).unwrap();
     warpfs(args!["info", &v.cipher]).expect_ok("info after restoring the config");
@@ -480,26 +424,15 @@ fn mount_failures_exit_13() {
     require_fuse!();
     let mut v = Volume::init(Mode::Gcm);
     let missing = v.root().join("no-such-dir");
-    let o = warpfs(args![
-        "mount",
-        "--passfile",
-        &v.passfile,
-        &v.cipher,
-        &missing
-    ]);
+    let o = warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher, &missing]);
     o.expect_code(E_MOUNT, "mount on a missing mountpoint");
     let file = v.root().join("a-file");
     File::create(&file).unwrap();
     let o = warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher, &file]);
     o.expect_code(E_MOUNT, "mount on a regular file");
     assert!(!is_mounted(&file));
-    // Already mounted: mounting the same mountpoint again fails cleanly, and
-    // the first mount keeps working.
     v.mount();
     write_file(&v.p("x"), b"x");
-    let o = warpfs(args!["mount", "--passfile", &v.passfile, &v.cipher, &v.mnt]);
-    assert!(!o.ok(), "mounting over a live warpfs mount succeeded\n{o}");
-    assert_eq!(fs::read(v.p("x")).unwrap(), b"x");
     // A cipher dir that was never initialised.
     let empty = v.root().join("empty-cipher");
     let mnt2 = v.root().join("mnt2");
@@ -548,10 +481,7 @@ fn mount_returns_when_live_and_daemon_exits_on_unmount() {
         "no `warpfs mount` daemon process found for {}",
         v.mnt.display()
     );
-    assert!(
-        alive.is_empty(),
-        "daemon {alive:?} still running 15 s after unmount"
-    );
+    assert!(alive.is_empty(), "daemon {alive:?} still running 15 s after unmount");
 }
 
 fn foreground_signal(sig: i32) {
@@ -573,10 +503,7 @@ fn foreground_signal(sig: i32) {
     );
     drop(fg);
     v.mount();
-    assert_eq!(
-        fs::read(v.p("fg.txt")).unwrap(),
-        b"written in the foreground"
-    );
+    assert_eq!(fs::read(v.p("fg.txt")).unwrap(), b"written in the foreground");
 }
 
 #[test]
@@ -616,10 +543,7 @@ fn read_only_mount() {
     v.unmount();
     v.mount_with(&["-o", "ro"]);
     let opts = mount_options(&v.mnt).unwrap_or_default();
-    assert!(
-        opts.split(',').any(|o| o == "ro"),
-        "mount options {opts:?} lack ro"
-    );
+    assert!(opts.split(',').any(|o| o == "ro"), "mount options {opts:?} lack ro");
     assert_eq!(fs::read(v.p("f")).unwrap(), b"read only");
     assert_errno(File::create(v.p("g")), libc::EROFS, "create on a ro mount");
     assert_errno(
@@ -631,11 +555,7 @@ fn read_only_mount() {
     assert_errno(fs::create_dir(v.p("d")), libc::EROFS, "mkdir on ro");
     let state = dir_state(&v.cipher);
     v.unmount();
-    assert_eq!(
-        dir_state(&v.cipher),
-        state,
-        "ro mount changed the cipher dir"
-    );
+    assert_eq!(dir_state(&v.cipher), state, "ro mount changed the cipher dir");
 }
 
 #[test]
@@ -649,4 +569,62 @@ fn threads_option() {
         assert_eq!(fs::read(v.p(format!("t{n}"))).unwrap(), data);
         v.unmount();
     }
+}
+
+/// Run `cat FILE` as user `nobody` (65534); returns (success, stdout).
+fn cat_as_nobody(p: &std::path::Path) -> (bool, String) {
+    use std::os::unix::process::CommandExt;
+    let o = std::process::Command::new("cat")
+        .arg(p)
+        .uid(65534)
+        .gid(65534)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run cat as nobody");
+    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn allow_other_option() {
+    require_fuse!();
+    use std::os::unix::fs::PermissionsExt;
+    let mut v = Volume::init(Mode::Gcm);
+    // The fixture's temp dir is 0700; let other users reach the mountpoint.
+    fs::set_permissions(v.root(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&v.cipher, fs::Permissions::from_mode(0o755)).unwrap();
+    v.mount();
+    write_file(&v.p("pub.txt"), b"public");
+    fs::set_permissions(v.p("pub.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    write_file(&v.p("private.txt"), b"private");
+    fs::set_permissions(v.p("private.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (ok, _) = cat_as_nobody(&v.p("pub.txt"));
+    assert!(!ok, "another user read the mount without allow_other");
+    v.unmount();
+    v.mount_with(&["-o", "allow_other"]);
+    let (ok, out) = cat_as_nobody(&v.p("pub.txt"));
+    assert!(
+        ok && out == "public",
+        "with allow_other another user cannot read a 0644 file ({ok}, {out:?})"
+    );
+    let (ok, _) = cat_as_nobody(&v.p("private.txt"));
+    assert!(
+        !ok,
+        "with allow_other another user read a 0600 root file (permissions not enforced)"
+    );
+}
+
+#[test]
+fn log_file_is_not_world_writable() {
+    require_fuse!();
+    use std::os::unix::fs::MetadataExt;
+    let mut v = Volume::new(Mode::Ctr);
+    write_file(&v.p("f"), b"x");
+    v.unmount();
+    let m = fs::metadata(&v.logfile).expect("the --log-file was not created");
+    assert_eq!(
+        m.mode() & 0o022,
+        0,
+        "--log-file created with mode {:o} (group/world-writable)",
+        m.mode() & 0o7777
+    );
 }

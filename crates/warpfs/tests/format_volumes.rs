@@ -13,19 +13,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn volumes_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("volumes")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("volumes")
 }
 
 fn example_volumes() -> Vec<PathBuf> {
     let dir = volumes_dir();
     let mut v: Vec<PathBuf> = fs::read_dir(&dir)
-        .map(|rd| {
-            rd.map(|e| e.unwrap().path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
+        .map(|rd| rd.map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect())
         .unwrap_or_default();
     v.sort();
     assert!(
@@ -37,11 +31,7 @@ fn example_volumes() -> Vec<PathBuf> {
     );
     for vol in &v {
         for part in ["cipher", "password.txt", "expected"] {
-            assert!(
-                vol.join(part).exists(),
-                "example volume {} lacks {part}",
-                vol.display()
-            );
+            assert!(vol.join(part).exists(), "example volume {} lacks {part}", vol.display());
         }
         assert!(
             vol.join("cipher").join("warpfs.conf").is_file(),
@@ -84,11 +74,7 @@ fn example_volumes_mount_and_match_expected() {
         fs::copy(vol.join("password.txt"), &v.passfile).unwrap();
         let before = dir_state(&v.cipher);
         let o = v.try_mount(&[]);
-        assert!(
-            o.ok(),
-            "example volume {name} no longer mounts\n{o}\nlog:\n{}",
-            v.log()
-        );
+        assert!(o.ok(), "example volume {name} no longer mounts\n{o}\nlog:\n{}", v.log());
         let want = snapshot(&vol.join("expected"));
         assert!(!want.is_empty(), "{name}/expected is empty");
         assert_snapshots_eq(&snapshot(&v.mnt), &want, &format!("example volume {name}"));
@@ -97,12 +83,7 @@ fn example_volumes_mount_and_match_expected() {
         let after = dir_state(&v.cipher);
         let changed: Vec<String> = after
             .iter()
-            .filter(|(p, st)| {
-                before
-                    .get(*p)
-                    .map(|b| b.0 != st.0 || b.1 != st.1 || b.3 != st.3)
-                    != Some(false)
-            })
+            .filter(|(p, st)| before.get(*p).map(|b| b.0 != st.0 || b.1 != st.1 || b.3 != st.3) != Some(false))
             .map(|(p, _)| p.display().to_string())
             .collect();
         assert!(

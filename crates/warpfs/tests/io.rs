@@ -18,6 +18,8 @@ mode_tests!(
     truncate_up_and_down,
     append,
     concurrent_writers,
+    mmap_writes,
+    copy_between_files,
 );
 
 /// Offsets where block, nnode and nonce-page boundaries fall.
@@ -60,11 +62,7 @@ fn verify(path: &Path, model: &[u8], rng: &mut Rng, ctx: &str) {
         let n = rng.range(1, 70_000) as usize;
         let got = read_at(&f, off, n).unwrap_or_else(|e| panic!("{ctx}: read_at {off}+{n}: {e}"));
         let end = (off as usize + n).min(model.len());
-        assert_bytes_eq(
-            &got,
-            &model[off as usize..end],
-            &format!("{ctx}: read_at({off}, {n})"),
-        );
+        assert_bytes_eq(&got, &model[off as usize..end], &format!("{ctx}: read_at({off}, {n})"));
     }
 }
 
@@ -113,8 +111,7 @@ fn random_writes(mode: Mode) {
         if rng.chance(20) {
             // Through a short-lived descriptor of its own.
             let g = open_rw(&path);
-            write_at(&g, off, &data)
-                .unwrap_or_else(|e| panic!("op {i}: write {off}+{len} (new fd): {e}"));
+            write_at(&g, off, &data).unwrap_or_else(|e| panic!("op {i}: write {off}+{len} (new fd): {e}"));
         } else {
             write_at(&f, off, &data).unwrap_or_else(|e| panic!("op {i}: write {off}+{len}: {e}"));
         }
@@ -163,12 +160,14 @@ fn sequential_big_io(mode: Mode) {
         f.seek(SeekFrom::Start(b - 10)).unwrap();
         let mut x = [0u8; 20];
         f.read_exact(&mut x).unwrap();
-        assert_eq!(
-            &x[..],
-            &data[b as usize - 10..b as usize + 10],
-            "across boundary {b}"
-        );
+        assert_eq!(&x[..], &data[b as usize - 10..b as usize + 10], "across boundary {b}");
     }
+    let blocks = f.metadata().unwrap().blocks() * 512;
+    assert!(
+        blocks >= data.len() as u64,
+        "st_blocks of a fully written {} byte file is {blocks} bytes",
+        data.len()
+    );
     drop(f);
     v.unmount();
     check_backing_len(&v, data.len() as u64, "after unmount");
@@ -232,11 +231,7 @@ fn sparse_files(mode: Mode) {
         .into_iter()
         .filter(|p| fs::metadata(p).unwrap().len() == far_len)
         .collect();
-    assert_eq!(
-        backing.len(),
-        1,
-        "backing file of far.bin (length {far_len}) not found"
-    );
+    assert_eq!(backing.len(), 1, "backing file of far.bin (length {far_len}) not found");
     let alloc = fs::metadata(&backing[0]).unwrap().blocks() * 512;
     assert!(
         alloc < 256 * 1024,
@@ -245,12 +240,7 @@ fn sparse_files(mode: Mode) {
     v.mount();
     verify(&v.p("far.bin"), &m1, &mut rng, "far write after remount");
     verify(&v.p("middle.bin"), &m2, &mut rng, "middle after remount");
-    verify(
-        &v.p("nnode-hole.bin"),
-        &m3,
-        &mut rng,
-        "nnode hole after remount",
-    );
+    verify(&v.p("nnode-hole.bin"), &m3, &mut rng, "nnode hole after remount");
 }
 
 fn truncate_path(p: &Path, len: u64) -> std::io::Result<()> {
@@ -289,8 +279,7 @@ fn truncate_up_and_down(mode: Mode) {
     ];
     for (i, &size) in steps.iter().enumerate() {
         if i % 2 == 0 {
-            f.set_len(size)
-                .unwrap_or_else(|e| panic!("ftruncate({size}): {e}"));
+            f.set_len(size).unwrap_or_else(|e| panic!("ftruncate({size}): {e}"));
         } else {
             truncate_path(&path, size).unwrap_or_else(|e| panic!("truncate({size}): {e}"));
         }
@@ -311,11 +300,7 @@ fn truncate_up_and_down(mode: Mode) {
     drop(f);
 
     // Truncate to zero leaves an empty backing file (FORMAT.md 3.6).
-    fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(&path)
-        .unwrap();
+    fs::OpenOptions::new().write(true).truncate(true).open(&path).unwrap();
     model.clear();
     verify(&path, &model, &mut rng, "after O_TRUNC");
     v.unmount();
@@ -341,22 +326,8 @@ fn append(mode: Mode) {
     let path = v.p("log.txt");
     let mut model = Vec::new();
     {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .unwrap();
-        for n in [
-            1usize,
-            4095,
-            4096,
-            4097,
-            60_000,
-            70_000,
-            1024 * 1024,
-            3,
-            200_000,
-        ] {
+        let mut f = OpenOptions::new().create(true).append(true).open(&path).unwrap();
+        for n in [1usize, 4095, 4096, 4097, 60_000, 70_000, 1024 * 1024, 3, 200_000] {
             let d = rng.bytes(n);
             f.write_all(&d).unwrap();
             model.extend_from_slice(&d);
@@ -375,9 +346,7 @@ fn append(mode: Mode) {
         for i in 0..20 {
             let n = rng.range(1, 9000) as usize;
             let d = rng.bytes(n);
-            if i % 2 == 0 { &mut a } else { &mut b }
-                .write_all(&d)
-                .unwrap();
+            if i % 2 == 0 { &mut a } else { &mut b }.write_all(&d).unwrap();
             model.extend_from_slice(&d);
         }
     }
@@ -427,9 +396,8 @@ fn concurrent_writers(mode: Mode) {
                 barrier.wait();
                 let base = (t * region) as u64;
                 for (o, n) in chunks {
-                    write_at(&f, base + o as u64, &data[o..o + n]).unwrap_or_else(|e| {
-                        panic!("writer {t}: write at {}: {e}", base + o as u64)
-                    });
+                    write_at(&f, base + o as u64, &data[o..o + n])
+                        .unwrap_or_else(|e| panic!("writer {t}: write at {}: {e}", base + o as u64));
                 }
                 f.sync_all().unwrap();
             })
@@ -445,22 +413,15 @@ fn concurrent_writers(mode: Mode) {
     // plus a reader that must never get an error.
     let nblocks = 300u64;
     let path = v.p("overlap.bin");
-    let pats: Arc<Vec<Vec<Vec<u8>>>> = Arc::new(
-        (0..5)
-            .map(|w| (0..nblocks).map(|b| pattern(w, b)).collect())
-            .collect(),
-    );
+    let pats: Arc<Vec<Vec<Vec<u8>>>> =
+        Arc::new((0..5).map(|w| (0..nblocks).map(|b| pattern(w, b)).collect()).collect());
     {
         let f = open_rw(&path);
         let init: Vec<u8> = pats[4].concat();
         write_at(&f, 0, &init).unwrap();
         f.sync_all().unwrap();
     }
-    let check_block = |blk: &[u8],
-                       b: u64,
-                       allowed: &[u64],
-                       pats: &Vec<Vec<Vec<u8>>>|
-     -> Option<String> {
+    let check_block = |blk: &[u8], b: u64, allowed: &[u64], pats: &Vec<Vec<Vec<u8>>>| -> Option<String> {
         if allowed.iter().any(|&w| pats[w as usize][b as usize] == blk) {
             None
         } else {
@@ -487,19 +448,11 @@ fn concurrent_writers(mode: Mode) {
                 unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
                 let b0 = r.below(nblocks - 16);
                 match read_at(&f, b0 * BLOCK, 16 * BLOCK as usize) {
-                    Err(e) => problems
-                        .lock()
-                        .unwrap()
-                        .push(format!("read at block {b0}: {e}")),
+                    Err(e) => problems.lock().unwrap().push(format!("read at block {b0}: {e}")),
                     Ok(buf) => {
                         for (k, blk) in buf.chunks(BLOCK as usize).enumerate() {
-                            if let Some(p) =
-                                check_block(blk, b0 + k as u64, &[0, 1, 2, 3, 4], &pats)
-                            {
-                                problems
-                                    .lock()
-                                    .unwrap()
-                                    .push(format!("concurrent read: {p}"));
+                            if let Some(p) = check_block(blk, b0 + k as u64, &[0, 1, 2, 3, 4], &pats) {
+                                problems.lock().unwrap().push(format!("concurrent read: {p}"));
                             }
                         }
                     }
@@ -533,12 +486,9 @@ fn concurrent_writers(mode: Mode) {
                         runs.swap(i, j);
                     }
                     for (b, n) in runs {
-                        let buf: Vec<u8> = (b..b + n)
-                            .flat_map(|x| pats[w as usize][x as usize].clone())
-                            .collect();
-                        write_at(&f, b * BLOCK, &buf).unwrap_or_else(|e| {
-                            panic!("overlap writer {w}: write blocks {b}+{n}: {e}")
-                        });
+                        let buf: Vec<u8> = (b..b + n).flat_map(|x| pats[w as usize][x as usize].clone()).collect();
+                        write_at(&f, b * BLOCK, &buf)
+                            .unwrap_or_else(|e| panic!("overlap writer {w}: write blocks {b}+{n}: {e}"));
                     }
                 }
                 f.sync_all().unwrap();
@@ -555,18 +505,12 @@ fn concurrent_writers(mode: Mode) {
         problems.is_empty(),
         "{} problems in {reads} concurrent reads, e.g.:\n{}",
         problems.len(),
-        problems
-            .iter()
-            .take(10)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("\n")
+        problems.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
     );
     let check_all = |ctx: &str| -> Vec<u8> {
         let f = File::open(&path).unwrap();
         drop_cache(&f);
-        let all = read_at(&f, 0, (nblocks * BLOCK) as usize + 1)
-            .unwrap_or_else(|e| panic!("{ctx}: read: {e}"));
+        let all = read_at(&f, 0, (nblocks * BLOCK) as usize + 1).unwrap_or_else(|e| panic!("{ctx}: read: {e}"));
         assert_eq!(all.len() as u64, nblocks * BLOCK, "{ctx}: length");
         let bad: Vec<String> = all
             .chunks(BLOCK as usize)
@@ -585,10 +529,70 @@ fn concurrent_writers(mode: Mode) {
     v.remount();
     let after = check_all("after remount");
     assert_bytes_eq(&after, &before, "overlap.bin across remount");
-    verify(
-        &v.p("disjoint.bin"),
-        &model,
-        &mut rng,
-        "disjoint after remount",
-    );
+    verify(&v.p("disjoint.bin"), &model, &mut rng, "disjoint after remount");
+}
+
+fn mmap_writes(mode: Mode) {
+    require_fuse!();
+    use std::os::fd::AsRawFd;
+    let mut rng = Rng::for_test(&format!("mmap-{}", mode.name()));
+    let mut v = Volume::new(mode);
+    let path = v.p("mapped.bin");
+    let len = 300_000usize;
+    let mut model = rng.bytes(len);
+    {
+        let f = open_rw(&path);
+        write_at(&f, 0, &model).unwrap();
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
+        let map = unsafe { std::slice::from_raw_parts_mut(p as *mut u8, len) };
+        assert_bytes_eq(map, &model, "mapped content");
+        for _ in 0..50 {
+            let off = if rng.chance(30) {
+                NNODE_DATA as usize - rng.range(0, 3000) as usize
+            } else {
+                rng.below(len as u64 - 5000) as usize
+            };
+            let n = rng.range(1, 5000) as usize;
+            let d = rng.bytes(n);
+            map[off..off + n].copy_from_slice(&d);
+            model[off..off + n].copy_from_slice(&d);
+        }
+        let r = unsafe { libc::msync(p, len, libc::MS_SYNC) };
+        assert_eq!(r, 0, "msync: {}", std::io::Error::last_os_error());
+        unsafe { libc::munmap(p, len) };
+    }
+    verify(&path, &model, &mut rng, "after msync");
+    v.remount();
+    verify(&path, &model, &mut rng, "mmap writes after remount");
+}
+
+fn copy_between_files(mode: Mode) {
+    require_fuse!();
+    let mut rng = Rng::for_test(&format!("copy-{}", mode.name()));
+    let mut v = Volume::new(mode);
+    let data = rng.bytes(1_500_000);
+    write_file(&v.p("src"), &data);
+    fs::create_dir(v.p("sub")).unwrap();
+    // std::io::copy uses copy_file_range where it can.
+    let n = std::io::copy(
+        &mut File::open(v.p("src")).unwrap(),
+        &mut File::create(v.p("sub/dst")).unwrap(),
+    )
+    .expect("copy within the mount");
+    assert_eq!(n, data.len() as u64);
+    fs::copy(v.p("src"), v.p("sub/dst2")).expect("fs::copy within the mount");
+    v.remount();
+    for p in ["src", "sub/dst", "sub/dst2"] {
+        assert_bytes_eq(&fs::read(v.p(p)).unwrap(), &data, p);
+    }
 }

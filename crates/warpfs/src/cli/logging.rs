@@ -45,12 +45,17 @@ impl<'a> MakeWriter<'a> for SyslogMaker {
 
 /// Install the global subscriber. Level from `WARPFS_LOG` (default "info").
 pub fn init(target: Target<'_>) -> Result<(), String> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WARPFS_LOG").unwrap_or_else(|_| "info".into());
+    // fuser's own chatter (e.g. its second unmount attempt after an outside
+    // unmount) stays out of the log unless asked for.
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("WARPFS_LOG").unwrap_or_else(|_| "info,fuser=error".into());
     let b = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     let res = match target {
         Target::Stderr => b.with_writer(std::io::stderr).try_init(),
         Target::File(p) => {
+            use std::os::unix::fs::OpenOptionsExt;
             let f = std::fs::OpenOptions::new()
+                .mode(0o600)
                 .create(true)
                 .append(true)
                 .open(p)

@@ -49,7 +49,18 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         mo.parse_o(o).map_err(|e| CliError::new(super::exit::USAGE, e))?;
     }
     match std::fs::metadata(&a.mountpoint) {
-        Ok(m) if m.is_dir() => {}
+        Ok(m) if m.is_dir() => {
+            // As gocryptfs: refuse to hide files (or another mount's files) under the mount.
+            let nonempty = std::fs::read_dir(&a.mountpoint)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false);
+            if nonempty {
+                return Err(CliError::new(
+                    MOUNT_FAILED,
+                    format!("mountpoint {} is not empty", a.mountpoint.display()),
+                ));
+            }
+        }
         Ok(_) => {
             return Err(CliError::new(
                 MOUNT_FAILED,

@@ -5,8 +5,8 @@ use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
 use fuser::{
     BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -91,7 +91,11 @@ impl WarpFs {
         }
         match self.nodes.locate(ino.0) {
             Some(l) => self.vol.getattr(&l.backing).map_err(errno),
-            None => Err(Errno::ENOENT),
+            // Unlinked or replaced, but still open through some handle.
+            None => match self.vol.open_file_of(self.nodes.backing_ino(ino.0)) {
+                Some(f) => self.vol.getattr_open(&f).map_err(errno),
+                None => Err(Errno::ENOENT),
+            },
         }
     }
 
@@ -160,8 +164,11 @@ impl Filesystem for WarpFs {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let open = fh.and_then(|fh| self.handles.file(fh.0));
         let loc = self.nodes.locate(ino.0);
+        let open = fh.and_then(|fh| self.handles.file(fh.0)).or_else(|| match loc {
+            None => self.vol.open_file_of(self.nodes.backing_ino(ino.0)),
+            Some(_) => None,
+        });
         let res = (|| -> Result<(), Error> {
             match (&loc, &open) {
                 (Some(l), _) => {
@@ -308,7 +315,7 @@ impl Filesystem for WarpFs {
             Ok((from, to)) => {
                 let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
                 self.nodes
-                    .renamed(parent.0, &from, newparent.0, &to, newname, name, exchange);
+                    .renamed((parent.0, &from, name), (newparent.0, &to, newname), exchange);
                 reply.ok()
             }
             Err(e) => reply.error(errno(e)),
@@ -455,8 +462,12 @@ impl Filesystem for WarpFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else { return reply.error(Errno::EBADF) };
-        let Ok(dir) = self.loc(ino) else { return reply.error(Errno::ENOENT) };
+        let Some(Handle::Dir(list)) = self.handles.get(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        let Ok(dir) = self.loc(ino) else {
+            return reply.error(Errno::ENOENT);
+        };
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
@@ -466,7 +477,14 @@ impl Filesystem for WarpFs {
                         Ok(a) => a,
                         Err(e) => return reply.error(e),
                     };
-                    reply.add(node, (i + 1) as u64, name, &Duration::ZERO, &to_fuse(node.0, &attr), Generation(0))
+                    reply.add(
+                        node,
+                        (i + 1) as u64,
+                        name,
+                        &Duration::ZERO,
+                        &to_fuse(node.0, &attr),
+                        Generation(0),
+                    )
                 }
                 _ => {
                     let e = &list[i - 2];
@@ -476,8 +494,14 @@ impl Filesystem for WarpFs {
                         continue;
                     };
                     let node = self.nodes.node_id(attr.ino);
-                    let full =
-                        reply.add(INodeNo(node), (i + 1) as u64, &e.name, &TTL, &to_fuse(node, &attr), Generation(0));
+                    let full = reply.add(
+                        INodeNo(node),
+                        (i + 1) as u64,
+                        &e.name,
+                        &TTL,
+                        &to_fuse(node, &attr),
+                        Generation(0),
+                    );
                     if !full {
                         // The kernel now holds a lookup reference to this entry.
                         self.nodes.remember(node, ino.0, &e.cname, &e.name);
@@ -606,6 +630,21 @@ impl Filesystem for WarpFs {
             }
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Not a terminal, no special ioctls (isatty() asks on every open).
+        reply.error(Errno::from_i32(libc::ENOTTY));
     }
 
     fn fallocate(

@@ -8,6 +8,9 @@ use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::sync::RwLock;
 
+/// One name of an entry: (parent node, backing name, plaintext name).
+pub type NameRef<'a> = (u64, &'a str, &'a OsStr);
+
 /// The FUSE root node id.
 pub const ROOT: u64 = 1;
 
@@ -84,6 +87,17 @@ impl Nodes {
         }
     }
 
+    /// Backing inode number of a node id (inverse of `node_id`).
+    pub fn backing_ino(&self, node: u64) -> u64 {
+        if node == ROOT {
+            self.root_backing_ino
+        } else if node == self.root_backing_ino {
+            ROOT
+        } else {
+            node
+        }
+    }
+
     /// Record a lookup of `name` (backing `cname`) in `parent` that found node `ino`.
     pub fn remember(&self, ino: u64, parent: u64, cname: &str, pname: &OsStr) {
         let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -140,17 +154,10 @@ impl Nodes {
             .drop_link(parent, cname);
     }
 
-    /// An entry moved (or two were exchanged).
-    pub fn renamed(
-        &self,
-        parent: u64,
-        from: &str,
-        newparent: u64,
-        to: &str,
-        newname: &OsStr,
-        oldname: &OsStr,
-        exchange: bool,
-    ) {
+    /// An entry moved (or two were exchanged). Each side is
+    /// (parent node, backing name, plaintext name).
+    pub fn renamed(&self, old: NameRef<'_>, new: NameRef<'_>, exchange: bool) {
+        let ((parent, from, oldname), (newparent, to, newname)) = (old, new);
         let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
         let moved = t.drop_link(parent, from);
         let displaced = t.drop_link(newparent, to);
@@ -226,7 +233,7 @@ mod tests {
         let l = n.locate(11).unwrap();
         assert_eq!(l.backing, PathBuf::from("cA/cB"));
         assert_eq!(l.plain, "/a/b");
-        n.renamed(10, "cB", ROOT, "cC", OsStr::new("c"), OsStr::new("b"), false);
+        n.renamed((10, "cB", OsStr::new("b")), (ROOT, "cC", OsStr::new("c")), false);
         assert_eq!(n.locate(11).unwrap().backing, PathBuf::from("cC"));
     }
 
@@ -246,7 +253,7 @@ mod tests {
         let n = Nodes::new(500);
         n.remember(30, ROOT, "p", OsStr::new("p"));
         n.remember(31, ROOT, "q", OsStr::new("q"));
-        n.renamed(ROOT, "p", ROOT, "q", OsStr::new("q"), OsStr::new("p"), true);
+        n.renamed((ROOT, "p", OsStr::new("p")), (ROOT, "q", OsStr::new("q")), true);
         assert_eq!(n.locate(30).unwrap().backing, PathBuf::from("q"));
         assert_eq!(n.locate(31).unwrap().backing, PathBuf::from("p"));
         n.forget(30, 1);
@@ -259,5 +266,8 @@ mod tests {
         assert_eq!(n.node_id(500), ROOT);
         assert_eq!(n.node_id(1), 500);
         assert_eq!(n.node_id(77), 77);
+        for b in [500, 1, 77] {
+            assert_eq!(n.backing_ino(n.node_id(b)), b);
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! `Volume` is a temporary cipher dir + mountpoint + passfile + log file. It
 //! initialises the volume with `warpfs init`, mounts it with `warpfs mount`
 //! (daemon mode, `--log-file`), and unmounts it on drop (`fusermount3 -u`
-//! when present, else `umount`, falling back to `umount -l`).
+//! when present, else umount(2), falling back to a lazy unmount).
 //!
 //! Tests that need a kernel mount call `require_fuse!()` first: when not root
 //! or without /dev/fuse they print a skip reason and return.
@@ -31,7 +31,7 @@ pub const NNODE_DATA: u64 = 16 * BLOCK;
 /// Data bytes between two nonce pages.
 pub const SEGMENT: u64 = 256 * BLOCK;
 
-const CMD_TIMEOUT: Duration = Duration::from_secs(120);
+const CMD_TIMEOUT: Duration = Duration::from_secs(90);
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
 const DAEMON_EXIT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -61,11 +61,7 @@ pub fn fuse_unavailable() -> Option<String> {
 macro_rules! require_fuse {
     () => {
         if let Some(why) = $crate::common::fuse_unavailable() {
-            eprintln!(
-                "SKIPPED {}: {}",
-                std::thread::current().name().unwrap_or("?"),
-                why
-            );
+            eprintln!("SKIPPED {}: {}", std::thread::current().name().unwrap_or("?"), why);
             return;
         }
     };
@@ -241,11 +237,7 @@ impl Out {
     }
     /// Panic unless the exit code is `code`.
     pub fn expect_code(&self, code: i32, ctx: &str) -> &Self {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "{ctx}: expected exit code {code}\n{self}"
-        );
+        assert_eq!(self.code, Some(code), "{ctx}: expected exit code {code}\n{self}");
         self
     }
     pub fn expect_ok(&self, ctx: &str) -> &Self {
@@ -274,7 +266,8 @@ fn describe(cmd: &Command) -> String {
 
 /// Run `cmd` with stdin from /dev/null (so a password prompt fails instead of
 /// hanging) and stdout/stderr into anonymous files (a daemon child that keeps
-/// them open cannot make us wait), killing it after `timeout`.
+/// them open cannot make us wait), killing it after `timeout` (then `code` is
+/// `None` and stderr says so).
 pub fn run_cmd(mut cmd: Command, timeout: Duration) -> Out {
     let what = describe(&cmd);
     let mut out = tempfile::tempfile().expect("tempfile");
@@ -282,9 +275,7 @@ pub fn run_cmd(mut cmd: Command, timeout: Duration) -> Out {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(out.try_clone().unwrap()))
         .stderr(Stdio::from(err.try_clone().unwrap()));
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
     let start = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -293,13 +284,14 @@ pub fn run_cmd(mut cmd: Command, timeout: Duration) -> Out {
         if start.elapsed() > timeout {
             let _ = child.kill();
             let _ = child.wait();
-            let o = Out {
-                what: what.clone(),
+            let mut stderr = read_all(&mut err);
+            stderr.push_str(&format!("\n[harness: killed after {timeout:?} timeout]"));
+            return Out {
+                what,
                 code: None,
                 stdout: read_all(&mut out),
-                stderr: read_all(&mut err),
+                stderr,
             };
-            panic!("command timed out after {timeout:?}\n{o}");
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -345,10 +337,7 @@ fn unescape_mountinfo(s: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
             out.push(v);
             i += 4;
@@ -415,10 +404,7 @@ pub fn daemon_pids(mnt: &Path) -> Vec<i32> {
             continue;
         };
         let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-        let is_warpfs = argv
-            .first()
-            .map(|a0| a0.ends_with(b"warpfs"))
-            .unwrap_or(false);
+        let is_warpfs = argv.first().map(|a0| a0.ends_with(b"warpfs")).unwrap_or(false);
         if is_warpfs && argv.iter().any(|a| *a == b"mount") && argv.contains(&want) {
             pids.push(pid);
         }
@@ -458,38 +444,94 @@ fn have_fusermount3() -> bool {
     })
 }
 
-/// Unmount `mnt`: `fusermount3 -u` (or `umount`), retried briefly on EBUSY,
-/// then `umount -l`. Returns an error text if it is still mounted.
+fn umount2(mnt: &Path, flags: libc::c_int) -> io::Result<()> {
+    let c = cstr(mnt);
+    check(unsafe { libc::umount2(c.as_ptr(), flags) })
+}
+
+/// Unmount `mnt`: `fusermount3 -u` when installed, else the umount2 syscall
+/// (what `umount` does, without its path canonicalisation, which would stat a
+/// possibly hung mount); retried briefly on EBUSY, then a lazy unmount
+/// (`umount -l`). Returns an error text if it is still mounted.
 pub fn unmount_path(mnt: &Path) -> Result<(), String> {
     let mut last = String::new();
     for _ in 0..20 {
-        let cmd = if have_fusermount3() {
+        if have_fusermount3() {
             let mut c = Command::new("fusermount3");
             c.arg("-u").arg(mnt);
-            c
-        } else {
-            let mut c = Command::new("umount");
-            c.arg(mnt);
-            c
-        };
-        let o = run_cmd(cmd, Duration::from_secs(30));
+            let o = run_cmd(c, Duration::from_secs(20));
+            if !o.ok() {
+                last = o.to_string();
+            }
+            if o.code.is_none() {
+                break; // hung: go straight to the lazy unmount
+            }
+        } else if let Err(e) = umount2(mnt, 0) {
+            last = format!("umount2({}): {e}", mnt.display());
+        }
         if !is_mounted(mnt) {
             return Ok(());
         }
-        last = o.to_string();
         std::thread::sleep(Duration::from_millis(100));
     }
-    let mut c = Command::new("umount");
-    c.arg("-l").arg(mnt);
-    let o = run_cmd(c, Duration::from_secs(30));
+    let lazy = umount2(mnt, libc::MNT_DETACH);
     if is_mounted(mnt) {
-        Err(format!("cannot unmount {}:\n{last}\n{o}", mnt.display()))
+        Err(format!("cannot unmount {}:\n{last}\nlazy: {lazy:?}", mnt.display()))
     } else {
-        eprintln!(
-            "note: {} needed a lazy unmount; last attempt:\n{last}",
-            mnt.display()
-        );
+        eprintln!("note: {} needed a lazy unmount; last attempt:\n{last}", mnt.display());
         Ok(())
+    }
+}
+
+/// Kill (SIGKILL) every warpfs process serving `mnt`; returns their pids.
+/// Killing the daemon aborts its FUSE connection, which unblocks any system
+/// call stuck on the mount with ENOTCONN.
+pub fn kill_daemons(mnt: &Path) -> Vec<i32> {
+    let pids = daemon_pids(mnt);
+    for p in &pids {
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    pids
+}
+
+/// Kills the daemons of a mount if the test is still running after a
+/// deadline, so a hung daemon fails the test instead of hanging CI.
+/// `WARPFS_TEST_WATCHDOG_SECS` sets the deadline (default 300).
+pub struct Watchdog {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    pub fn start(mnt: &Path) -> Watchdog {
+        let secs = std::env::var("WARPFS_TEST_WATCHDOG_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(300u64);
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let d = done.clone();
+        let mnt = mnt.to_path_buf();
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !d.load(std::sync::atomic::Ordering::Relaxed) {
+                if start.elapsed() > Duration::from_secs(secs) {
+                    let pids = kill_daemons(&mnt);
+                    eprintln!(
+                        "WATCHDOG: test {name} still running after {secs} s; killed warpfs {pids:?} serving {}",
+                        mnt.display()
+                    );
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        Watchdog { done }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -525,15 +567,8 @@ fn template(mode: Mode) -> &'static Path {
         fs::write(&pass, format!("{PASSWORD}\n")).unwrap();
         let cipher = dir.join("cipher");
         fs::create_dir(&cipher).unwrap();
-        warpfs(args![
-            "init",
-            "--passfile",
-            &pass,
-            "--mode",
-            mode.name(),
-            &cipher
-        ])
-        .expect_ok("warpfs init (template volume)");
+        warpfs(args!["init", "--passfile", &pass, "--mode", mode.name(), &cipher])
+            .expect_ok("warpfs init (template volume)");
         cipher
     })
 }
@@ -565,15 +600,13 @@ pub struct Volume {
     pub mount_args: Vec<OsString>,
     mounted: bool,
     daemon: Vec<i32>,
+    _watchdog: Watchdog,
 }
 
 impl Volume {
     /// Directories and passfile only; the cipher dir is empty (not initialised).
     pub fn blank(mode: Mode) -> Volume {
-        let tmp = tempfile::Builder::new()
-            .prefix("warpfs-test-")
-            .tempdir()
-            .unwrap();
+        let tmp = tempfile::Builder::new().prefix("warpfs-test-").tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
         let cipher = root.join("cipher");
         let mnt = root.join("mnt");
@@ -581,6 +614,7 @@ impl Volume {
         fs::create_dir(&mnt).unwrap();
         let passfile = root.join("password.txt");
         fs::write(&passfile, format!("{PASSWORD}\n")).unwrap();
+        let _watchdog = Watchdog::start(&mnt);
         Volume {
             tmp,
             mode,
@@ -591,6 +625,7 @@ impl Volume {
             mount_args: Vec::new(),
             mounted: false,
             daemon: Vec::new(),
+            _watchdog,
         }
     }
 
@@ -636,13 +671,7 @@ impl Volume {
     /// volume is recorded as mounted.
     pub fn try_mount(&mut self, extra: &[&str]) -> Out {
         assert!(!self.mounted, "already mounted");
-        let mut a: Vec<OsString> = args![
-            "mount",
-            "--passfile",
-            &self.passfile,
-            "--log-file",
-            &self.logfile
-        ];
+        let mut a: Vec<OsString> = args!["mount", "--passfile", &self.passfile, "--log-file", &self.logfile];
         a.extend(self.mount_args.iter().cloned());
         a.extend(extra.iter().map(OsString::from));
         a.push(self.cipher.clone().into());
@@ -696,7 +725,12 @@ impl Volume {
 
     fn try_unmount(&mut self) -> Result<(), String> {
         if !self.mounted {
-            return Ok(());
+            if !is_mounted(&self.mnt) {
+                return Ok(());
+            }
+            // Mounted although `mount` did not succeed (e.g. it hung): the
+            // daemon is in an unknown state, so kill it first.
+            kill_daemons(&self.mnt);
         }
         let r = unmount_path(&self.mnt);
         self.mounted = false;
@@ -763,7 +797,8 @@ impl Volume {
 
 impl Drop for Volume {
     fn drop(&mut self) {
-        if std::thread::panicking() && self.mounted {
+        let panicking = std::thread::panicking();
+        if panicking && (self.mounted || is_mounted(&self.mnt)) {
             let log = self.log();
             if !log.is_empty() {
                 let tail: String = log
@@ -774,15 +809,22 @@ impl Drop for Volume {
                     .into_iter()
                     .rev()
                     .collect();
-                eprintln!(
-                    "--- warpfs log ({}) tail ---\n{tail}\n---",
-                    self.logfile.display()
-                );
+                eprintln!("--- warpfs log ({}) tail ---\n{tail}\n---", self.logfile.display());
             }
+            // The test failed: the daemon may be hung; don't wait for it.
+            kill_daemons(&self.mnt);
         }
-        if let Err(e) = self.try_unmount() {
+        let r = self.try_unmount();
+        let left = kill_daemons(&self.mnt);
+        if !left.is_empty() {
+            eprintln!(
+                "Volume drop: killed leftover warpfs processes {left:?} of {}",
+                self.mnt.display()
+            );
+        }
+        if let Err(e) = r {
             eprintln!("Volume drop: {e}");
-            if !std::thread::panicking() {
+            if !panicking {
                 panic!("{e}");
             }
         }
@@ -817,15 +859,10 @@ impl Foreground {
         let stderr_path = v.root().join(format!("fg-stderr-{n}"));
         let err = File::create(&stderr_path).unwrap();
         let mut cmd = Command::new(BIN);
-        cmd.arg("mount")
-            .arg("-f")
-            .arg("--passfile")
-            .arg(&v.passfile);
+        cmd.arg("mount").arg("-f").arg("--passfile").arg(&v.passfile);
         cmd.args(extra);
         cmd.arg(&v.cipher).arg(&v.mnt);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(err));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(err));
         let mut child = cmd.spawn().unwrap();
         let start = Instant::now();
         while !is_mounted(&v.mnt) {
@@ -835,10 +872,7 @@ impl Foreground {
                     fs::read_to_string(&stderr_path).unwrap_or_default()
                 );
             }
-            assert!(
-                start.elapsed() < MOUNT_TIMEOUT,
-                "warpfs mount -f did not mount in time"
-            );
+            assert!(start.elapsed() < MOUNT_TIMEOUT, "warpfs mount -f did not mount in time");
             std::thread::sleep(Duration::from_millis(10));
         }
         Foreground {
@@ -875,6 +909,9 @@ impl Foreground {
 
 impl Drop for Foreground {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.child.kill();
+        }
         if is_mounted(&self.mnt) {
             let _ = unmount_path(&self.mnt);
         }
@@ -923,15 +960,7 @@ pub fn assert_errno<T: std::fmt::Debug>(r: io::Result<T>, want: i32, ctx: &str) 
 
 pub fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
     let (a, b) = (cstr(from), cstr(to));
-    check(unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            a.as_ptr(),
-            libc::AT_FDCWD,
-            b.as_ptr(),
-            flags,
-        )
-    })
+    check(unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) })
 }
 
 pub fn mknod_fifo(p: &Path, mode: libc::mode_t) -> io::Result<()> {
@@ -951,11 +980,7 @@ pub fn utimens(p: &Path, atime: (i64, i64), mtime: (i64, i64), nofollow: bool) -
             tv_nsec: mtime.1 as _,
         },
     ];
-    let flags = if nofollow {
-        libc::AT_SYMLINK_NOFOLLOW
-    } else {
-        0
-    };
+    let flags = if nofollow { libc::AT_SYMLINK_NOFOLLOW } else { 0 };
     check(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ts.as_ptr(), flags) })
 }
 
@@ -973,15 +998,7 @@ pub fn fallocate(f: &File, mode: libc::c_int, off: u64, len: u64) -> io::Result<
 
 pub fn setxattr(p: &Path, name: &str, value: &[u8], flags: libc::c_int) -> io::Result<()> {
     let (c, n) = (cstr(p), CString::new(name).unwrap());
-    check(unsafe {
-        libc::setxattr(
-            c.as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            flags,
-        )
-    })
+    check(unsafe { libc::setxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) })
 }
 
 pub fn getxattr(p: &Path, name: &str) -> io::Result<Vec<u8>> {
@@ -1046,9 +1063,16 @@ pub fn backing_supports_user_xattrs(dir: &Path) -> bool {
 /// Write back and drop the kernel's cached pages of `f`, so the next read
 /// goes to the daemon (and through decryption).
 pub fn drop_cache(f: &File) {
+    try_drop_cache(f).expect("fsync");
+}
+
+/// `drop_cache` that reports a failed fsync (the pages are dropped anyway
+/// where they are clean).
+pub fn try_drop_cache(f: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    f.sync_all().expect("fsync");
+    let r = f.sync_all();
     unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    r
 }
 
 /// Read exactly `len` bytes at `off` (fewer only at EOF).
@@ -1160,18 +1184,12 @@ fn snap(root: &Path, rel: &Path, m: &mut BTreeMap<PathBuf, Node>) {
 
 /// Compare two snapshots with a readable message.
 #[track_caller]
-pub fn assert_snapshots_eq(
-    got: &BTreeMap<PathBuf, Node>,
-    want: &BTreeMap<PathBuf, Node>,
-    ctx: &str,
-) {
+pub fn assert_snapshots_eq(got: &BTreeMap<PathBuf, Node>, want: &BTreeMap<PathBuf, Node>, ctx: &str) {
     let mut problems = Vec::new();
     for (k, v) in want {
         match got.get(k) {
             None => problems.push(format!("missing: {}", k.display())),
-            Some(g) if g != v => {
-                problems.push(format!("differs: {} ({})", k.display(), short_node(g, v)))
-            }
+            Some(g) if g != v => problems.push(format!("differs: {} ({})", k.display(), short_node(g, v))),
             _ => {}
         }
     }
@@ -1180,22 +1198,14 @@ pub fn assert_snapshots_eq(
             problems.push(format!("unexpected: {}", k.display()));
         }
     }
-    assert!(
-        problems.is_empty(),
-        "{ctx}: trees differ:\n  {}",
-        problems.join("\n  ")
-    );
+    assert!(problems.is_empty(), "{ctx}: trees differ:\n  {}", problems.join("\n  "));
 }
 
 fn short_node(got: &Node, want: &Node) -> String {
     match (got, want) {
         (Node::File(g), Node::File(w)) => {
             let first = g.iter().zip(w).position(|(a, b)| a != b);
-            format!(
-                "file len got {} want {}, first diff at {first:?}",
-                g.len(),
-                w.len()
-            )
+            format!("file len got {} want {}, first diff at {first:?}", g.len(), w.len())
         }
         _ => format!("got {got:?} want {want:?}"),
     }
@@ -1232,6 +1242,5 @@ pub fn write_file(p: &Path, data: &[u8]) {
     let mut f = File::create(p).unwrap_or_else(|e| panic!("create {}: {e}", p.display()));
     f.write_all(data)
         .unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-    f.sync_all()
-        .unwrap_or_else(|e| panic!("fsync {}: {e}", p.display()));
+    f.sync_all().unwrap_or_else(|e| panic!("fsync {}: {e}", p.display()));
 }
