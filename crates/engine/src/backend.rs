@@ -1,0 +1,61 @@
+//! Backends make masks; the engine decides which and when. A backend is
+//! driven by the engine's worker threads: each worker takes a batch of the
+//! highest-priority pending contexts from the queue (one work unit) and hands
+//! them to [`Backend::make`] in groups of [`Backend::chunk`] contexts.
+//!
+//! This crate has the `cpu` backend. A GPU backend would use a chunk of a
+//! whole launch and one or two driver threads instead of one per core.
+
+use crate::MaskCipher;
+use warpfs_crypto::Nonce;
+
+/// One mask to make: the keystream of `cipher` for `nonce` from block
+/// counter `counter`, written to `out`.
+pub struct MaskJob<'a> {
+    /// The expanded key.
+    pub cipher: &'a MaskCipher,
+    /// The 96-bit nonce.
+    pub nonce: Nonce,
+    /// Initial 32-bit block counter (1 with the warpfs layout: E(J0) first).
+    pub counter: u32,
+    /// Where the mask goes (its whole length is filled).
+    pub out: &'a mut [u8],
+}
+
+/// Something that makes masks.
+pub trait Backend: Send + Sync {
+    /// Name for stats and logs.
+    fn name(&self) -> String;
+
+    /// How many contexts the engine claims per call to [`make`](Self::make).
+    /// Claimed contexts make an `apply` wait instead of computing inline, so
+    /// the CPU claims one at a time (an `apply` then waits for at most one
+    /// mask); a GPU would claim a whole launch.
+    fn chunk(&self) -> usize {
+        1
+    }
+
+    /// Fill every job's `out`.
+    fn make(&self, jobs: &mut [MaskJob<'_>]);
+}
+
+/// The cpu backend: the calling worker thread runs the AES itself (AES-NI /
+/// VAES through `aes` 0.9, or the forced software AES, per key).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        if aes::hardware_accelerated() {
+            "cpu (aes-ni)".into()
+        } else {
+            "cpu (software aes)".into()
+        }
+    }
+
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        for j in jobs {
+            j.cipher.fill(&j.nonce, j.counter, j.out);
+        }
+    }
+}

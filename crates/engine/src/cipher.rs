@@ -1,0 +1,290 @@
+//! The AES part of mask making: keystream from a (key, nonce, counter) with
+//! the NIST counter layout (counter block = nonce(12) ‖ u32 big-endian
+//! counter, wrapping like GCM's inc32), on AES-NI/VAES through the `aes` 0.9
+//! crate, or on a software AES chosen at run time.
+//!
+//! Why two crates: `aes` 0.9 selects its portable backend only at compile
+//! time (`RUSTFLAGS='--cfg aes_backend="soft"'`, which then applies to the
+//! whole build), and exposes no runtime switch. `aes` 0.7 with its
+//! `force-soft` feature is a separate, software-only build of the same
+//! constant-time fixsliced implementation that links beside 0.9, so one
+//! binary can run the papers' "AES-NI off" experiments by setting
+//! `WARPFS_NO_AESNI=1` (or `EngineConfig::software_aes`). Its round keys are
+//! not zeroized on drop (aes 0.7 has no `zeroize` feature): use it for
+//! experiments, not for production mounts.
+
+use crate::EngineError;
+use aes::Block;
+use aes07::cipher::{BlockEncrypt, NewBlockCipher};
+use warpfs_crypto::{ContentKey, Nonce};
+
+/// Counter blocks per inner step of the software loop (on the stack).
+const SOFT_CHUNK: usize = 64;
+
+type SoftBlock = aes07::Block;
+
+// One per key, built once and shared behind an `Arc`: size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Soft {
+    A128(aes07::Aes128),
+    A256(aes07::Aes256),
+}
+
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+enum Inner {
+    /// `aes` 0.9: AES-NI / VAES detected at run time (software if absent).
+    Hw(ContentKey),
+    /// Forced software AES (`aes` 0.7, `force-soft`).
+    Soft(Soft),
+}
+
+/// An expanded AES-128 or AES-256 key that makes masks.
+#[derive(Clone)]
+pub struct MaskCipher {
+    inner: Inner,
+}
+
+impl std::fmt::Debug for MaskCipher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MaskCipher(AES-{}, {})", self.bits(), self.implementation())
+    }
+}
+
+impl MaskCipher {
+    /// Wrap a content key: always the `aes` 0.9 path (it cannot be switched
+    /// to software at run time, see the module docs).
+    pub fn from_content_key(key: ContentKey) -> Self {
+        Self { inner: Inner::Hw(key) }
+    }
+
+    /// Expand a raw 16- or 32-byte key, on the forced software AES when
+    /// `software` is set.
+    pub fn new(raw: &[u8], software: bool) -> Result<Self, EngineError> {
+        if !software {
+            let k = ContentKey::new(raw).map_err(|_| EngineError::KeyLength)?;
+            return Ok(Self::from_content_key(k));
+        }
+        let soft = match raw.len() {
+            16 => Soft::A128(aes07::Aes128::new_from_slice(raw).map_err(|_| EngineError::KeyLength)?),
+            32 => Soft::A256(aes07::Aes256::new_from_slice(raw).map_err(|_| EngineError::KeyLength)?),
+            _ => return Err(EngineError::KeyLength),
+        };
+        Ok(Self {
+            inner: Inner::Soft(soft),
+        })
+    }
+
+    /// Key size in bits (128 or 256).
+    pub fn bits(&self) -> u32 {
+        match &self.inner {
+            Inner::Hw(k) => k.bits(),
+            Inner::Soft(Soft::A128(_)) => 128,
+            Inner::Soft(Soft::A256(_)) => 256,
+        }
+    }
+
+    /// Whether this key runs on the forced software AES.
+    pub fn is_software(&self) -> bool {
+        matches!(self.inner, Inner::Soft(_))
+    }
+
+    /// Which AES implementation runs this key, in words.
+    pub fn implementation(&self) -> &'static str {
+        match &self.inner {
+            Inner::Soft(_) => "software (aes 0.7 fixslice, forced)",
+            Inner::Hw(_) if aes::hardware_accelerated() => "aes-ni/vaes (aes 0.9)",
+            Inner::Hw(_) => "software (aes 0.9, no AES-NI on this CPU or --cfg aes_backend=\"soft\")",
+        }
+    }
+
+    /// Write the keystream for `nonce` from block counter `counter` into
+    /// `out` (any length; a partial last block is cut).
+    pub fn fill(&self, nonce: &Nonce, counter: u32, out: &mut [u8]) {
+        match &self.inner {
+            Inner::Hw(k) => hw_fill(k, nonce, counter, out),
+            Inner::Soft(s) => soft_walk(s, nonce, counter, out, |d, k| d.copy_from_slice(k)),
+        }
+    }
+
+    /// XOR keystream bytes `[pos, pos + buf.len())` of the stream that starts
+    /// at block counter `counter` into `buf`. `pos` need not be a multiple of
+    /// 16. The caller keeps `pos + len` within 2^32 blocks.
+    pub fn xor_at(&self, nonce: &Nonce, counter: u32, pos: u64, buf: &mut [u8]) {
+        let mut ctr = counter.wrapping_add((pos / 16) as u32);
+        let skip = (pos % 16) as usize;
+        let mut rest = buf;
+        if skip != 0 {
+            let mut ks = [0u8; 16];
+            self.fill(nonce, ctr, &mut ks);
+            let n = rest.len().min(16 - skip);
+            let (head, tail) = rest.split_at_mut(n);
+            warpfs_crypto::aes_ctr::xor_in_place(head, &ks[skip..skip + n]);
+            rest = tail;
+            ctr = ctr.wrapping_add(1);
+        }
+        if rest.is_empty() {
+            return;
+        }
+        match &self.inner {
+            Inner::Hw(k) => k.xor_keystream(nonce, ctr, rest),
+            Inner::Soft(s) => soft_walk(s, nonce, ctr, rest, warpfs_crypto::aes_ctr::xor_in_place),
+        }
+    }
+
+    /// Encrypt `data` in place as independent blocks (ECB); `data.len()`
+    /// must be a multiple of 16 (a partial tail is left alone). Only for
+    /// measuring the AES ceiling of the same implementation.
+    pub fn ecb_in_place(&self, data: &mut [u8]) {
+        match &self.inner {
+            Inner::Hw(k) => {
+                let (blocks, _) = Block::slice_as_chunks_mut(data);
+                k.encrypt_blocks(blocks);
+            }
+            Inner::Soft(s) => {
+                let mut tmp = [SoftBlock::default(); SOFT_CHUNK];
+                for chunk in data.chunks_mut(SOFT_CHUNK * 16) {
+                    let n = chunk.len() / 16;
+                    for (b, c) in tmp[..n].iter_mut().zip(chunk.chunks_exact(16)) {
+                        b.copy_from_slice(c);
+                    }
+                    soft_encrypt(s, &mut tmp[..n]);
+                    for (b, c) in tmp[..n].iter().zip(chunk.chunks_exact_mut(16)) {
+                        c.copy_from_slice(b);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Counter blocks encrypted per `encrypt_blocks` call of the hardware loop
+/// (4 KiB: written and encrypted while still in L1).
+const HW_CHUNK: usize = 256;
+
+/// The mask loop of the `aes` 0.9 path: write the counter blocks straight
+/// into `out` and encrypt them in place, so the keystream is never copied
+/// (`ContentKey::keystream` builds blocks on the stack and copies them out).
+fn hw_fill(k: &ContentKey, nonce: &Nonce, counter: u32, out: &mut [u8]) {
+    let (blocks, tail) = Block::slice_as_chunks_mut(out);
+    let mut ctr = counter;
+    // The block's first 8 bytes are fixed; the last 8 are nonce[8..12] ‖ ctr
+    // (big-endian), built as one integer so each block is two stores.
+    let head: [u8; 8] = nonce[..8].try_into().expect("12-byte nonce");
+    let mid = u64::from(u32::from_be_bytes(nonce[8..].try_into().expect("12-byte nonce"))) << 32;
+    for chunk in blocks.chunks_mut(HW_CHUNK) {
+        for b in chunk.iter_mut() {
+            b[..8].copy_from_slice(&head);
+            b[8..].copy_from_slice(&(mid | u64::from(ctr)).to_be_bytes());
+            ctr = ctr.wrapping_add(1);
+        }
+        k.encrypt_blocks(chunk);
+    }
+    if !tail.is_empty() {
+        let mut b = Block::default();
+        counter_block(&mut b, nonce, ctr);
+        k.encrypt_blocks(std::slice::from_mut(&mut b));
+        let n = tail.len();
+        tail.copy_from_slice(&b[..n]);
+    }
+}
+
+#[inline(always)]
+fn counter_block(b: &mut [u8], nonce: &Nonce, ctr: u32) {
+    b[..12].copy_from_slice(nonce);
+    b[12..16].copy_from_slice(&ctr.to_be_bytes());
+}
+
+fn soft_encrypt(s: &Soft, blocks: &mut [SoftBlock]) {
+    match s {
+        Soft::A128(c) => c.encrypt_blocks(blocks),
+        Soft::A256(c) => c.encrypt_blocks(blocks),
+    }
+}
+
+/// The software twin of `ContentKey::keystream`: fill counter blocks,
+/// encrypt them, hand each chunk of keystream to `f`.
+fn soft_walk(s: &Soft, nonce: &Nonce, counter: u32, buf: &mut [u8], mut f: impl FnMut(&mut [u8], &[u8])) {
+    let mut blocks = [SoftBlock::default(); SOFT_CHUNK];
+    let mut ks = [0u8; SOFT_CHUNK * 16];
+    let mut ctr = counter;
+    for chunk in buf.chunks_mut(SOFT_CHUNK * 16) {
+        let n = chunk.len().div_ceil(16);
+        for b in blocks[..n].iter_mut() {
+            counter_block(b, nonce, ctr);
+            ctr = ctr.wrapping_add(1);
+        }
+        soft_encrypt(s, &mut blocks[..n]);
+        for (dst, b) in ks.chunks_exact_mut(16).zip(&blocks[..n]) {
+            dst.copy_from_slice(b);
+        }
+        f(chunk, &ks[..chunk.len()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // NIST SP 800-38A F.5.1 / F.5.5: initial counter block f0f1..fbfcfdfeff.
+    const PT: &str = "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+    const K128: &str = "2b7e151628aed2a6abf7158809cf4f3c";
+    const C128: &str = "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee";
+    const K256: &str = "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4";
+    const C256: &str = "601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c52b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6";
+
+    fn nonce() -> Nonce {
+        hex::decode("f0f1f2f3f4f5f6f7f8f9fafb").unwrap().try_into().unwrap()
+    }
+
+    #[test]
+    fn nist_ctr_vectors_on_both_implementations() {
+        for software in [false, true] {
+            for (k, c) in [(K128, C128), (K256, C256)] {
+                let m = MaskCipher::new(&hex::decode(k).unwrap(), software).unwrap();
+                assert_eq!(m.is_software(), software);
+                let mut buf = hex::decode(PT).unwrap();
+                m.xor_at(&nonce(), 0xfcfd_feff, 0, &mut buf);
+                assert_eq!(hex::encode(&buf), c, "software={software}");
+                // Unaligned pieces give the same stream.
+                let mut buf = hex::decode(PT).unwrap();
+                let (a, b) = buf.split_at_mut(21);
+                m.xor_at(&nonce(), 0xfcfd_feff, 0, a);
+                m.xor_at(&nonce(), 0xfcfd_feff, 21, b);
+                assert_eq!(hex::encode(&buf), c);
+            }
+        }
+    }
+
+    #[test]
+    fn software_and_hardware_agree_on_long_masks_and_ecb() {
+        for key in [[7u8; 16].as_slice(), [9u8; 32].as_slice()] {
+            let hw = MaskCipher::new(key, false).unwrap();
+            let sw = MaskCipher::new(key, true).unwrap();
+            let n = [3u8; 12];
+            let (mut a, mut b) = (vec![0u8; 4096 + 16 + 5], vec![0u8; 4096 + 16 + 5]);
+            hw.fill(&n, u32::MAX - 3, &mut a);
+            sw.fill(&n, u32::MAX - 3, &mut b);
+            assert_eq!(a, b);
+            let mut ref_ks = vec![0u8; a.len()];
+            ContentKey::new(key).unwrap().keystream(&n, u32::MAX - 3, &mut ref_ks);
+            assert_eq!(a, ref_ks);
+            let (mut e1, mut e2) = (vec![1u8; 16 * 100], vec![1u8; 16 * 100]);
+            hw.ecb_in_place(&mut e1);
+            sw.ecb_in_place(&mut e2);
+            assert_eq!(e1, e2);
+        }
+    }
+
+    #[test]
+    fn bad_key_lengths_are_errors() {
+        for software in [false, true] {
+            assert_eq!(
+                MaskCipher::new(&[0u8; 24], software).unwrap_err(),
+                EngineError::KeyLength
+            );
+            assert_eq!(MaskCipher::new(&[], software).unwrap_err(), EngineError::KeyLength);
+        }
+    }
+}

@@ -1,0 +1,848 @@
+//! The engine: keys, contexts, the priority queue and the worker threads.
+//!
+//! A context ([`Ctx`]) holds one mask. [`Engine::define`] gives it a
+//! (key, nonce, initial counter) and a priority and returns at once with a
+//! [`Defined`] ticket; a worker makes the mask later, highest priority first.
+//! [`Engine::apply`] XORs the mask into a buffer: at once when it is ready,
+//! after a wait when a worker is making it right now, and when nobody has
+//! started it the caller makes it itself instead of queueing behind other
+//! work.
+//!
+//! Wrong-nonce safety is by construction: every definition gets an
+//! engine-wide unique generation number, the ticket carries it, and `apply`
+//! checks it under the context's lock before touching the caller's buffer. A
+//! ticket of an earlier definition (the context was redefined meanwhile, by
+//! another thread or a moving read window) gets [`EngineError::Redefined`]
+//! and the buffer is left alone.
+
+use crate::backend::{Backend, CpuBackend, MaskJob};
+use crate::stats::{Stats, StatsSnapshot};
+use crate::{EngineConfig, EngineError, MaskCipher};
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use warpfs_crypto::{ContentKey, Nonce};
+
+/// Mask priority: higher is made sooner; equal priorities in definition order.
+pub type Priority = i32;
+/// The most urgent priority.
+pub const PRIORITY_HIGHEST: Priority = Priority::MAX;
+/// The least urgent priority (what the write pool uses for refills).
+pub const PRIORITY_LOWEST: Priority = Priority::MIN;
+
+/// The most counter blocks one nonce has (32-bit counter).
+const MAX_BLOCKS: u64 = 1 << 32;
+
+/// A key registered with [`Engine::add_key`] / [`Engine::add_raw_key`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(u32);
+
+impl KeyId {
+    /// The key's index (what the C ABI hands out).
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+/// The ticket of one definition of a context: which key, nonce and initial
+/// counter its mask is for. [`Engine::apply`] XORs only while the context
+/// still holds this very definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defined {
+    gen: u64,
+    key: KeyId,
+    nonce: Nonce,
+    counter: u32,
+}
+
+impl Defined {
+    /// The key.
+    pub fn key(&self) -> KeyId {
+        self.key
+    }
+    /// The nonce the mask is for.
+    pub fn nonce(&self) -> &Nonce {
+        &self.nonce
+    }
+    /// The block counter at mask offset 0.
+    pub fn counter(&self) -> u32 {
+        self.counter
+    }
+    /// The engine-wide unique generation of this definition.
+    pub fn generation(&self) -> u64 {
+        self.gen
+    }
+}
+
+/// Where a context's mask stands (see [`Engine::ctx_info`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtxState {
+    /// Never defined (or dropped).
+    Undefined,
+    /// Defined, nobody has started the mask.
+    Pending,
+    /// A worker or a caller is making the mask now.
+    Making,
+    /// The mask is ready.
+    Ready,
+}
+
+/// A snapshot of one context, for tests and debugging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CtxInfo {
+    /// The current definition, if any.
+    pub defined: Option<Defined>,
+    /// Where the mask stands.
+    pub state: CtxState,
+    /// The ready mask was made by a worker (not inline by a caller).
+    pub made_by_worker: bool,
+    /// Engine-wide completion order of the ready mask (1 = first).
+    pub made_seq: u64,
+    /// The current mask has been applied at least once.
+    pub applied: bool,
+    /// Mask length in bytes.
+    pub mask_len: usize,
+}
+
+/// A context: one mask slot. Dropping it discards its mask (counted as
+/// wasted when it was made but never applied).
+pub struct Ctx {
+    slot: Arc<Slot>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ctx#{}", self.slot.id)
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        let mut st = self.slot.lock();
+        if st.phase == CtxState::Ready && !st.applied {
+            Stats::add(&self.slot.stats.wasted, 1);
+        }
+        st.gen = 0;
+        self.slot.gen.store(0, Ordering::Release);
+        st.def = None;
+        st.phase = CtxState::Undefined;
+        st.mask = None;
+        let wake = st.waiters > 0;
+        drop(st);
+        if wake {
+            self.slot.cond.notify_all();
+        }
+    }
+}
+
+#[derive(Clone)]
+struct SlotDef {
+    key: KeyId,
+    cipher: Arc<MaskCipher>,
+    nonce: Nonce,
+    counter: u32,
+}
+
+struct SlotState {
+    gen: u64,
+    def: Option<SlotDef>,
+    phase: CtxState,
+    applied: bool,
+    by_worker: bool,
+    made_seq: u64,
+    mask: Option<Vec<u8>>,
+    /// Applies blocked on this context (only they need a wake-up call).
+    waiters: usize,
+}
+
+struct Slot {
+    id: u64,
+    len: usize,
+    /// Mirror of `state.gen` so the queue can drop stale entries without locking.
+    gen: AtomicU64,
+    state: Mutex<SlotState>,
+    cond: Condvar,
+    stats: Arc<Stats>,
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+struct QEntry {
+    prio: Priority,
+    seq: u64,
+    gen: u64,
+    slot: Arc<Slot>,
+}
+
+impl QEntry {
+    fn live(&self) -> bool {
+        self.slot.gen.load(Ordering::Acquire) == self.gen
+    }
+}
+
+impl PartialEq for QEntry {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == CmpOrdering::Equal
+    }
+}
+impl Eq for QEntry {}
+impl PartialOrd for QEntry {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for QEntry {
+    /// Max-heap order: higher priority first, then the older definition.
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        self.prio.cmp(&o.prio).then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+struct Sched {
+    heap: BinaryHeap<QEntry>,
+    seq: u64,
+    paused: bool,
+    shutdown: bool,
+    busy: usize,
+    /// Workers blocked waiting for work (only they need a wake-up call).
+    sleeping: usize,
+    /// Callers blocked in `quiesce`.
+    quiescing: usize,
+    compact_at: usize,
+}
+
+struct Shared {
+    cfg: EngineConfig,
+    threads: usize,
+    backend: Box<dyn Backend>,
+    keys: RwLock<Vec<Arc<MaskCipher>>>,
+    sched: Mutex<Sched>,
+    work_cv: Condvar,
+    idle_cv: Condvar,
+    stats: Arc<Stats>,
+    next_gen: AtomicU64,
+    next_made: AtomicU64,
+    next_slot: AtomicU64,
+}
+
+impl Shared {
+    fn sched(&self) -> MutexGuard<'_, Sched> {
+        self.sched.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The keystream engine (our WAESlib): share it in an `Arc`; dropping the
+/// last handle stops and joins the workers.
+pub struct Engine {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.shared.backend.name())
+            .field("threads", &self.shared.threads)
+            .field("config", &self.shared.cfg)
+            .finish()
+    }
+}
+
+/// What one `apply` found (for the stats).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Hit,
+    Waited,
+    Inline,
+}
+
+impl Engine {
+    /// An engine on the cpu backend. `threads == 0` takes one worker per
+    /// core; with `speculation` off no workers start. `software_aes` (or
+    /// `WARPFS_NO_AESNI=1`) puts keys added with [`add_raw_key`](Self::add_raw_key)
+    /// on the software AES.
+    pub fn new(cfg: EngineConfig) -> std::io::Result<Arc<Self>> {
+        Self::with_backend(cfg, Box::new(CpuBackend))
+    }
+
+    /// An engine whose workers drive `backend`.
+    pub fn with_backend(mut cfg: EngineConfig, backend: Box<dyn Backend>) -> std::io::Result<Arc<Self>> {
+        let threads = if cfg.speculation { cfg.effective_threads() } else { 0 };
+        cfg.threads = threads;
+        cfg.software_aes = cfg.effective_software_aes();
+        cfg.pool_size = cfg.pool_size.max(1);
+        cfg.window_max = cfg.window_max.max(1);
+        cfg.mask_len = cfg.mask_len.max(16);
+        cfg.batch_max = cfg.batch_max.max(1);
+        let shared = Arc::new(Shared {
+            cfg,
+            threads,
+            backend,
+            keys: RwLock::new(Vec::new()),
+            sched: Mutex::new(Sched {
+                heap: BinaryHeap::new(),
+                seq: 0,
+                paused: false,
+                shutdown: false,
+                busy: 0,
+                sleeping: 0,
+                quiescing: 0,
+                compact_at: 1024,
+            }),
+            work_cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            stats: Arc::new(Stats::default()),
+            next_gen: AtomicU64::new(1),
+            next_made: AtomicU64::new(1),
+            next_slot: AtomicU64::new(0),
+        });
+        let engine = Arc::new(Self {
+            shared: shared.clone(),
+            workers: Mutex::new(Vec::new()),
+        });
+        for i in 0..threads {
+            let sh = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("warpfs-mask-{i}"))
+                .spawn(move || worker(&sh))?;
+            engine.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+        }
+        Ok(engine)
+    }
+
+    /// The configuration in force (threads, software AES and limits resolved).
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.cfg
+    }
+
+    /// Whether masks are made ahead of need.
+    pub fn speculation(&self) -> bool {
+        self.shared.threads > 0
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.shared.threads
+    }
+
+    /// Backend name.
+    pub fn backend_name(&self) -> String {
+        let name = self.shared.backend.name();
+        if self.shared.cfg.software_aes {
+            format!("{name}, software AES forced for raw keys")
+        } else {
+            name
+        }
+    }
+
+    /// Register a content key (on the `aes` 0.9 path: AES-NI/VAES when the
+    /// CPU has them). `software_aes` does not apply to it, because an
+    /// expanded `ContentKey` cannot be moved to another AES implementation;
+    /// use [`add_raw_key`](Self::add_raw_key) for that. The stats count keys
+    /// of each kind so an experiment can check what it ran.
+    pub fn add_key(&self, key: ContentKey) -> KeyId {
+        self.push_key(MaskCipher::from_content_key(key))
+    }
+
+    /// Register a raw 16- or 32-byte key, on the software AES when the
+    /// engine was configured for it.
+    pub fn add_raw_key(&self, key: &[u8]) -> Result<KeyId, EngineError> {
+        Ok(self.push_key(MaskCipher::new(key, self.shared.cfg.software_aes)?))
+    }
+
+    fn push_key(&self, c: MaskCipher) -> KeyId {
+        let st = &self.shared.stats;
+        Stats::add(
+            if c.is_software() {
+                &st.software_keys
+            } else {
+                &st.hardware_keys
+            },
+            1,
+        );
+        let mut keys = self.shared.keys.write().unwrap_or_else(|e| e.into_inner());
+        keys.push(Arc::new(c));
+        KeyId(u32::try_from(keys.len() - 1).expect("fewer than 2^32 keys"))
+    }
+
+    /// The expanded key behind `key`.
+    pub fn cipher(&self, key: KeyId) -> Result<Arc<MaskCipher>, EngineError> {
+        let keys = self.shared.keys.read().unwrap_or_else(|e| e.into_inner());
+        keys.get(key.0 as usize).cloned().ok_or(EngineError::UnknownKey(key.0))
+    }
+
+    /// A new context with the configured mask length.
+    pub fn context(&self) -> Ctx {
+        self.context_with_len(self.shared.cfg.mask_len)
+    }
+
+    /// A new context whose mask is `len` bytes (at least 1).
+    pub fn context_with_len(&self, len: usize) -> Ctx {
+        Ctx {
+            slot: Arc::new(Slot {
+                id: self.shared.next_slot.fetch_add(1, Ordering::Relaxed),
+                len: len.max(1),
+                gen: AtomicU64::new(0),
+                state: Mutex::new(SlotState {
+                    gen: 0,
+                    def: None,
+                    phase: CtxState::Undefined,
+                    applied: false,
+                    by_worker: false,
+                    made_seq: 0,
+                    mask: None,
+                    waiters: 0,
+                }),
+                cond: Condvar::new(),
+                stats: self.shared.stats.clone(),
+            }),
+        }
+    }
+
+    /// Define `ctx` for (`key`, `nonce`) with the warpfs layout (mask from
+    /// counter 1: E(J0), then the data keystream) and queue its mask at
+    /// `priority`. Returns at once. A previous definition is dropped (its
+    /// tickets stop working).
+    pub fn define(&self, ctx: &Ctx, key: KeyId, nonce: &Nonce, priority: Priority) -> Result<Defined, EngineError> {
+        self.define_at(ctx, key, nonce, warpfs_crypto::gcm::J0_COUNTER, Some(priority))
+    }
+
+    /// Define `ctx` without queueing it: the first `apply` makes the mask on
+    /// its own thread. What every define does with speculation off.
+    pub fn define_on_demand(&self, ctx: &Ctx, key: KeyId, nonce: &Nonce) -> Result<Defined, EngineError> {
+        self.define_at(ctx, key, nonce, warpfs_crypto::gcm::J0_COUNTER, None)
+    }
+
+    /// The general define: mask offset 0 is counter block `counter`;
+    /// `priority` `None` means on demand (not queued).
+    pub fn define_at(
+        &self,
+        ctx: &Ctx,
+        key: KeyId,
+        nonce: &Nonce,
+        counter: u32,
+        priority: Option<Priority>,
+    ) -> Result<Defined, EngineError> {
+        let cipher = self.cipher(key)?;
+        let slot = &ctx.slot;
+        let gen = self.shared.next_gen.fetch_add(1, Ordering::Relaxed);
+        let mut st = slot.lock();
+        if st.phase == CtxState::Ready && !st.applied {
+            Stats::add(&self.shared.stats.wasted, 1);
+        }
+        let wake = st.phase == CtxState::Making && st.waiters > 0;
+        st.gen = gen;
+        slot.gen.store(gen, Ordering::Release);
+        st.def = Some(SlotDef {
+            key,
+            cipher,
+            nonce: *nonce,
+            counter,
+        });
+        st.phase = CtxState::Pending;
+        st.applied = false;
+        st.by_worker = false;
+        st.made_seq = 0;
+        drop(st);
+        if wake {
+            // Waiters holding the old ticket must wake up and give up.
+            slot.cond.notify_all();
+        }
+        Stats::add(&self.shared.stats.defines, 1);
+        if let (Some(prio), true) = (priority, self.speculation()) {
+            self.enqueue(slot.clone(), gen, prio);
+        }
+        Ok(Defined {
+            gen,
+            key,
+            nonce: *nonce,
+            counter,
+        })
+    }
+
+    fn enqueue(&self, slot: Arc<Slot>, gen: u64, prio: Priority) {
+        let mut s = self.shared.sched();
+        s.seq += 1;
+        let seq = s.seq;
+        s.heap.push(QEntry { prio, seq, gen, slot });
+        if s.heap.len() >= s.compact_at {
+            // Redefinitions leave stale entries behind; drop them in bulk.
+            let heap = std::mem::take(&mut s.heap);
+            s.heap = heap.into_iter().filter(QEntry::live).collect();
+            s.compact_at = (s.heap.len() * 2).max(1024);
+        }
+        // A trickle is left to a worker that is already running (it comes
+        // back for more without a wake-up, which costs tens of microseconds
+        // across CPUs); sleepers are woken when nobody runs or a backlog of
+        // a full batch builds up.
+        let wake = s.sleeping > 0 && !s.paused && (s.busy == 0 || s.heap.len() >= self.shared.cfg.batch_max);
+        drop(s);
+        if wake {
+            self.shared.work_cv.notify_one();
+        }
+    }
+
+    /// Raise (or lower) the priority of a pending definition, e.g. when a
+    /// read window moves closer to it. Harmless when the mask is already
+    /// being made or ready, or the ticket is stale.
+    pub fn reprioritize(&self, ctx: &Ctx, ticket: &Defined, priority: Priority) {
+        if !self.speculation() {
+            return;
+        }
+        let pending = {
+            let st = ctx.slot.lock();
+            st.gen == ticket.gen && st.phase == CtxState::Pending
+        };
+        if pending {
+            self.enqueue(ctx.slot.clone(), ticket.gen, priority);
+        }
+    }
+
+    /// XOR mask bytes `[offset, offset + buf.len())` of the definition
+    /// `ticket` into `buf`. Mask offset 0 is block counter
+    /// `ticket.counter()` (with [`define`](Self::define): 0..16 = E(J0),
+    /// 16.. = data keystream). Bytes past the context's mask length are
+    /// computed directly. Fails without touching `buf` when the context no
+    /// longer holds `ticket`'s definition.
+    pub fn apply(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8], offset: usize) -> Result<(), EngineError> {
+        self.apply_parts(ctx, ticket, &mut [(offset, buf)])
+    }
+
+    /// Encrypt or decrypt one content block with the warpfs layout: `buf`
+    /// gets mask bytes 16.. and the returned E(J0) is mask bytes 0..16.
+    pub fn apply_block(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
+        let mut ej0 = [0u8; 16];
+        self.apply_parts(ctx, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
+        Ok(ej0)
+    }
+
+    fn apply_parts(&self, ctx: &Ctx, ticket: &Defined, parts: &mut [(usize, &mut [u8])]) -> Result<(), EngineError> {
+        for (off, buf) in parts.iter() {
+            let end = off.checked_add(buf.len()).ok_or(EngineError::OutOfRange)? as u64;
+            if end.div_ceil(16) > MAX_BLOCKS {
+                return Err(EngineError::OutOfRange);
+            }
+        }
+        let slot = &ctx.slot;
+        let stats = &self.shared.stats;
+        let mut outcome = None;
+        let mut st = slot.lock();
+        let def = loop {
+            if st.gen != ticket.gen {
+                return Err(EngineError::Redefined);
+            }
+            match st.phase {
+                CtxState::Ready => {
+                    let mask = st.mask.as_deref().expect("a ready context has its mask");
+                    for (off, buf) in parts.iter_mut() {
+                        if *off < mask.len() {
+                            let n = buf.len().min(mask.len() - *off);
+                            warpfs_crypto::aes_ctr::xor_in_place(&mut buf[..n], &mask[*off..*off + n]);
+                        }
+                    }
+                    st.applied = true;
+                    break st.def.clone().expect("a ready context is defined");
+                }
+                CtxState::Making => {
+                    outcome.get_or_insert(Outcome::Waited);
+                    let t0 = Instant::now();
+                    st.waiters += 1;
+                    st = slot.cond.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st.waiters -= 1;
+                    Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                }
+                CtxState::Pending => {
+                    // Nobody has started it: make it here rather than queue.
+                    outcome = Some(Outcome::Inline);
+                    let def = st.def.clone().expect("a pending context is defined");
+                    let mut buf = st.mask.take().unwrap_or_else(|| vec![0u8; slot.len]);
+                    st.phase = CtxState::Making;
+                    st.by_worker = false;
+                    drop(st);
+                    def.cipher.fill(&def.nonce, def.counter, &mut buf);
+                    st = slot.lock();
+                    publish(&self.shared, slot, &mut st, ticket.gen, buf, false);
+                    if st.waiters > 0 {
+                        slot.cond.notify_all();
+                    }
+                }
+                CtxState::Undefined => return Err(EngineError::Redefined),
+            }
+        };
+        drop(st);
+        // Whatever lies past the mask is made directly, for the same definition.
+        let mut direct = false;
+        for (off, buf) in parts.iter_mut() {
+            let start = (*off).max(slot.len);
+            if start < *off + buf.len() {
+                let skip = start - *off;
+                def.cipher
+                    .xor_at(&def.nonce, def.counter, start as u64, &mut buf[skip..]);
+                direct = true;
+            }
+        }
+        if direct {
+            Stats::add(&stats.direct, 1);
+        }
+        Stats::add(&stats.applies, 1);
+        Stats::add(
+            match outcome.unwrap_or(Outcome::Hit) {
+                Outcome::Hit => &stats.ready_hits,
+                Outcome::Waited => &stats.waits,
+                Outcome::Inline => &stats.inline,
+            },
+            1,
+        );
+        Ok(())
+    }
+
+    /// XOR keystream bytes `[pos, pos + buf.len())` of (`key`, `nonce`) from
+    /// block counter `counter` into `buf` on this thread, without a context.
+    pub fn xor_direct(
+        &self,
+        key: KeyId,
+        nonce: &Nonce,
+        counter: u32,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
+        let end = pos.checked_add(buf.len() as u64).ok_or(EngineError::OutOfRange)?;
+        if end.div_ceil(16) > MAX_BLOCKS {
+            return Err(EngineError::OutOfRange);
+        }
+        let cipher = self.cipher(key)?;
+        cipher.xor_at(nonce, counter, pos, buf);
+        Stats::add(&self.shared.stats.direct, 1);
+        Ok(())
+    }
+
+    /// Encrypt or decrypt one content block (warpfs layout) directly on
+    /// this thread, without a context: `buf` gets the data keystream
+    /// (counter 2 on), the result is E(J0) (counter 1).
+    pub fn open_direct(&self, key: KeyId, nonce: &Nonce, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
+        if (buf.len() as u64).div_ceil(16) + 1 > MAX_BLOCKS {
+            return Err(EngineError::OutOfRange);
+        }
+        let cipher = self.cipher(key)?;
+        let mut ej0 = [0u8; 16];
+        cipher.fill(nonce, warpfs_crypto::gcm::J0_COUNTER, &mut ej0);
+        cipher.xor_at(nonce, warpfs_crypto::gcm::DATA_COUNTER, 0, buf);
+        Stats::add(&self.shared.stats.direct, 1);
+        Ok(ej0)
+    }
+
+    /// The current definition of `ctx`.
+    pub fn defined(&self, ctx: &Ctx) -> Option<Defined> {
+        let st = ctx.slot.lock();
+        st.def.as_ref().map(|d| Defined {
+            gen: st.gen,
+            key: d.key,
+            nonce: d.nonce,
+            counter: d.counter,
+        })
+    }
+
+    /// Where `ctx` stands.
+    pub fn ctx_info(&self, ctx: &Ctx) -> CtxInfo {
+        let st = ctx.slot.lock();
+        CtxInfo {
+            defined: st.def.as_ref().map(|d| Defined {
+                gen: st.gen,
+                key: d.key,
+                nonce: d.nonce,
+                counter: d.counter,
+            }),
+            state: st.phase,
+            made_by_worker: st.by_worker,
+            made_seq: st.made_seq,
+            applied: st.applied,
+            mask_len: ctx.slot.len,
+        }
+    }
+
+    /// Stop workers from taking new work (what they hold they finish).
+    pub fn pause(&self) {
+        self.shared.sched().paused = true;
+        self.shared.idle_cv.notify_all();
+    }
+
+    /// Let workers take work again.
+    pub fn resume(&self) {
+        self.shared.sched().paused = false;
+        self.shared.work_cv.notify_all();
+    }
+
+    /// Wait until the queue is empty and no worker is busy. Returns at once
+    /// when paused or without workers.
+    pub fn quiesce(&self) {
+        let mut s = self.shared.sched();
+        while !s.paused && !s.shutdown && self.shared.threads > 0 && (!s.heap.is_empty() || s.busy > 0) {
+            s.quiescing += 1;
+            s = self.shared.idle_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.quiescing -= 1;
+        }
+    }
+
+    /// Queue length (including entries made stale by redefinitions).
+    pub fn queued(&self) -> usize {
+        self.shared.sched().heap.len()
+    }
+
+    /// A copy of the counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared
+            .stats
+            .snapshot(self.backend_name(), self.shared.threads, self.speculation())
+    }
+
+    pub(crate) fn count_window(&self, resets: u64, reused: u64, defined: u64) {
+        let s = &self.shared.stats;
+        Stats::add(&s.window_resets, resets);
+        Stats::add(&s.window_reused, reused);
+        Stats::add(&s.window_defined, defined);
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shared.sched().shutdown = true;
+        self.shared.work_cv.notify_all();
+        self.shared.idle_cv.notify_all();
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in workers {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Store a finished mask if its definition still stands; the caller
+/// notifies the context's waiters.
+fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Vec<u8>, by_worker: bool) {
+    if st.gen == gen {
+        st.mask = Some(buf);
+        st.phase = CtxState::Ready;
+        st.by_worker = by_worker;
+        st.made_seq = sh.next_made.fetch_add(1, Ordering::Relaxed);
+    } else {
+        // Redefined (or dropped) while being made: the work is lost.
+        Stats::add(&slot.stats.wasted, 1);
+        if by_worker {
+            Stats::add(&slot.stats.stale, 1);
+        }
+        if st.mask.is_none() && st.phase != CtxState::Undefined {
+            st.mask = Some(buf);
+        }
+    }
+}
+
+/// Claim a queued context for a worker: only if its definition still stands
+/// and nobody has started it.
+fn claim(e: &QEntry) -> Option<(SlotDef, Vec<u8>)> {
+    if !e.live() {
+        return None;
+    }
+    let mut st = e.slot.lock();
+    if st.gen != e.gen || st.phase != CtxState::Pending {
+        return None;
+    }
+    st.phase = CtxState::Making;
+    st.by_worker = true;
+    let buf = st.mask.take().unwrap_or_else(|| vec![0u8; e.slot.len]);
+    Some((st.def.clone().expect("a pending context is defined"), buf))
+}
+
+/// Publish a worker's mask and wake whoever waits for it.
+fn finish(sh: &Shared, e: &QEntry, buf: Vec<u8>) {
+    let mut st = e.slot.lock();
+    publish(sh, &e.slot, &mut st, e.gen, buf, true);
+    let wake = st.waiters > 0;
+    drop(st);
+    if wake {
+        e.slot.cond.notify_all();
+    }
+}
+
+fn worker(sh: &Shared) {
+    let chunk = sh.backend.chunk().max(1);
+    let mut s = sh.sched();
+    loop {
+        while !s.shutdown && (s.paused || s.heap.is_empty()) {
+            s.sleeping += 1;
+            s = sh.work_cv.wait(s).unwrap_or_else(|e| e.into_inner());
+            s.sleeping -= 1;
+        }
+        if s.shutdown {
+            return;
+        }
+        // Share the queue among the workers; one unit serves many contexts.
+        let want = s.heap.len().div_ceil(sh.threads).clamp(1, sh.cfg.batch_max);
+        let mut batch = Vec::with_capacity(want);
+        while batch.len() < want {
+            match s.heap.pop() {
+                Some(e) if e.live() => batch.push(e),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        s.busy += 1;
+        drop(s);
+
+        let mut made = 0usize;
+        for group in batch.chunks(chunk) {
+            if chunk == 1 {
+                // The cpu case: no per-mask allocation.
+                let e = &group[0];
+                let Some((d, mut buf)) = claim(e) else { continue };
+                let mut job = MaskJob {
+                    cipher: &d.cipher,
+                    nonce: d.nonce,
+                    counter: d.counter,
+                    out: &mut buf[..],
+                };
+                sh.backend.make(std::slice::from_mut(&mut job));
+                finish(sh, e, buf);
+                made += 1;
+                continue;
+            }
+            let mut claimed: Vec<(&QEntry, SlotDef, Vec<u8>)> =
+                group.iter().filter_map(|e| claim(e).map(|(d, b)| (e, d, b))).collect();
+            if claimed.is_empty() {
+                continue;
+            }
+            {
+                let mut jobs: Vec<MaskJob<'_>> = claimed
+                    .iter_mut()
+                    .map(|(_, d, b)| MaskJob {
+                        cipher: &d.cipher,
+                        nonce: d.nonce,
+                        counter: d.counter,
+                        out: &mut b[..],
+                    })
+                    .collect();
+                sh.backend.make(&mut jobs);
+            }
+            for (e, _, buf) in claimed {
+                finish(sh, e, buf);
+                made += 1;
+            }
+        }
+        if made > 0 {
+            Stats::add(&sh.stats.made, made as u64);
+            sh.stats.batch(made);
+        }
+        drop(batch);
+
+        s = sh.sched();
+        s.busy -= 1;
+        if s.busy == 0 && s.heap.is_empty() && s.quiescing > 0 {
+            sh.idle_cv.notify_all();
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Counters of the speculation machinery, kept with relaxed atomics so that
+//! counting never adds a lock to the data path.
+
+use serde::Serialize;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Number of batch-size buckets: bucket i counts work units that made
+/// between 2^i and 2^(i+1) - 1 masks; the last bucket takes everything larger.
+pub const BATCH_BUCKETS: usize = 12;
+
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub defines: AtomicU64,
+    pub applies: AtomicU64,
+    pub ready_hits: AtomicU64,
+    pub waits: AtomicU64,
+    pub wait_ns: AtomicU64,
+    pub inline: AtomicU64,
+    pub direct: AtomicU64,
+    pub made: AtomicU64,
+    pub wasted: AtomicU64,
+    pub stale: AtomicU64,
+    pub batches: AtomicU64,
+    pub batch_hist: [AtomicU64; BATCH_BUCKETS],
+    pub window_resets: AtomicU64,
+    pub window_reused: AtomicU64,
+    pub window_defined: AtomicU64,
+    pub software_keys: AtomicU64,
+    pub hardware_keys: AtomicU64,
+}
+
+impl Stats {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+
+    pub fn batch(&self, size: usize) {
+        if size == 0 {
+            return;
+        }
+        let bucket = (usize::BITS - 1 - size.leading_zeros()) as usize;
+        self.batches.fetch_add(1, Relaxed);
+        self.batch_hist[bucket.min(BATCH_BUCKETS - 1)].fetch_add(1, Relaxed);
+    }
+
+    pub fn snapshot(&self, backend: String, threads: usize, speculation: bool) -> StatsSnapshot {
+        let g = |c: &AtomicU64| c.load(Relaxed);
+        StatsSnapshot {
+            backend,
+            threads,
+            speculation,
+            defines: g(&self.defines),
+            applies: g(&self.applies),
+            ready_hits: g(&self.ready_hits),
+            waits: g(&self.waits),
+            wait_ns: g(&self.wait_ns),
+            inline: g(&self.inline),
+            direct: g(&self.direct),
+            made_by_workers: g(&self.made),
+            wasted: g(&self.wasted),
+            stale: g(&self.stale),
+            batches: g(&self.batches),
+            batch_hist: std::array::from_fn(|i| g(&self.batch_hist[i])),
+            window_resets: g(&self.window_resets),
+            window_reused: g(&self.window_reused),
+            window_defined: g(&self.window_defined),
+            software_keys: g(&self.software_keys),
+            hardware_keys: g(&self.hardware_keys),
+        }
+    }
+}
+
+/// A copy of the engine's counters at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StatsSnapshot {
+    /// Backend name (with the AES implementation).
+    pub backend: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Whether look-ahead is on.
+    pub speculation: bool,
+    /// Context definitions.
+    pub defines: u64,
+    /// Successful `apply` calls (a failed one touched nothing and is not counted).
+    pub applies: u64,
+    /// Applies that found the mask ready.
+    pub ready_hits: u64,
+    /// Applies that waited for a worker to finish the mask.
+    pub waits: u64,
+    /// Total time spent in those waits, in nanoseconds.
+    pub wait_ns: u64,
+    /// Applies whose mask nobody had started, so the caller made it.
+    pub inline: u64,
+    /// Blocks made directly on the caller's thread without a context (no
+    /// window, beyond a mask's length, or a fallback).
+    pub direct: u64,
+    /// Masks made by worker threads.
+    pub made_by_workers: u64,
+    /// Masks made but never applied (redefined or dropped first).
+    pub wasted: u64,
+    /// Masks a worker finished after the context had been redefined (counted in `wasted` too).
+    pub stale: u64,
+    /// Work units (batches) the workers ran.
+    pub batches: u64,
+    /// Batch sizes: bucket i counts batches of 2^i ..= 2^(i+1)-1 masks.
+    pub batch_hist: [u64; BATCH_BUCKETS],
+    /// Read-window moves that kept nothing of the previous window.
+    pub window_resets: u64,
+    /// Window masks kept across a move (overlap reuse).
+    pub window_reused: u64,
+    /// Window contexts (re)defined.
+    pub window_defined: u64,
+    /// Keys on the forced software AES.
+    pub software_keys: u64,
+    /// Keys on the `aes` 0.9 path (AES-NI/VAES when the CPU has them).
+    pub hardware_keys: u64,
+}
+
+impl StatsSnapshot {
+    /// The snapshot as one line of JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("plain counters always serialise")
+    }
+
+    /// Share of applies that found their mask ready.
+    pub fn hit_rate(&self) -> f64 {
+        let total = self.ready_hits + self.waits + self.inline;
+        if total == 0 {
+            0.0
+        } else {
+            self.ready_hits as f64 / total as f64
+        }
+    }
+}
+
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "engine: {} x{} ({})",
+            self.backend,
+            self.threads,
+            if self.speculation {
+                "speculation on"
+            } else {
+                "speculation off"
+            }
+        )?;
+        let avg_wait = self.wait_ns.checked_div(self.waits).unwrap_or(0);
+        writeln!(
+            f,
+            "  applies {}: ready {} ({:.1}%), waited {} (avg {} ns), inline {}; direct {}",
+            self.applies,
+            self.ready_hits,
+            100.0 * self.hit_rate(),
+            self.waits,
+            avg_wait,
+            self.inline,
+            self.direct
+        )?;
+        writeln!(
+            f,
+            "  defines {}, made by workers {}, wasted {} (stale {})",
+            self.defines, self.made_by_workers, self.wasted, self.stale
+        )?;
+        write!(f, "  batches {}:", self.batches)?;
+        for (i, n) in self.batch_hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+            write!(f, " [{}..{}]={}", 1u64 << i, (1u64 << (i + 1)) - 1, n)?;
+        }
+        writeln!(f)?;
+        write!(
+            f,
+            "  windows: resets {}, reused {}, defined {}; keys: {} software, {} hardware",
+            self.window_resets, self.window_reused, self.window_defined, self.software_keys, self.hardware_keys
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_buckets_are_powers_of_two() {
+        let s = Stats::default();
+        for n in [1, 2, 3, 4, 7, 8, 1 << 20] {
+            s.batch(n);
+        }
+        s.batch(0);
+        let snap = s.snapshot("cpu".into(), 1, true);
+        assert_eq!(snap.batches, 7);
+        assert_eq!(&snap.batch_hist[..4], &[1, 2, 2, 1]);
+        assert_eq!(snap.batch_hist[BATCH_BUCKETS - 1], 1);
+        let j: serde_json::Value = serde_json::from_str(&snap.to_json()).unwrap();
+        assert_eq!(j["batches"], 7);
+        assert!(snap.to_string().contains("[2..3]=2"));
+    }
+}

@@ -1,0 +1,159 @@
+//! The write pool (EncFS++ §5.1): one per mounted volume. Z contexts hold
+//! masks for the next Z nonces of the epoch; `seal` calls from any thread
+//! and any file consume them in nonce order, and each consumption at once
+//! defines a context for nonce y + Z at the lowest priority, so the pool
+//! always holds Z masks in the making or ready.
+//!
+//! Every nonce is drawn from the [`NonceSupply`] exactly once, under the
+//! pool's lock, and handed to exactly one `seal`: no nonce is ever used
+//! twice. Nonces whose masks were made but never consumed (the pool is
+//! dropped at unmount) are simply never used.
+
+use crate::{Ctx, Defined, Engine, EngineError, KeyId, PRIORITY_LOWEST};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use warpfs_crypto::gcm::J0_COUNTER;
+use warpfs_crypto::Nonce;
+use warpfs_keystream::{Keystream, NonceSource};
+
+/// Where the pool's nonces come from.
+pub trait NonceSupply: Send + Sync {
+    /// The next nonce, never returned before.
+    fn next_nonce(&self) -> Nonce;
+}
+
+impl NonceSupply for NonceSource {
+    fn next_nonce(&self) -> Nonce {
+        self.next()
+    }
+}
+
+struct Ring {
+    /// Defined contexts in nonce order; the front is the next to consume.
+    queue: VecDeque<(Ctx, Defined)>,
+    /// Consumed contexts waiting to be redefined.
+    free: Vec<Ctx>,
+}
+
+/// Masks ready ahead for the next Z writes; a [`Keystream`] that can replace
+/// `warpfs_keystream::Direct`.
+pub struct WritePool {
+    engine: Arc<Engine>,
+    key: KeyId,
+    nonces: Box<dyn NonceSupply>,
+    ring: Mutex<Ring>,
+}
+
+impl std::fmt::Debug for WritePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WritePool(key {}, Z={})",
+            self.key.index(),
+            self.engine.config().pool_size
+        )
+    }
+}
+
+impl WritePool {
+    /// A pool for `key` with a fresh nonce epoch.
+    pub fn new(engine: Arc<Engine>, key: KeyId) -> Result<Self, EngineError> {
+        Self::with_nonces(engine, key, Box::new(NonceSource::new()))
+    }
+
+    /// A pool drawing nonces from `nonces`. With speculation on it defines
+    /// its Z contexts at once (nearest nonce first in the queue).
+    pub fn with_nonces(engine: Arc<Engine>, key: KeyId, nonces: Box<dyn NonceSupply>) -> Result<Self, EngineError> {
+        engine.cipher(key)?;
+        let z = if engine.speculation() {
+            engine.config().pool_size
+        } else {
+            0
+        };
+        let mut queue = VecDeque::with_capacity(z);
+        for _ in 0..z {
+            let ctx = engine.context();
+            let t = engine.define(&ctx, key, &nonces.next_nonce(), PRIORITY_LOWEST)?;
+            queue.push_back((ctx, t));
+        }
+        Ok(Self {
+            engine,
+            key,
+            nonces,
+            ring: Mutex::new(Ring {
+                queue,
+                free: Vec::new(),
+            }),
+        })
+    }
+
+    /// The engine behind the pool.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Take the next (context, ticket): the pool's front (refilling the
+    /// back with the next nonce), or with speculation off a context defined
+    /// on demand for the next nonce.
+    fn take(&self) -> (Ctx, Defined) {
+        let mut r = self.ring();
+        let spare = r.free.pop().unwrap_or_else(|| self.engine.context());
+        let nonce = self.nonces.next_nonce();
+        match r.queue.pop_front() {
+            Some(front) => {
+                let t = self
+                    .engine
+                    .define(&spare, self.key, &nonce, PRIORITY_LOWEST)
+                    .expect("key checked at creation");
+                r.queue.push_back((spare, t));
+                front
+            }
+            None => {
+                let t = self
+                    .engine
+                    .define_on_demand(&spare, self.key, &nonce)
+                    .expect("key checked at creation");
+                (spare, t)
+            }
+        }
+    }
+}
+
+impl Keystream for WritePool {
+    fn seal(&self, buf: &mut [u8]) -> (Nonce, [u8; 16]) {
+        let (ctx, t) = self.take();
+        // The pool owns `ctx` exclusively, so the ticket cannot go stale; the
+        // fallback only keeps this total.
+        let ej0 = match self.engine.apply_block(&ctx, &t, buf) {
+            Ok(e) => e,
+            Err(_) => self
+                .engine
+                .open_direct(self.key, t.nonce(), buf)
+                .expect("key checked at creation"),
+        };
+        let mut r = self.ring();
+        if r.free.len() < self.engine.config().pool_size {
+            r.free.push(ctx);
+        }
+        (*t.nonce(), ej0)
+    }
+
+    fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+        // No read window here: compute inline on the caller's thread.
+        self.engine
+            .open_direct(self.key, nonce, buf)
+            .expect("key checked at creation")
+    }
+
+    fn tag_mask(&self, nonce: &Nonce) -> [u8; 16] {
+        let mut m = [0u8; 16];
+        self.engine
+            .xor_direct(self.key, nonce, J0_COUNTER, 0, &mut m)
+            .expect("key checked at creation");
+        m
+    }
+}

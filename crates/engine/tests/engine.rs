@@ -1,0 +1,604 @@
+//! Engine behaviour: random concurrent define/apply against direct AES-CTR,
+//! priorities, tickets, the write pool and read windows.
+
+use proptest::prelude::*;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use warpfs_crypto::ContentKey;
+use warpfs_engine::*;
+use warpfs_keystream::{Direct, Keystream};
+
+/// xorshift64*: a small deterministic generator for the thread schedules.
+struct Rng(u64);
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn fill(&mut self, buf: &mut [u8]) {
+        for b in buf {
+            *b = self.next() as u8;
+        }
+    }
+}
+
+fn engine(threads: usize, speculation: bool) -> Arc<Engine> {
+    Engine::new(EngineConfig {
+        threads,
+        speculation,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+/// Reference keystream bytes [offset, offset+len) from `counter`.
+fn reference(raw: &[u8], nonce: &Nonce, counter: u32, offset: usize, len: usize) -> Vec<u8> {
+    let mut ks = vec![0u8; offset + len];
+    ContentKey::new(raw).unwrap().keystream(nonce, counter, &mut ks);
+    ks.split_off(offset)
+}
+
+fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(x, y)| x ^ y).collect()
+}
+
+fn nonce_of(i: u64) -> Nonce {
+    let mut n = [0u8; 12];
+    n[..8].copy_from_slice(&0x5eed_0000_0000_0001u64.to_be_bytes());
+    n[8..].copy_from_slice(&(i as u32).to_be_bytes());
+    n
+}
+
+/// Run one random schedule: `nthreads` threads share `nctx` contexts and
+/// define/apply at random. Every successful apply must equal direct
+/// AES-CTR for the ticket it was given; a failed one must leave the buffer
+/// untouched. Returns (successful applies, stale-ticket refusals).
+fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize) -> (u64, u64) {
+    let engine = Engine::new(EngineConfig {
+        threads: 2,
+        software_aes: software,
+        batch_max,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raws: Vec<Vec<u8>> = vec![vec![0x11; 16], vec![0x22; 32]];
+    let keys: Vec<KeyId> = raws.iter().map(|r| engine.add_raw_key(r).unwrap()).collect();
+    let lens = [16usize, 100, 4112, 4112, 64, 4112];
+    let ctxs: Arc<Vec<Ctx>> = Arc::new(lens.iter().map(|&l| engine.context_with_len(l)).collect());
+    let last: Arc<Mutex<Vec<Option<Defined>>>> = Arc::new(Mutex::new(vec![None; lens.len()]));
+    let handles: Vec<_> = (0..nthreads)
+        .map(|t| {
+            let (engine, ctxs, last, raws, keys) =
+                (engine.clone(), ctxs.clone(), last.clone(), raws.clone(), keys.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                let (mut ok, mut stale) = (0u64, 0u64);
+                for _ in 0..120 {
+                    let c = rng.below(ctxs.len() as u64) as usize;
+                    match rng.below(10) {
+                        0..=3 => {
+                            let k = rng.below(keys.len() as u64) as usize;
+                            // Few nonces, so the same nonce under new generations is common.
+                            let nonce = nonce_of(rng.below(4));
+                            let counter = if rng.below(2) == 0 { 1 } else { rng.next() as u32 };
+                            let prio = match rng.below(3) {
+                                0 => None,
+                                _ => Some(rng.below(100) as i32 - 50),
+                            };
+                            let d = engine.define_at(&ctxs[c], keys[k], &nonce, counter, prio).unwrap();
+                            last.lock().unwrap()[c] = Some(d);
+                        }
+                        _ => {
+                            let Some(d) = last.lock().unwrap()[c] else { continue };
+                            let raw = &raws[keys.iter().position(|k| *k == d.key()).unwrap()];
+                            let offset = rng.below(4200) as usize;
+                            let len = rng.below(300) as usize;
+                            let mut buf = vec![0u8; len];
+                            rng.fill(&mut buf);
+                            let orig = buf.clone();
+                            let block = rng.below(4) == 0;
+                            let res = if block {
+                                engine.apply_block(&ctxs[c], &d, &mut buf).map(Some)
+                            } else {
+                                engine.apply(&ctxs[c], &d, &mut buf, offset).map(|_| None)
+                            };
+                            match res {
+                                Ok(ej0) => {
+                                    let off = if block { 16 } else { offset };
+                                    let ks = reference(raw, d.nonce(), d.counter(), off, len);
+                                    assert_eq!(buf, xor(&orig, &ks), "wrong bytes for {d:?} at {off}+{len}");
+                                    if let Some(e) = ej0 {
+                                        assert_eq!(e.to_vec(), reference(raw, d.nonce(), d.counter(), 0, 16));
+                                    }
+                                    ok += 1;
+                                }
+                                Err(EngineError::Redefined) => {
+                                    assert_eq!(buf, orig, "a refused apply touched the buffer");
+                                    stale += 1;
+                                }
+                                Err(e) => panic!("unexpected {e}"),
+                            }
+                        }
+                    }
+                }
+                (ok, stale)
+            })
+        })
+        .collect();
+    let (mut ok, mut stale) = (0, 0);
+    for h in handles {
+        let (a, b) = h.join().unwrap();
+        ok += a;
+        stale += b;
+    }
+    let s = engine.stats();
+    assert_eq!(s.applies, ok);
+    assert_eq!(s.ready_hits + s.waits + s.inline, ok);
+    if std::env::var("ENGINE_TEST_VERBOSE").is_ok() {
+        eprintln!("seed {seed:x} threads {nthreads} sw {software} batch {batch_max}: ok {ok} stale {stale}\n{s}");
+    }
+    (ok, stale)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn interleaved_define_apply_equals_direct_ctr(
+        seed in any::<u64>(),
+        nthreads in 2usize..6,
+        software in any::<bool>(),
+        batch_max in 1usize..9,
+    ) {
+        let (ok, _) = random_schedule(seed, nthreads, software, batch_max);
+        prop_assert!(ok > 0);
+    }
+}
+
+#[test]
+fn priorities_are_served_highest_first() {
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        batch_max: 4,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let k = e.add_key(ContentKey::new(&[1u8; 32]).unwrap());
+    e.pause();
+    let mut rng = Rng::new(42);
+    let mut prios: Vec<i32> = (0..24).collect();
+    for i in (1..prios.len()).rev() {
+        prios.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let ctxs: Vec<(Ctx, i32)> = prios
+        .iter()
+        .map(|&p| {
+            let c = e.context();
+            e.define(&c, k, &nonce_of(p as u64), p).unwrap();
+            (c, p)
+        })
+        .collect();
+    // Two equal-priority contexts: served in definition order.
+    let (t1, t2) = (e.context(), e.context());
+    e.define(&t1, k, &nonce_of(100), -5).unwrap();
+    e.define(&t2, k, &nonce_of(101), -5).unwrap();
+    assert_eq!(e.ctx_info(&ctxs[0].0).state, CtxState::Pending);
+    e.resume();
+    e.quiesce();
+    let mut done: Vec<(u64, i32)> = ctxs
+        .iter()
+        .map(|(c, p)| {
+            let info = e.ctx_info(c);
+            assert_eq!(info.state, CtxState::Ready);
+            assert!(info.made_by_worker);
+            (info.made_seq, *p)
+        })
+        .collect();
+    done.sort();
+    let order: Vec<i32> = done.iter().map(|d| d.1).collect();
+    let mut expect = order.clone();
+    expect.sort_by(|a, b| b.cmp(a));
+    assert_eq!(order, expect);
+    assert!(e.ctx_info(&t1).made_seq < e.ctx_info(&t2).made_seq);
+    assert!(e.ctx_info(&t2).made_seq > done.last().unwrap().0);
+    let s = e.stats();
+    assert_eq!(s.made_by_workers, 26);
+    // 26 masks in batches of at most 4.
+    assert!(s.batches >= 7, "{s}");
+}
+
+#[test]
+fn pending_mask_is_made_inline_ready_mask_is_a_hit() {
+    let e = engine(1, true);
+    let raw = [9u8; 16];
+    let k = e.add_raw_key(&raw).unwrap();
+    e.pause();
+    let c = e.context();
+    let d = e.define(&c, k, &nonce_of(7), 10).unwrap();
+    let mut buf = vec![0u8; 4096];
+    e.apply(&c, &d, &mut buf, 16).unwrap();
+    assert_eq!(buf, reference(&raw, &nonce_of(7), 1, 16, 4096));
+    let s = e.stats();
+    assert_eq!((s.inline, s.ready_hits, s.made_by_workers), (1, 0, 0));
+    // Applied again: ready.
+    let mut again = vec![0u8; 16];
+    e.apply(&c, &d, &mut again, 0).unwrap();
+    assert_eq!(e.stats().ready_hits, 1);
+    // The worker later finds nothing to do for it.
+    e.resume();
+    e.quiesce();
+    assert_eq!(e.stats().made_by_workers, 0);
+}
+
+#[test]
+fn stale_tickets_never_apply() {
+    let e = engine(1, true);
+    let raw = [5u8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let c = e.context();
+    let a = e.define(&c, k, &nonce_of(1), 0).unwrap();
+    let b = e.define(&c, k, &nonce_of(1), 0).unwrap(); // same nonce, new definition
+    assert_ne!(a, b);
+    e.quiesce();
+    let mut buf = vec![0xaa; 64];
+    assert_eq!(e.apply(&c, &a, &mut buf, 0), Err(EngineError::Redefined));
+    assert_eq!(buf, vec![0xaa; 64]);
+    // A ticket of another context does not fit either.
+    let other = e.context();
+    assert_eq!(e.apply(&other, &b, &mut buf, 0), Err(EngineError::Redefined));
+    assert_eq!(buf, vec![0xaa; 64]);
+    e.apply(&c, &b, &mut buf, 0).unwrap();
+    assert_eq!(buf, xor(&[0xaa; 64], &reference(&raw, &nonce_of(1), 1, 0, 64)));
+    assert_eq!(e.defined(&c), Some(b));
+    // Unknown keys and out-of-range requests are errors, not panics.
+    let e2 = engine(1, true);
+    assert!(matches!(
+        e2.define(&e2.context(), k, &nonce_of(1), 0),
+        Err(EngineError::UnknownKey(0))
+    ));
+    assert_eq!(e.apply(&c, &b, &mut buf, usize::MAX), Err(EngineError::OutOfRange));
+    assert_eq!(e.apply(&c, &b, &mut buf, 16 << 32), Err(EngineError::OutOfRange));
+}
+
+#[test]
+fn unapplied_masks_count_as_wasted() {
+    let e = engine(2, true);
+    let k = e.add_key(ContentKey::new(&[3u8; 16]).unwrap());
+    let c1 = e.context();
+    let c2 = e.context();
+    e.define(&c1, k, &nonce_of(1), 0).unwrap();
+    let d2 = e.define(&c2, k, &nonce_of(2), 0).unwrap();
+    e.quiesce();
+    e.apply(&c2, &d2, &mut [0u8; 16], 0).unwrap();
+    e.define(&c2, k, &nonce_of(3), 0).unwrap(); // applied before: not wasted
+    e.quiesce();
+    drop(c1); // made, never applied
+    drop(c2); // made, never applied
+    let s = e.stats();
+    assert_eq!(s.wasted, 2, "{s}");
+    assert_eq!(s.made_by_workers, 3);
+}
+
+#[test]
+fn write_pool_concurrent_seals_use_distinct_nonces_and_match_direct() {
+    for speculation in [true, false] {
+        let e = Engine::new(EngineConfig {
+            threads: 2,
+            speculation,
+            pool_size: 16,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let key = ContentKey::new(&[0x42; 32]).unwrap();
+        let pool = Arc::new(WritePool::new(e.clone(), e.add_key(key.clone())).unwrap());
+        let per_thread = 48;
+        let results: Vec<_> = (0..8u64)
+            .map(|t| {
+                let pool = pool.clone();
+                std::thread::spawn(move || {
+                    let mut rng = Rng::new(t + 1);
+                    (0..per_thread)
+                        .map(|i| {
+                            let len = match i % 4 {
+                                0 => 4096,
+                                1 => 1 + rng.below(4096) as usize,
+                                2 => 5000, // longer than a mask: the tail is made directly
+                                _ => 0,
+                            };
+                            let mut pt = vec![0u8; len];
+                            rng.fill(&mut pt);
+                            let mut ct = pt.clone();
+                            let (nonce, ej0) = pool.seal(&mut ct);
+                            (nonce, ej0, pt, ct)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        let direct = Direct::new(key.clone());
+        let mut seen = HashSet::new();
+        for (nonce, ej0, pt, ct) in &results {
+            assert!(seen.insert(*nonce), "nonce used twice");
+            let mut back = ct.clone();
+            assert_eq!(direct.open(nonce, &mut back), *ej0);
+            assert_eq!(&back, pt);
+            if !pt.is_empty() {
+                assert_ne!(ct, pt);
+            }
+            // The pool's own open path agrees.
+            let mut again = ct.clone();
+            assert_eq!(pool.open(nonce, &mut again), *ej0);
+            assert_eq!(&again, pt);
+            assert_eq!(pool.tag_mask(nonce), *ej0);
+        }
+        assert_eq!(results.len(), 8 * per_thread);
+        // Nonces come from one epoch in order: the counters are consecutive.
+        let mut ctrs: Vec<u32> = results
+            .iter()
+            .map(|r| u32::from_be_bytes(r.0[8..].try_into().unwrap()))
+            .collect();
+        ctrs.sort_unstable();
+        let base = ctrs[0];
+        assert!(ctrs.iter().enumerate().all(|(i, c)| *c == base + i as u32));
+        let s = e.stats();
+        assert_eq!(s.applies, 8 * per_thread as u64);
+        if !speculation {
+            assert_eq!((s.made_by_workers, s.ready_hits + s.waits), (0, 0), "{s}");
+        }
+    }
+}
+
+/// A deterministic nonce supply for comparing runs.
+struct Counting(Mutex<u64>);
+impl NonceSupply for Counting {
+    fn next_nonce(&self) -> Nonce {
+        let mut n = self.0.lock().unwrap();
+        *n += 1;
+        nonce_of(*n)
+    }
+}
+
+#[test]
+fn speculation_off_gives_identical_output() {
+    let raw = [0x77u8; 16];
+    let mut outs = Vec::new();
+    for speculation in [true, false] {
+        let e = Engine::new(EngineConfig {
+            threads: 2,
+            speculation,
+            pool_size: 8,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let k = e.add_raw_key(&raw).unwrap();
+        let pool = WritePool::with_nonces(e.clone(), k, Box::new(Counting(Mutex::new(0)))).unwrap();
+        let mut rng = Rng::new(9);
+        let mut out = Vec::new();
+        for i in 0..40 {
+            let mut buf = vec![0u8; 1 + (i * 97) % 4096];
+            rng.fill(&mut buf);
+            let (n, ej0) = pool.seal(&mut buf);
+            out.push((n, ej0, buf));
+        }
+        // Read the same blocks back through a window.
+        let win = ReadWindow::new(e.clone(), k).unwrap();
+        let mut plain = Vec::new();
+        for (b, (n, _, ct)) in out.iter().enumerate() {
+            let b = b as u64;
+            let r = win.plan(b, 1);
+            let blocks: Vec<(u64, Nonce)> = r
+                .filter(|x| (*x as usize) < out.len())
+                .map(|x| (x, out[x as usize].0))
+                .collect();
+            win.prefetch(&blocks);
+            let mut buf = ct.clone();
+            let ej0 = win.open(b, n, &mut buf);
+            plain.push((ej0, buf));
+        }
+        outs.push((out, plain));
+    }
+    assert_eq!(outs[0], outs[1]);
+}
+
+#[test]
+fn window_sequential_reads_hit_and_grow_far_jump_resets() {
+    let e = Engine::new(EngineConfig {
+        threads: 2,
+        window_max: 16,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x31u8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let nonce = |b: u64| nonce_of(1000 + b);
+    let ct = |b: u64| reference(&raw, &nonce(b), 2, 0, 4096); // ciphertext of an all-zero block
+    let w = ReadWindow::new(e.clone(), k).unwrap();
+    let mut sizes = Vec::new();
+    for b in 0..32u64 {
+        let r = w.plan(b, 1);
+        let blocks: Vec<_> = r.map(|x| (x, nonce(x))).collect();
+        w.prefetch(&blocks);
+        sizes.push(w.size());
+        e.quiesce();
+        let mut buf = ct(b);
+        let ej0 = w.open(b, &nonce(b), &mut buf);
+        assert_eq!(buf, vec![0u8; 4096]);
+        assert_eq!(ej0.to_vec(), reference(&raw, &nonce(b), 1, 0, 16));
+    }
+    assert_eq!(&sizes[..4], &[4, 8, 16, 16]);
+    let s = e.stats();
+    assert_eq!((s.ready_hits, s.inline, s.direct), (32, 0, 0), "{s}");
+    assert!(s.window_reused > 100, "{s}");
+    assert_eq!(s.window_resets, 0);
+    // Each block was defined once: the first window, then one new block per step.
+    assert_eq!(s.window_defined, 4 + 5 + 9 + 29, "{s}");
+
+    // Far jump: nothing kept, W shrinks to the request size.
+    let r = w.plan(10_000, 2);
+    assert_eq!(r, 10_000..10_002);
+    w.prefetch(&r.map(|x| (x, nonce(x))).collect::<Vec<_>>());
+    assert_eq!(w.cached_blocks(), vec![10_000, 10_001]);
+    let s2 = e.stats();
+    assert_eq!(s2.window_resets, 1);
+    assert_eq!(s2.window_reused, s.window_reused);
+    let mut buf = ct(10_001);
+    w.open(10_001, &nonce(10_001), &mut buf);
+    assert_eq!(buf, vec![0u8; 4096]);
+}
+
+#[test]
+fn window_overlap_backwards_reuses_and_rewritten_block_is_never_misapplied() {
+    let e = Engine::new(EngineConfig {
+        threads: 2,
+        window_max: 8,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x99u8; 16];
+    let k = e.add_raw_key(&raw).unwrap();
+    let w = ReadWindow::new(e.clone(), k).unwrap();
+    let old = |b: u64| nonce_of(b);
+    w.plan(100, 8);
+    w.prefetch(&(100..108).map(|b| (b, old(b))).collect::<Vec<_>>());
+    e.quiesce();
+    // Move back by 4 (random read of 8 blocks): 100..104 overlap and stay.
+    w.plan(96, 8);
+    w.prefetch(&(96..104).map(|b| (b, old(b))).collect::<Vec<_>>());
+    assert_eq!(w.cached_blocks(), (96..104).collect::<Vec<_>>());
+    let s = e.stats();
+    assert_eq!((s.window_reused, s.window_defined, s.window_resets), (4, 12, 0), "{s}");
+    e.quiesce();
+
+    // Block 101 is rewritten under a new nonce after the prefetch.
+    let new = nonce_of(5_000_101);
+    let pt: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+    let mut ct = xor(&pt, &reference(&raw, &new, 2, 0, 4096));
+    let before = e.stats();
+    let ej0 = w.open(101, &new, &mut ct);
+    assert_eq!(ct, pt, "the old nonce's mask must not be used");
+    assert_eq!(ej0.to_vec(), reference(&raw, &new, 1, 0, 16));
+    let after = e.stats();
+    assert_eq!(after.ready_hits, before.ready_hits);
+    assert_eq!(after.direct, before.direct + 1);
+    // Prefetching the new nonce replaces the entry; the old ticket is gone.
+    w.prefetch(&[(96, old(96)), (101, new)]);
+    e.quiesce();
+    let mut ct = xor(&pt, &reference(&raw, &new, 2, 0, 4096));
+    w.open(101, &new, &mut ct);
+    assert_eq!(ct, pt);
+    assert_eq!(e.stats().ready_hits, after.ready_hits + 1);
+}
+
+#[test]
+fn window_without_speculation_computes_inline_on_the_same_path() {
+    let e = engine(0, false);
+    assert_eq!(e.threads(), 0);
+    let raw = [0x13u8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let w = ReadWindow::new(e.clone(), k).unwrap();
+    for b in 0..10u64 {
+        let r = w.plan(b, 1);
+        assert_eq!(r, b..b + 1, "no look-ahead");
+        w.prefetch(&[(b, nonce_of(b))]);
+        let mut buf = reference(&raw, &nonce_of(b), 2, 0, 100);
+        w.open(b, &nonce_of(b), &mut buf);
+        assert_eq!(buf, vec![0u8; 100]);
+    }
+    let s = e.stats();
+    assert_eq!(
+        (s.inline, s.ready_hits, s.made_by_workers, e.queued()),
+        (10, 0, 0, 0),
+        "{s}"
+    );
+}
+
+#[test]
+fn stats_render_as_text_and_json() {
+    let e = engine(1, true);
+    let k = e.add_raw_key(&[1u8; 16]).unwrap();
+    let c = e.context();
+    let d = e.define(&c, k, &nonce_of(1), 0).unwrap();
+    e.quiesce();
+    e.apply(&c, &d, &mut [0u8; 32], 0).unwrap();
+    let s = e.stats();
+    let j: serde_json::Value = serde_json::from_str(&s.to_json()).unwrap();
+    assert_eq!(j["ready_hits"], 1);
+    assert_eq!(j["made_by_workers"], 1);
+    assert_eq!(j["batch_hist"][0], 1);
+    let text = s.to_string();
+    assert!(text.contains("ready 1 (100.0%)"), "{text}");
+}
+
+#[test]
+fn engines_start_and_stop_cleanly() {
+    for _ in 0..20 {
+        let e = engine(2, true);
+        let k = e.add_raw_key(&[2u8; 16]).unwrap();
+        let cs: Vec<Ctx> = (0..8).map(|_| e.context()).collect();
+        for (i, c) in cs.iter().enumerate() {
+            e.define(c, k, &nonce_of(i as u64), i as i32).unwrap();
+        }
+        drop(e); // joins the workers even with work queued
+    }
+}
+
+#[test]
+fn write_pool_masks_are_made_ahead() {
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        pool_size: 8,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let k = e.add_raw_key(&[0x21; 16]).unwrap();
+    let pool = WritePool::with_nonces(e.clone(), k, Box::new(Counting(Mutex::new(0)))).unwrap();
+    e.quiesce();
+    assert_eq!(e.stats().made_by_workers, 8);
+    for i in 1..=8u64 {
+        let mut buf = [0u8; 4096];
+        let (n, _) = pool.seal(&mut buf);
+        assert_eq!(n, nonce_of(i), "nonces are consumed in order");
+    }
+    let s = e.stats();
+    assert_eq!((s.ready_hits, s.waits, s.inline), (8, 0, 0), "{s}");
+    // Each seal queued the refill for nonce y + Z.
+    e.quiesce();
+    assert_eq!(e.stats().made_by_workers, 16);
+    let (n, _) = pool.seal(&mut [0u8; 16]);
+    assert_eq!(n, nonce_of(9));
+    drop(pool);
+    // The 7 unconsumed masks (nonces 10..=16) and the refill made for 17 are never used.
+    e.quiesce();
+    assert!(e.stats().wasted >= 7);
+}
+
+#[test]
+fn reprioritize_moves_a_pending_mask_forward() {
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        batch_max: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let k = e.add_raw_key(&[0x55; 32]).unwrap();
+    e.pause();
+    let (a, b) = (e.context(), e.context());
+    let ta = e.define(&a, k, &nonce_of(1), 0).unwrap();
+    e.define(&b, k, &nonce_of(2), 5).unwrap();
+    e.reprioritize(&a, &ta, 10);
+    e.resume();
+    e.quiesce();
+    assert!(e.ctx_info(&a).made_seq < e.ctx_info(&b).made_seq);
+    assert_eq!(e.stats().made_by_workers, 2, "the old queue entry of `a` is skipped");
+}
