@@ -13,12 +13,19 @@
 #   3. test       cargo test --workspace --release --no-fail-fast
 #                 (the mount-level tests in crates/warpfs/tests need root and
 #                 /dev/fuse; they decide themselves what to skip without them)
-#   4. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   4. spec-on    the mount-level io and namespace tests again, every mount
+#                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
+#                 ran them with the default, off), so both engine paths are
+#                 tested through the kernel
+#   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
+#                 test of libwaes, linked dynamically and statically)
+#   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
-# output, then one line `tests: N passed, M failed` (cargo tests + pjdfstest
-# cases on warpfs; M also counts pjdfstest regressions). Logs: target/test-logs/.
+# output, then one line `tests: N passed, M failed` (cargo tests of steps 3
+# and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
+# Logs: target/test-logs/.
 #
-# Environment: SKIP_PJDFSTEST=1 skips step 4; TEST_STEP_TIMEOUT (seconds,
+# Environment: SKIP_PJDFSTEST=1 skips step 6; TEST_STEP_TIMEOUT (seconds,
 # default 1200) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
 set -euo pipefail
@@ -76,6 +83,9 @@ step() {
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step test cargo test --workspace --release --no-fail-fast
+step spec-on env WARPFS_TEST_SPECULATION=on \
+    cargo test --release -p warpfs --test io --test namespace --no-fail-fast
+step capi bash crates/engine-capi/run-c-test.sh --release
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else
@@ -84,7 +94,7 @@ else
 fi
 
 # ---- summary -----------------------------------------------------------------
-# cargo test: sum the per-binary "test result:" lines.
+# cargo test (steps 3 and 4): sum the per-binary "test result:" lines.
 read -r T_PASS T_FAIL T_IGN < <(
     awk '/^test result:/ {
             for (i = 1; i <= NF; i++) {
@@ -92,7 +102,7 @@ read -r T_PASS T_FAIL T_IGN < <(
                 if ($(i+1) ~ /^failed/) f += $i
                 if ($(i+1) ~ /^ignored/) g += $i
             } }
-         END { print p + 0, f + 0, g + 0 }' "$LOGS/test.log" 2>/dev/null || echo "0 0 0"
+         END { print p + 0, f + 0, g + 0 }' "$LOGS/test.log" "$LOGS/spec-on.log" 2>/dev/null || echo "0 0 0"
 )
 P_PASS=0 P_REG=0 P_LINE="pjdfstest: did not complete (see target/test-logs/pjdfstest.log)"
 [[ ${SKIP_PJDFSTEST:-0} == 1 ]] && P_LINE="pjdfstest: skipped"
@@ -124,7 +134,7 @@ fi
 EXTRA=0
 for i in "${!NAMES[@]}"; do
     [[ ${RESULTS[$i]} == FAILED* ]] || continue
-    [[ ${NAMES[$i]} == test ]] && ((T_FAIL > 0)) && continue
+    [[ ${NAMES[$i]} == test || ${NAMES[$i]} == spec-on ]] && ((T_FAIL > 0)) && continue
     [[ ${NAMES[$i]} == pjdfstest ]] && ((${P_REG:-0} > 0)) && continue
     EXTRA=$((EXTRA + 1))
 done

@@ -6,7 +6,7 @@ use crate::{ContentError, Mode};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use warpfs_crypto::GcmTagger;
-use warpfs_keystream::Keystream;
+use warpfs_keystream::{BlockReader, Keystream};
 
 /// The per-volume encryption context shared by all open files.
 pub struct Cipher {
@@ -47,6 +47,12 @@ impl Cipher {
         self.mode
     }
 
+    /// A block reader for one open file (a read window with a speculative
+    /// engine; on-demand masks with the direct backend).
+    pub fn reader(&self) -> Box<dyn BlockReader> {
+        self.keystream.clone().reader()
+    }
+
     /// Encrypt one block's plaintext in place under a fresh nonce and write
     /// its entry into `entry_out` (`mode.entry_len()` bytes).
     pub(crate) fn seal_block(&self, file_id: &[u8; 16], block: u64, buf: &mut [u8], entry_out: &mut [u8]) {
@@ -58,13 +64,14 @@ impl Cipher {
         entry::write(self.mode, Some(&Entry { nonce, tag }), entry_out);
     }
 
-    /// Decrypt one block in place given its raw entry bytes. An unwritten
-    /// entry yields zeros. In `gcm` the tag is checked (GHASH over the
-    /// ciphertext, then decrypt, then a constant-time compare); on a
-    /// mismatch the buffer is zeroed, one error line is logged and
-    /// `BadTag` returned.
+    /// Decrypt one block in place given its raw entry bytes, with masks
+    /// from `reader` (the open file's). An unwritten entry yields zeros. In
+    /// `gcm` the tag is checked (GHASH over the ciphertext, then decrypt,
+    /// then a constant-time compare); on a mismatch the buffer is zeroed,
+    /// one error line is logged and `BadTag` returned.
     pub(crate) fn open_block(
         &self,
+        reader: &dyn BlockReader,
         file_id: &[u8; 16],
         block: u64,
         entry_bytes: &[u8],
@@ -77,12 +84,12 @@ impl Cipher {
         };
         match self.mode {
             Mode::Ctr => {
-                self.keystream.open(&e.nonce, buf);
+                reader.open(block, &e.nonce, buf);
                 Ok(())
             }
             Mode::Gcm => {
                 let s = self.tagger.ghash(&aad(file_id, block), buf);
-                let ej0 = self.keystream.open(&e.nonce, buf);
+                let ej0 = reader.open(block, &e.nonce, buf);
                 let mut t = [0u8; 16];
                 for i in 0..16 {
                     t[i] = s[i] ^ ej0[i];
@@ -125,22 +132,24 @@ mod tests {
             let mut e = vec![0u8; mode.entry_len()];
             c.seal_block(&id, 4, &mut buf, &mut e);
             assert_ne!(buf, pt);
+            let r = c.reader();
+            let r = &*r;
             let mut dec = buf.clone();
-            c.open_block(&id, 4, &e, &mut dec, &|| "t".into()).unwrap();
+            c.open_block(r, &id, 4, &e, &mut dec, &|| "t".into()).unwrap();
             assert_eq!(dec, pt);
             if mode == Mode::Gcm {
                 // wrong block number, wrong file ID, flipped byte
                 let mut d = buf.clone();
                 assert!(matches!(
-                    c.open_block(&id, 5, &e, &mut d, &|| "t".into()),
+                    c.open_block(r, &id, 5, &e, &mut d, &|| "t".into()),
                     Err(ContentError::BadTag { block: 5 })
                 ));
                 assert!(d.iter().all(|&x| x == 0));
                 let mut d = buf.clone();
-                assert!(c.open_block(&[8; 16], 4, &e, &mut d, &|| "t".into()).is_err());
+                assert!(c.open_block(r, &[8; 16], 4, &e, &mut d, &|| "t".into()).is_err());
                 let mut d = buf.clone();
                 d[100] ^= 1;
-                assert!(c.open_block(&id, 4, &e, &mut d, &|| "t".into()).is_err());
+                assert!(c.open_block(r, &id, 4, &e, &mut d, &|| "t".into()).is_err());
             }
         }
     }
@@ -149,7 +158,8 @@ mod tests {
     fn unwritten_entry_reads_zeros() {
         let c = cipher(Mode::Gcm);
         let mut buf = vec![0x55u8; 4096];
-        c.open_block(&[0; 16], 0, &[0u8; 32], &mut buf, &|| "t".into()).unwrap();
+        c.open_block(&*c.reader(), &[0; 16], 0, &[0u8; 32], &mut buf, &|| "t".into())
+            .unwrap();
         assert!(buf.iter().all(|&x| x == 0));
     }
 }

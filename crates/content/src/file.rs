@@ -3,6 +3,7 @@
 //! under a block range lock so reads of different blocks run together.
 
 use crate::cipher::Cipher;
+use crate::entry;
 use crate::header::{self, Header};
 use crate::layout::{
     self, backing_len, block_count, block_len, data_offset, entry_offset, segment_end, segment_runs, BLOCK,
@@ -15,6 +16,7 @@ use crate::{ContentError, Mode};
 use std::fs::File;
 use std::io::IoSliceMut;
 use std::sync::{Arc, Mutex};
+use warpfs_keystream::BlockReader;
 
 /// Size and file ID; changed only while the whole file is held.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +30,8 @@ struct FileState {
 pub struct CipherFile {
     file: File,
     cipher: Arc<Cipher>,
+    /// This file's reads' masks (a read window with a speculative engine).
+    reader: Box<dyn BlockReader>,
     label: Mutex<String>,
     read_only: bool,
     lock: RangeLock<FileState>,
@@ -47,6 +51,34 @@ impl std::fmt::Debug for CipherFile {
 /// whose blocks end at `n` (it does unless `n` starts a new segment).
 fn page_of_exists(n: u64) -> bool {
     n < NNODE_BLOCKS || (n - NNODE_BLOCKS) % PAGE_BLOCKS != 0
+}
+
+/// A read request planned with the file's reader; finished on drop, also
+/// when the read fails.
+struct Planned<'r> {
+    reader: &'r dyn BlockReader,
+    start: u64,
+    count: u64,
+    /// End of the blocks whose nonces the reader wants.
+    end: u64,
+}
+
+impl<'r> Planned<'r> {
+    fn new(reader: &'r dyn BlockReader, start: u64, count: u64) -> Self {
+        let end = reader.plan(start, count).end;
+        Self {
+            reader,
+            start,
+            count,
+            end,
+        }
+    }
+}
+
+impl Drop for Planned<'_> {
+    fn drop(&mut self) {
+        self.reader.finish(self.start, self.count);
+    }
 }
 
 fn efbig() -> ContentError {
@@ -76,9 +108,11 @@ impl CipherFile {
             }
             Some(hdr.file_id)
         };
+        let reader = cipher.reader();
         Ok(Self {
             file,
             cipher,
+            reader,
             label: Mutex::new(label),
             read_only,
             lock: RangeLock::new(FileState { size, file_id }),
@@ -134,8 +168,14 @@ impl CipherFile {
         let r = match st.file_id {
             None => Err(ContentError::corrupt("no header")),
             Some(id) => scratch::with(|sc| {
-                for (a, b) in segment_runs(offset / BLOCK, block_count(end)) {
-                    self.read_run(st.size, &id, a, b, offset, out, sc)?;
+                let (first, last) = (offset / BLOCK, block_count(end));
+                let planned = Planned::new(&*self.reader, first, last - first);
+                let ents =
+                    self.read_entries_planned(st.size, first, last, planned.end, &mut sc.entries, &mut sc.nonces)?;
+                for (a, b) in segment_runs(first, last) {
+                    let e = self.mode().entry_len();
+                    let run_ents = &ents[(a - first) as usize * e..(b - first) as usize * e];
+                    self.read_run(st.size, &id, a, b, offset, out, run_ents, &mut sc.head, &mut sc.tail)?;
                 }
                 Ok(())
             }),
@@ -150,10 +190,65 @@ impl CipherFile {
         }
     }
 
+    /// The nonce entries of the requested blocks `[first, last)` (returned,
+    /// kept in `entries`) and of the blocks after them up to `plan_end`, as
+    /// the file's reader planned (one pread per segment, so a planned
+    /// window within one nonce page costs one read); then hands the nonces
+    /// of the written blocks of the planned window to the reader, so their
+    /// masks are made while the data is read. Entries past the request are a
+    /// hint: they are read without the range lock (a concurrent write may
+    /// change them; the reader only uses a mask whose nonce matches the one
+    /// read under the lock) and any failure there only shortens the hint.
+    fn read_entries_planned<'s>(
+        &self,
+        size: u64,
+        first: u64,
+        last: u64,
+        plan_end: u64,
+        entries: &'s mut Vec<u8>,
+        nonces: &mut Vec<(u64, warpfs_crypto::Nonce)>,
+    ) -> Result<&'s [u8], ContentError> {
+        let mode = self.mode();
+        let e = mode.entry_len();
+        let mut pend = plan_end.min(block_count(size)).max(last);
+        let ents = sized(entries, (pend - first) as usize * e);
+        for (a, b) in segment_runs(first, pend) {
+            let slot = &mut ents[(a - first) as usize * e..(b - first) as usize * e];
+            match sysio::read_exact_at(&self.file, slot, entry_offset(mode, a)) {
+                Ok(()) => {}
+                Err(_) if a >= last => {
+                    pend = a;
+                    break;
+                }
+                Err(err) if b <= last => return Err(err),
+                Err(_) => {
+                    // The run mixes requested and look-ahead blocks: read
+                    // the requested part alone, strictly.
+                    let need = (last - a) as usize * e;
+                    sysio::read_exact_at(&self.file, &mut slot[..need], entry_offset(mode, a))?;
+                    pend = last;
+                    break;
+                }
+            }
+        }
+        nonces.clear();
+        for (i, ent) in ents[..(pend - first) as usize * e].chunks_exact(e).enumerate() {
+            let x = first + i as u64;
+            // Holes have no mask; a corrupt entry fails (or not) when read.
+            if let Ok(Some(en)) = entry::parse(mode, ent, x) {
+                nonces.push((x, en.nonce));
+            }
+        }
+        if !nonces.is_empty() {
+            self.reader.prefetch(nonces);
+        }
+        Ok(&ents[..(last - first) as usize * e])
+    }
+
     /// Read blocks `[a, b)` (one segment) into `out`, where `out[0]` is
-    /// plaintext offset `rs`: one pread of the entries, one preadv of the
-    /// written blocks' data straight into `out` (partially requested first
-    /// and last blocks go through scratch).
+    /// plaintext offset `rs`, given the blocks' entries `ents`: one preadv
+    /// of the written blocks' data straight into `out` (partially requested
+    /// first and last blocks go through `head` / `tail`).
     #[allow(clippy::too_many_arguments)]
     fn read_run(
         &self,
@@ -163,14 +258,14 @@ impl CipherFile {
         b: u64,
         rs: u64,
         out: &mut [u8],
-        sc: &mut Scratch,
+        ents: &[u8],
+        head: &mut Vec<u8>,
+        tail: &mut Vec<u8>,
     ) -> Result<(), ContentError> {
         let mode = self.mode();
         let e = mode.entry_len();
         let re = rs + out.len() as u64;
-        let nb = (b - a) as usize;
-        let ents = sized(&mut sc.entries, nb * e);
-        sysio::read_exact_at(&self.file, ents, entry_offset(mode, a))?;
+        debug_assert_eq!(ents.len(), (b - a) as usize * e);
         let written = |x: u64| {
             let i = (x - a) as usize * e;
             ents[i..i + e].iter().any(|&v| v != 0)
@@ -199,8 +294,8 @@ impl CipherFile {
         let tail_partial = w1 != w0 && !full(w1);
         let head_len = block_len(size, w0);
         let tail_len = block_len(size, w1);
-        let head = sized(&mut sc.head, head_len);
-        let tail = sized(&mut sc.tail, tail_len);
+        let head = sized(head, head_len);
+        let tail = sized(tail, tail_len);
         let mid_first = if head_partial { w0 + 1 } else { w0 };
         let mid_end = if tail_partial { w1 } else { w1 + 1 };
         let (ms, me) = if mid_first < mid_end {
@@ -217,18 +312,19 @@ impl CipherFile {
             sysio::preadv_exact(&self.file, &mut iovs, data_offset(mode, w0))?;
         }
         let label = || self.label();
+        let r = &*self.reader;
         for x in w0..=w1 {
             let ent = &ents[(x - a) as usize * e..][..e];
             let (s, t) = part(x);
             if x == w0 && head_partial {
-                self.cipher.open_block(id, x, ent, head, &label)?;
+                self.cipher.open_block(r, id, x, ent, head, &label)?;
                 let off = (s as u64 + rs - x * BLOCK) as usize;
                 out[s..t].copy_from_slice(&head[off..off + (t - s)]);
             } else if x == w1 && tail_partial {
-                self.cipher.open_block(id, x, ent, tail, &label)?;
+                self.cipher.open_block(r, id, x, ent, tail, &label)?;
                 out[s..t].copy_from_slice(&tail[..t - s]);
             } else {
-                self.cipher.open_block(id, x, ent, &mut out[s..t], &label)?;
+                self.cipher.open_block(r, id, x, ent, &mut out[s..t], &label)?;
             }
         }
         Ok(())
@@ -249,7 +345,8 @@ impl CipherFile {
             return Ok(false);
         }
         sysio::read_exact_at(&self.file, dst, data_offset(mode, x))?;
-        self.cipher.open_block(id, x, ent, dst, &|| self.label())?;
+        self.cipher
+            .open_block(&*self.reader, id, x, ent, dst, &|| self.label())?;
         Ok(true)
     }
 
@@ -529,7 +626,8 @@ impl CipherFile {
             });
             return Ok(());
         }
-        // Shrink.
+        // Shrink. Masks made ahead for blocks past the new end are useless.
+        self.reader.clear();
         let id = st.file_id.unwrap_or_default();
         let keep = block_len(new, new_n - 1);
         let partial = keep < BLOCK_USIZE;

@@ -4,7 +4,11 @@
 //! engine, read–modify–write of partial blocks and per-file block range
 //! locks so reads of different blocks run together.
 //!
-//! All keystream comes from the `Keystream` trait object; `GcmTagger` is
+//! All keystream comes from the seam in `warpfs-keystream`: writes seal
+//! through the volume's `Keystream`, reads open through the open file's
+//! `BlockReader` (from `Keystream::reader`; a read window that makes masks
+//! ahead when the engine speculates), which each read request first tells
+//! what it will read and the nonces of the planned blocks. `GcmTagger` is
 //! used only for GHASH. Everything read from the backing file is treated as
 //! hostile: a failed check is an error, never a panic.
 //!

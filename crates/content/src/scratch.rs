@@ -2,12 +2,16 @@
 //! write allocates nothing in the steady state.
 
 use std::cell::Cell;
+use warpfs_crypto::Nonce;
 
 /// Buffers of one operation.
 #[derive(Default)]
 pub(crate) struct Scratch {
-    /// Nonce entries of one segment run (at most one page).
+    /// Nonce entries of one segment run (at most one page), or of a read's
+    /// planned window (the request plus look-ahead).
     pub entries: Vec<u8>,
+    /// (block, nonce) of the written blocks of a read's planned window.
+    pub nonces: Vec<(u64, Nonce)>,
     /// Ciphertext of one segment run (at most 1 MiB).
     pub data: Vec<u8>,
     /// A partially requested first block.
@@ -40,6 +44,10 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
             *v = Vec::new();
         }
     }
+    if s.nonces.capacity() > KEEP / 16 {
+        s.nonces = Vec::new();
+    }
+    s.nonces.clear();
     SCRATCH.with(|c| c.set(Some(s)));
     r
 }

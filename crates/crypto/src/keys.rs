@@ -134,11 +134,7 @@ impl Subkeys {
     /// If `content_key_bits` is neither 128 nor 256. The config loader
     /// refuses any other value, so a volume can never reach this.
     pub fn derive(master: &MasterKey, content_key_bits: u32) -> Subkeys {
-        let content_len = match content_key_bits {
-            128 => 16,
-            256 => 32,
-            other => panic!("content key size must be 128 or 256 bits, not {other}"),
-        };
+        let content_len = content_len(content_key_bits);
         let hk = Hkdf::<Sha256>::new(None, master.as_bytes());
         let mut okm = Zeroizing::new([0u8; 64]);
         let expand = |info: &[u8], out: &mut [u8]| {
@@ -155,6 +151,29 @@ impl Subkeys {
         let seal = Sealer::new(&okm);
         Subkeys { content, names, seal }
     }
+
+    /// The raw bytes of the content key that [`derive`](Self::derive) puts
+    /// in `content` (16 or 32 bytes, zeroized on drop), for a keystream
+    /// backend that expands the key itself (the engine's forced software
+    /// AES for `WARPFS_NO_AESNI=1` experiments).
+    ///
+    /// # Panics
+    /// As [`derive`](Self::derive), for a key size other than 128 or 256.
+    pub fn content_key_bytes(master: &MasterKey, content_key_bits: u32) -> Zeroizing<Vec<u8>> {
+        let mut out = Zeroizing::new(vec![0u8; content_len(content_key_bits)]);
+        Hkdf::<Sha256>::new(None, master.as_bytes())
+            .expand(INFO_CONTENT, &mut out)
+            .expect("HKDF-SHA256 output length is within bounds");
+        out
+    }
+}
+
+fn content_len(content_key_bits: u32) -> usize {
+    match content_key_bits {
+        128 => 16,
+        256 => 32,
+        other => panic!("content key size must be 128 or 256 bits, not {other}"),
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +187,21 @@ mod tests {
         assert_eq!(d, "MasterKey(..)");
         assert!(!d.contains("ab"));
         assert!(!format!("{:?}", Subkeys::derive(&k, 256)).contains("ab"));
+    }
+
+    #[test]
+    fn content_key_bytes_are_the_derived_content_key() {
+        let k = MasterKey::from_bytes(&[7; 32]).unwrap();
+        for bits in [128, 256] {
+            let raw = Subkeys::content_key_bytes(&k, bits);
+            assert_eq!(raw.len() * 8, bits as usize);
+            let a = Subkeys::derive(&k, bits).content;
+            let b = ContentKey::new(&raw).unwrap();
+            let (mut x, mut y) = ([0u8; 16], [0u8; 16]);
+            a.encrypt_block(&mut x);
+            b.encrypt_block(&mut y);
+            assert_eq!(x, y);
+        }
     }
 
     #[test]

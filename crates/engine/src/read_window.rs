@@ -1,10 +1,23 @@
 //! The read window (EncFS++ §5.2): one per open file. It holds masks for
-//! the W blocks from the one being read on, nearest first (priority falls
-//! with distance). When a read moves the window, masks of blocks still
-//! inside are kept (overlap reuse), the rest are dropped; a jump past the
-//! whole window keeps nothing (a reset). W grows while reads are sequential
-//! (doubling, up to `window_max`) and shrinks to the request size on a
-//! random read, like the kernel's read-ahead.
+//! the blocks of the requests being read and, while reads are sequential,
+//! the W blocks after each (the look-ahead), nearest first (priority falls
+//! with distance from the request's first block). When a read moves the
+//! window, masks of blocks still inside are kept (overlap reuse, raised to
+//! their new priority), the rest are dropped; a jump past the whole window
+//! keeps nothing (a reset). W grows while reads are sequential (doubling,
+//! up to `window_max`) and shrinks to the request size on a random read,
+//! which gets no look-ahead, like the kernel's read-ahead.
+//!
+//! Several requests of one file can be in flight at once (the kernel sends
+//! read-ahead requests in parallel and they reach the FUSE threads in any
+//! order), so the window is the union of the planned windows of the
+//! requests in flight (from [`plan`](ReadWindow::plan) to
+//! [`finish`](ReadWindow::finish)) and of the look-ahead of the last few
+//! requests near them: a request never evicts the masks of another that is
+//! still being served, nor the look-ahead another just made, and a request
+//! that begins where any recent one ended counts as sequential. A mask is released once applied
+//! (the kernel's page cache serves re-reads), so an idle window holds at
+//! most the unread look-ahead plus `window_max` spare contexts.
 //!
 //! Masks are cached by block number *and nonce*: `open` applies a window
 //! mask only when the nonce it was made for equals the nonce the caller
@@ -14,29 +27,49 @@
 //! Use per read request: [`plan`](ReadWindow::plan) the request (updates
 //! the access pattern, says which blocks the window wants nonces for),
 //! [`prefetch`](ReadWindow::prefetch) with those blocks' nonces from the
-//! nonce table, then [`open`](ReadWindow::open) each block of the request.
+//! nonce table, [`open`](ReadWindow::open) each block of the request, then
+//! [`finish`](ReadWindow::finish). The same calls make it a
+//! [`warpfs_keystream::BlockReader`], which is how the content layer drives
+//! it (`WritePool::reader` hands one out per open file).
 
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use warpfs_crypto::Nonce;
+use warpfs_keystream::BlockReader;
 
 /// Priority of the block being read now; each block further away gets one less.
 pub const PRIORITY_READ_NEAR: Priority = 1 << 24;
+
+/// Requests remembered as in flight at most (a caller that never calls
+/// `finish` only makes the window wider, never unbounded).
+const MAX_IN_FLIGHT: usize = 32;
+/// Ends of recent requests remembered for sequential detection.
+const RECENT_ENDS: usize = 8;
 
 struct Entry {
     ctx: Arc<Ctx>,
     ticket: Defined,
 }
 
+/// One planned request: its blocks and its planned window.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Planned {
+    request: (u64, u64),
+    window: (u64, u64),
+}
+
 struct Win {
-    /// First block of the window (the block being read).
+    /// First block of the last prefetch (the block being read).
     pos: u64,
-    /// Current window size W in blocks.
+    /// Current look-ahead size W in blocks.
     size: u64,
-    /// Block after the last planned request, for sequential detection.
-    next: Option<u64>,
+    /// Requests between `plan` and `finish`.
+    in_flight: VecDeque<Planned>,
+    /// Recent requests' ends and look-ahead ends: a read starting at one of
+    /// the ends is sequential, and masks in a recent look-ahead are kept.
+    ends: VecDeque<(u64, u64)>,
     entries: HashMap<u64, Entry>,
     free: Vec<Ctx>,
 }
@@ -51,7 +84,14 @@ pub struct ReadWindow {
 impl std::fmt::Debug for ReadWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let w = self.lock();
-        write!(f, "ReadWindow(pos {}, W {}, {} masks)", w.pos, w.size, w.entries.len())
+        write!(
+            f,
+            "ReadWindow(pos {}, W {}, {} in flight, {} masks)",
+            w.pos,
+            w.size,
+            w.in_flight.len(),
+            w.entries.len()
+        )
     }
 }
 
@@ -65,7 +105,8 @@ impl ReadWindow {
             win: Mutex::new(Win {
                 pos: 0,
                 size: 0,
-                next: None,
+                in_flight: VecDeque::new(),
+                ends: VecDeque::new(),
                 entries: HashMap::new(),
                 free: Vec::new(),
             }),
@@ -76,7 +117,7 @@ impl ReadWindow {
         self.win.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Current window size W in blocks.
+    /// Current look-ahead size W in blocks.
     pub fn size(&self) -> u64 {
         self.lock().size
     }
@@ -89,52 +130,97 @@ impl ReadWindow {
     }
 
     /// A read of blocks `[start, start + count)` is coming: update the
-    /// access pattern and return the blocks the window wants nonces for
-    /// (the request, plus the look-ahead when speculating).
+    /// access pattern, record the request as in flight (until
+    /// [`finish`](Self::finish)) and return the blocks the window wants
+    /// nonces for: the request, plus W blocks of look-ahead when speculating
+    /// and the read is sequential.
     ///
-    /// Sizing: the first read at block 0 starts at 4x the request (files
-    /// are mostly read from the start); a read that begins where the last
-    /// one ended doubles W; any other read sets W to the request size.
+    /// Sizing: the first read at block 0 starts with W = 4x the request
+    /// (files are mostly read from the start); a read that begins where a
+    /// recent one ended doubles W; any other read sets W to the request size
+    /// and looks no further than the request. W never exceeds `window_max`.
     pub fn plan(&self, start: u64, count: u64) -> Range<u64> {
         let count = count.max(1);
         let wmax = self.engine.config().window_max as u64;
+        let spec = self.engine.speculation();
         let mut w = self.lock();
-        let sequential = w.next == Some(start);
-        w.size = if !self.engine.speculation() {
+        let sequential = w.ends.iter().any(|&(e, _)| e == start);
+        let first = w.ends.is_empty() && start == 0;
+        w.size = if !spec {
             count.min(wmax)
-        } else if w.next.is_none() && start == 0 {
+        } else if first {
             (count * 4).min(wmax)
         } else if sequential {
             (w.size * 2).max(count).min(wmax)
         } else {
             count.min(wmax)
         };
-        w.next = Some(start.saturating_add(count));
-        let ahead = if self.engine.speculation() {
-            w.size.max(count)
-        } else {
-            count
-        };
-        start..start.saturating_add(ahead)
+        let end = start.saturating_add(count);
+        let ahead = if spec && (first || sequential) { w.size } else { 0 };
+        let wend = end.saturating_add(ahead);
+        if w.ends.len() == RECENT_ENDS {
+            w.ends.pop_front();
+        }
+        w.ends.push_back((end, wend));
+        if w.in_flight.len() == MAX_IN_FLIGHT {
+            w.in_flight.pop_front();
+        }
+        w.in_flight.push_back(Planned {
+            request: (start, count),
+            window: (start, wend),
+        });
+        start..wend
+    }
+
+    /// The request `[start, start + count)` that was planned is done (or
+    /// failed): its window no longer holds masks in place.
+    pub fn finish(&self, start: u64, count: u64) {
+        let count = count.max(1);
+        let mut w = self.lock();
+        if let Some(i) = w.in_flight.iter().position(|p| p.request == (start, count)) {
+            w.in_flight.remove(i);
+        }
     }
 
     /// Move the window to `blocks[0].0` (the block being read now) and make
-    /// sure each listed block within W of it has a mask in the making for
-    /// its nonce. Holes (blocks never written) should be left out. Masks of
-    /// blocks outside the new window are dropped; those inside with the
-    /// same nonce are kept. Without a preceding [`plan`](Self::plan), W is
-    /// the number of blocks given (at most `window_max`).
+    /// sure each listed block inside the window has a mask in the making for
+    /// its nonce. The window is the union of the planned windows of the
+    /// requests in flight and of the look-ahead of recent requests near them
+    /// (within twice a window's length), or,
+    /// without a preceding [`plan`](Self::plan), the blocks given (at most
+    /// `window_max` from the first). Holes (blocks
+    /// never written) should be left out. Masks of blocks outside the window
+    /// are dropped; those inside with the same nonce are kept (and re-queued
+    /// at their new priority if nobody has started them).
     pub fn prefetch(&self, blocks: &[(u64, Nonce)]) {
         let Some(&(pos, _)) = blocks.first() else { return };
         let wmax = self.engine.config().window_max as u64;
         let mut guard = self.lock();
         let w = &mut *guard;
-        if w.size == 0 {
-            w.size = (blocks.len() as u64).clamp(1, wmax);
-        }
-        let end = pos.saturating_add(w.size);
-        let inside = |b: u64| b >= pos && b < end;
-        // Evict what the new window does not cover.
+        let spans: Vec<(u64, u64)> = if w.in_flight.is_empty() {
+            if w.size == 0 {
+                w.size = (blocks.len() as u64).clamp(1, wmax);
+            }
+            vec![(pos, pos.saturating_add(w.size))]
+        } else {
+            // Recent look-ahead counts when near the requests in flight
+            // (read-ahead requests arriving out of order), not after a jump.
+            let reach = w
+                .in_flight
+                .iter()
+                .map(|p| 2 * (p.window.1 - p.window.0))
+                .max()
+                .unwrap_or(0);
+            let near = |&(e, we): &(u64, u64)| {
+                w.in_flight
+                    .iter()
+                    .any(|p| e <= p.window.1.saturating_add(reach) && we.saturating_add(reach) >= p.window.0)
+            };
+            let recent = w.ends.iter().copied().filter(|x| x.0 < x.1 && near(x));
+            w.in_flight.iter().map(|p| p.window).chain(recent).collect()
+        };
+        let inside = |b: u64| spans.iter().any(|&(s, e)| b >= s && b < e);
+        // Evict what the window does not cover.
         let before = w.entries.len();
         let mut evicted = Vec::new();
         w.entries.retain(|b, e| {
@@ -155,16 +241,18 @@ impl ReadWindow {
         }
         let (mut reused, mut defined) = (0u64, 0u64);
         for &(b, nonce) in blocks {
-            if !inside(b) {
+            if !inside(b) || b < pos {
                 continue;
             }
+            let prio = PRIORITY_READ_NEAR.saturating_sub(i32::try_from(b - pos).unwrap_or(i32::MAX));
             if let Some(e) = w.entries.get(&b) {
                 if e.ticket.nonce() == &nonce {
                     reused += 1;
+                    // Made ahead at a lower priority: it is nearer now.
+                    self.engine.reprioritize(&e.ctx, &e.ticket, prio);
                     continue;
                 }
             }
-            let prio = PRIORITY_READ_NEAR.saturating_sub(i32::try_from(b - pos).unwrap_or(i32::MAX));
             // Reuse this block's own context when nobody else holds it.
             let ctx = match w.entries.remove(&b).map(|e| Arc::try_unwrap(e.ctx)) {
                 Some(Ok(ctx)) => ctx,
@@ -192,7 +280,8 @@ impl ReadWindow {
 
     /// Decrypt `buf` (one block of ciphertext) of block `block`, whose
     /// nonce is `nonce`; returns the tag mask E(J0). Uses the window's mask
-    /// when it was made for this very nonce, else computes inline.
+    /// when it was made for this very nonce (and then releases it), else
+    /// computes inline.
     pub fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
         let hit = {
             let w = self.lock();
@@ -204,6 +293,7 @@ impl ReadWindow {
         if let Some((ctx, ticket)) = hit {
             // Fails (touching nothing) only if the window moved meanwhile.
             if let Ok(ej0) = self.engine.apply_block(&ctx, &ticket, buf) {
+                self.release(block, &ticket, ctx);
                 return ej0;
             }
         }
@@ -212,10 +302,51 @@ impl ReadWindow {
             .expect("key checked at creation")
     }
 
-    /// Drop every mask (e.g. after truncate).
+    /// Forget the applied mask of `block` (if the window still holds that
+    /// definition) and keep its context as a spare.
+    fn release(&self, block: u64, ticket: &Defined, ctx: Arc<Ctx>) {
+        let wmax = self.engine.config().window_max;
+        let mut w = self.lock();
+        if w.entries
+            .get(&block)
+            .is_some_and(|e| e.ticket.generation() == ticket.generation())
+        {
+            w.entries.remove(&block);
+        }
+        if let Ok(ctx) = Arc::try_unwrap(ctx) {
+            if w.free.len() < wmax {
+                w.free.push(ctx);
+            }
+        }
+    }
+
+    /// Drop every mask and forget the access pattern (e.g. after truncate).
+    /// Requests in flight stay recorded until they finish.
     pub fn clear(&self) {
         let mut w = self.lock();
         w.entries.clear();
-        w.next = None;
+        w.ends.clear();
+    }
+}
+
+impl BlockReader for ReadWindow {
+    fn plan(&self, start: u64, count: u64) -> Range<u64> {
+        ReadWindow::plan(self, start, count)
+    }
+
+    fn prefetch(&self, blocks: &[(u64, Nonce)]) {
+        ReadWindow::prefetch(self, blocks);
+    }
+
+    fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+        ReadWindow::open(self, block, nonce, buf)
+    }
+
+    fn finish(&self, start: u64, count: u64) {
+        ReadWindow::finish(self, start, count);
+    }
+
+    fn clear(&self) {
+        ReadWindow::clear(self);
     }
 }

@@ -1,7 +1,7 @@
 //! Counters of the speculation machinery, kept with relaxed atomics so that
 //! counting never adds a lock to the data path.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -72,7 +72,7 @@ impl Stats {
 }
 
 /// A copy of the engine's counters at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
     /// Backend name (with the AES implementation).
     pub backend: String,
@@ -123,6 +123,40 @@ impl StatsSnapshot {
         serde_json::to_string(self).expect("plain counters always serialise")
     }
 
+    /// Parse [`to_json`](Self::to_json)'s output.
+    pub fn from_json(s: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+
+    /// One line for a log: hit rate, waits, inline, wasted, batches.
+    pub fn summary(&self) -> String {
+        let mut hist = String::new();
+        for (i, n) in self.batch_hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+            if !hist.is_empty() {
+                hist.push(' ');
+            }
+            hist.push_str(&format!("{}:{}", 1u64 << i, n));
+        }
+        format!(
+            "engine {} x{} speculation {}: applies {}, ready-hits {} ({:.1}%), waits {} ({:.3} ms), \
+             inline {}, direct {}, made by workers {}, wasted {}, batches {} [{}]",
+            self.backend,
+            self.threads,
+            if self.speculation { "on" } else { "off" },
+            self.applies,
+            self.ready_hits,
+            100.0 * self.hit_rate(),
+            self.waits,
+            self.wait_ns as f64 / 1e6,
+            self.inline,
+            self.direct,
+            self.made_by_workers,
+            self.wasted,
+            self.batches,
+            hist
+        )
+    }
+
     /// Share of applies that found their mask ready.
     pub fn hit_rate(&self) -> f64 {
         let total = self.ready_hits + self.waits + self.inline;
@@ -150,11 +184,12 @@ impl fmt::Display for StatsSnapshot {
         let avg_wait = self.wait_ns.checked_div(self.waits).unwrap_or(0);
         writeln!(
             f,
-            "  applies {}: ready {} ({:.1}%), waited {} (avg {} ns), inline {}; direct {}",
+            "  applies {}: ready {} ({:.1}%), waited {} (total {:.3} ms, avg {} ns), inline {}; direct {}",
             self.applies,
             self.ready_hits,
             100.0 * self.hit_rate(),
             self.waits,
+            self.wait_ns as f64 / 1e6,
             avg_wait,
             self.inline,
             self.direct
@@ -195,5 +230,11 @@ mod tests {
         let j: serde_json::Value = serde_json::from_str(&snap.to_json()).unwrap();
         assert_eq!(j["batches"], 7);
         assert!(snap.to_string().contains("[2..3]=2"));
+        assert_eq!(StatsSnapshot::from_json(&snap.to_json()).unwrap(), snap);
+        assert!(
+            snap.summary().contains("batches 7 [1:1 2:2 4:2 8:1 2048:1]"),
+            "{}",
+            snap.summary()
+        );
     }
 }

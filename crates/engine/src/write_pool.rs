@@ -9,12 +9,12 @@
 //! twice. Nonces whose masks were made but never consumed (the pool is
 //! dropped at unmount) are simply never used.
 
-use crate::{Ctx, Defined, Engine, EngineError, KeyId, PRIORITY_LOWEST};
+use crate::{Ctx, Defined, Engine, EngineError, KeyId, ReadWindow, PRIORITY_LOWEST};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use warpfs_crypto::gcm::J0_COUNTER;
 use warpfs_crypto::Nonce;
-use warpfs_keystream::{Keystream, NonceSource};
+use warpfs_keystream::{BlockReader, Keystream, NonceSource};
 
 /// Where the pool's nonces come from.
 pub trait NonceSupply: Send + Sync {
@@ -143,7 +143,8 @@ impl Keystream for WritePool {
     }
 
     fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
-        // No read window here: compute inline on the caller's thread.
+        // Reads of open files go through `reader()`'s window; this is for
+        // the odd block (read-modify-write): compute on the caller's thread.
         self.engine
             .open_direct(self.key, nonce, buf)
             .expect("key checked at creation")
@@ -155,5 +156,10 @@ impl Keystream for WritePool {
             .xor_direct(self.key, nonce, J0_COUNTER, 0, &mut m)
             .expect("key checked at creation");
         m
+    }
+
+    /// A [`ReadWindow`] on the pool's engine and key, one per open file.
+    fn reader(self: Arc<Self>) -> Box<dyn BlockReader> {
+        Box::new(ReadWindow::new(self.engine.clone(), self.key).expect("key checked at creation"))
     }
 }

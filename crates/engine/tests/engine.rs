@@ -404,6 +404,7 @@ fn speculation_off_gives_identical_output() {
             win.prefetch(&blocks);
             let mut buf = ct.clone();
             let ej0 = win.open(b, n, &mut buf);
+            win.finish(b, 1);
             plain.push((ej0, buf));
         }
         outs.push((out, plain));
@@ -433,6 +434,7 @@ fn window_sequential_reads_hit_and_grow_far_jump_resets() {
         e.quiesce();
         let mut buf = ct(b);
         let ej0 = w.open(b, &nonce(b), &mut buf);
+        w.finish(b, 1);
         assert_eq!(buf, vec![0u8; 4096]);
         assert_eq!(ej0.to_vec(), reference(&raw, &nonce(b), 1, 0, 16));
     }
@@ -441,8 +443,10 @@ fn window_sequential_reads_hit_and_grow_far_jump_resets() {
     assert_eq!((s.ready_hits, s.inline, s.direct), (32, 0, 0), "{s}");
     assert!(s.window_reused > 100, "{s}");
     assert_eq!(s.window_resets, 0);
-    // Each block was defined once: the first window, then one new block per step.
-    assert_eq!(s.window_defined, 4 + 5 + 9 + 29, "{s}");
+    // Each block was defined once: the first window (the block + W = 4),
+    // then 1 + 8 and 1 + 16 blocks from the next positions, then one new
+    // block per step.
+    assert_eq!(s.window_defined, 5 + 5 + 9 + 29, "{s}");
 
     // Far jump: nothing kept, W shrinks to the request size.
     let r = w.plan(10_000, 2);
@@ -471,6 +475,7 @@ fn window_overlap_backwards_reuses_and_rewritten_block_is_never_misapplied() {
     let old = |b: u64| nonce_of(b);
     w.plan(100, 8);
     w.prefetch(&(100..108).map(|b| (b, old(b))).collect::<Vec<_>>());
+    w.finish(100, 8);
     e.quiesce();
     // Move back by 4 (random read of 8 blocks): 100..104 overlap and stay.
     w.plan(96, 8);
@@ -501,6 +506,57 @@ fn window_overlap_backwards_reuses_and_rewritten_block_is_never_misapplied() {
 }
 
 #[test]
+fn window_requests_in_flight_out_of_order_keep_each_others_masks() {
+    let e = Engine::new(EngineConfig {
+        threads: 2,
+        window_max: 64,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x5au8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let nonce = |b: u64| nonce_of(7_000 + b);
+    let w = ReadWindow::new(e.clone(), k).unwrap();
+    let pf = |r: std::ops::Range<u64>| w.prefetch(&r.map(|x| (x, nonce(x))).collect::<Vec<_>>());
+    let read = |r: std::ops::Range<u64>| {
+        for b in r {
+            let mut buf = reference(&raw, &nonce(b), 2, 0, 4096);
+            w.open(b, &nonce(b), &mut buf);
+            assert_eq!(buf, vec![0u8; 4096], "block {b}");
+        }
+    };
+    // A request larger than window_max still gets W blocks of look-ahead.
+    let r = w.plan(0, 256);
+    assert_eq!(r, 0..320);
+    pf(r);
+    e.quiesce();
+    read(0..256);
+    w.finish(0, 256);
+    // Applied masks are released; the look-ahead stays.
+    assert_eq!(w.cached_blocks(), (256..320).collect::<Vec<_>>());
+    // The kernel's read-ahead: 512.. reaches the file system before 256..
+    let rb = w.plan(512, 256);
+    assert_eq!(rb, 512..768, "not known to be sequential yet: no look-ahead");
+    pf(rb);
+    let ra = w.plan(256, 256);
+    assert_eq!(ra, 256..576, "starts where a recent read ended");
+    pf(ra);
+    e.quiesce();
+    let before = e.stats();
+    read(256..512);
+    w.finish(256, 256);
+    read(512..768);
+    w.finish(512, 256);
+    let s = e.stats();
+    assert_eq!(s.ready_hits - before.ready_hits, 512, "{s}");
+    assert_eq!((s.direct, s.window_resets), (0, 0), "{s}");
+    assert_eq!(s.wasted, 0, "{s}");
+    // Both earlier requests ended somewhere: the next one is sequential.
+    assert_eq!(w.plan(768, 256), 768..1088);
+    w.finish(768, 256);
+}
+
+#[test]
 fn window_without_speculation_computes_inline_on_the_same_path() {
     let e = engine(0, false);
     assert_eq!(e.threads(), 0);
@@ -513,6 +569,7 @@ fn window_without_speculation_computes_inline_on_the_same_path() {
         w.prefetch(&[(b, nonce_of(b))]);
         let mut buf = reference(&raw, &nonce_of(b), 2, 0, 100);
         w.open(b, &nonce_of(b), &mut buf);
+        w.finish(b, 1);
         assert_eq!(buf, vec![0u8; 100]);
     }
     let s = e.stats();

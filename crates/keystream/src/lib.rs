@@ -1,19 +1,25 @@
 //! warpfs layer 5: the keystream engine. The content layer asks it for the
 //! mask of a block (AES-CTR keystream from counter 1: the first 16 bytes are
 //! the GCM tag mask E(J0), the rest XORs the data) and never touches AES itself.
-//! This crate holds the seam (`Keystream`), the nonce source and the direct
-//! (non-speculative) backend; the speculative engine plugs in behind the same trait.
+//! This crate holds the seam ([`Keystream`] for a volume, [`BlockReader`] for
+//! the reads of one open file), the nonce source and the direct
+//! (non-speculative) backend; the speculative engine (`warpfs-engine`) plugs
+//! in behind the same traits.
 
 pub mod direct;
 pub mod nonce;
+pub mod reader;
 
 pub use direct::Direct;
 pub use nonce::NonceSource;
+pub use reader::{BlockReader, OnDemand};
 pub use warpfs_crypto::Nonce;
+
+use std::sync::Arc;
 
 /// Masks for content blocks. Implementations must be safe to call from many
 /// threads at once.
-pub trait Keystream: Send + Sync {
+pub trait Keystream: Send + Sync + 'static {
     /// Encrypt `buf` (one block's plaintext, at most one content block long)
     /// in place under a fresh nonce that is never returned again. Returns the
     /// nonce and the tag mask E(J0).
@@ -25,4 +31,12 @@ pub trait Keystream: Send + Sync {
 
     /// The tag mask E(J0) alone (to verify a tag before decrypting).
     fn tag_mask(&self, nonce: &Nonce) -> [u8; 16];
+
+    /// A reader for one open file (call once per open file and keep it).
+    /// The default makes every mask on demand through [`open`](Self::open);
+    /// a speculative backend returns a read window that makes masks ahead
+    /// of the reader.
+    fn reader(self: Arc<Self>) -> Box<dyn BlockReader> {
+        Box::new(OnDemand::new(self))
+    }
 }

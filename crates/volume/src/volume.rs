@@ -10,7 +10,8 @@ use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
 use warpfs_crypto::names::NameCipher;
 use warpfs_crypto::seal::Sealer;
-use warpfs_crypto::GcmTagger;
+use warpfs_crypto::{ContentKey, GcmTagger};
+use warpfs_engine::{Engine, StatsSnapshot, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
 /// Mount-time options of a volume.
@@ -28,6 +29,10 @@ pub struct Volume {
     pub(crate) sealer: Sealer,
     pub(crate) cipher: Arc<Cipher>,
     pub(crate) mode: Mode,
+    /// The content key (for [`Volume::use_engine`] and GHASH).
+    content_key: ContentKey,
+    /// The speculative engine every mask comes from, once attached.
+    engine: Option<Arc<Engine>>,
     pub(crate) files: FileTable,
     pub(crate) opts: Options,
     /// The daemon runs as root: new entries are given to the caller.
@@ -59,7 +64,7 @@ impl Volume {
         Self::with_keystream(cipherdir, config, keys, keystream, opts)
     }
 
-    /// Open with a given keystream backend (the speculative engine plugs in here).
+    /// Open with a given keystream backend.
     pub fn with_keystream(
         cipherdir: &Path,
         config: &Config,
@@ -76,6 +81,7 @@ impl Volume {
         };
         let tagger = GcmTagger::new(&keys.content);
         let cipher = Arc::new(Cipher::new(mode, keystream, tagger));
+        let content_key = keys.content;
         let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
         Ok(Volume {
             root,
@@ -84,11 +90,43 @@ impl Volume {
             sealer: keys.seal,
             cipher,
             mode,
+            content_key,
+            engine: None,
             files: FileTable::default(),
             opts,
             chown_new: crate::sys::euid() == 0,
             root_dev,
         })
+    }
+
+    /// Take every mask from the speculative `engine` (DESIGN.md
+    /// "Speculation"): one [`WritePool`] for the volume replaces the
+    /// keystream backend, so every write's mask comes from the pool, and
+    /// each file opened from now on reads through its own read window. Call
+    /// it before any file is opened (at mount). `master` is needed only when
+    /// the engine forces software AES (`WARPFS_NO_AESNI=1`): the engine then
+    /// expands the raw content key itself.
+    pub fn use_engine(&mut self, engine: Arc<Engine>, master: &MasterKey) -> std::result::Result<(), String> {
+        let key = if engine.config().software_aes {
+            let raw = Subkeys::content_key_bytes(master, self.content_key.bits());
+            engine.add_raw_key(&raw).map_err(|e| e.to_string())?
+        } else {
+            engine.add_key(self.content_key.clone())
+        };
+        let pool: Arc<dyn Keystream> = Arc::new(WritePool::new(engine.clone(), key).map_err(|e| e.to_string())?);
+        self.cipher = Arc::new(Cipher::new(self.mode, pool, GcmTagger::new(&self.content_key)));
+        self.engine = Some(engine);
+        Ok(())
+    }
+
+    /// The attached engine, if any.
+    pub fn engine(&self) -> Option<&Arc<Engine>> {
+        self.engine.as_ref()
+    }
+
+    /// The engine's counters, when an engine is attached.
+    pub fn engine_stats(&self) -> Option<StatsSnapshot> {
+        self.engine.as_ref().map(|e| e.stats())
     }
 
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).

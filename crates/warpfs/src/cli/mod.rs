@@ -8,6 +8,7 @@ mod logging;
 mod mount;
 mod passwd;
 mod password;
+mod stats;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ enum Cmd {
     Passwd(passwd::PasswdArgs),
     /// Show a volume's settings (never secrets).
     Info(info::InfoArgs),
+    /// Show a live mount's keystream engine counters (ready-hits, waits, ...; needs root).
+    Stats(stats::StatsArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -66,6 +69,7 @@ pub fn run() -> i32 {
         Cmd::Mount(a) => mount::run(a),
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Info(a) => info::run(a),
+        Cmd::Stats(a) => stats::run(a),
     };
     match res {
         Ok(()) => exit::OK,

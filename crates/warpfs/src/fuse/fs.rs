@@ -20,6 +20,12 @@ use warpfs_volume::{Attr, Caller, Error, Volume};
 /// mounts of one CIPHERDIR see each other's changes soon.
 const TTL: Duration = Duration::from_secs(1);
 
+/// The virtual extended attribute of the mount root whose value is the
+/// live engine stats as JSON (`warpfs stats` reads it). `trusted.*` is never
+/// user data in warpfs (only `user.*` xattrs are stored) and the kernel
+/// lets only CAP_SYS_ADMIN read it.
+pub const STATS_XATTR: &str = "trusted.warpfs.stats";
+
 /// The mounted file system.
 pub struct WarpFs {
     vol: Volume,
@@ -122,6 +128,12 @@ impl Filesystem for WarpFs {
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);
         Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Some(s) = self.vol.engine_stats() {
+            tracing::info!("at unmount: {}", s.summary());
+        }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -565,6 +577,13 @@ impl Filesystem for WarpFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if ino.0 == ROOT && name.as_bytes() == STATS_XATTR.as_bytes() {
+            let res = match self.vol.engine_stats() {
+                Some(s) => Ok(s.to_json().into_bytes()),
+                None => Err(Errno::from_i32(libc::ENODATA)),
+            };
+            return xattr_reply(res, size, reply);
+        }
         // The kernel asks for security.capability on every write: answer
         // without touching the backing file.
         if !name.as_bytes().starts_with(b"user.") {

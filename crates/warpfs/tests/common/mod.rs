@@ -7,6 +7,11 @@
 //!
 //! Tests that need a kernel mount call `require_fuse!()` first: when not root
 //! or without /dev/fuse they print a skip reason and return.
+//!
+//! `WARPFS_TEST_SPECULATION=on|off` adds `--speculation on|off` to every
+//! `warpfs mount` the tests run (unless the test passes `--speculation`
+//! itself), so the whole suite can run with the keystream engine's
+//! look-ahead on and off; unset, mounts use the binary's default.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -144,6 +149,22 @@ impl Mode {
             let (k, i) = ((b - 16) / 256, (b - 16) % 256);
             h + NNODE_DATA + k * (self.page_size() + SEGMENT) + i * self.entry_size()
         }
+    }
+    /// The plaintext size of a cipher file of backing length `len`
+    /// (FORMAT.md 3.4); `None` when corrupt (`0 < len < H`).
+    pub fn plain_size(self, len: u64) -> Option<u64> {
+        let h = self.header_size();
+        if len == 0 {
+            return Some(0);
+        }
+        let r = len.checked_sub(h)?;
+        if r <= NNODE_DATA {
+            return Some(r);
+        }
+        let r2 = r - NNODE_DATA;
+        let seg = self.page_size() + SEGMENT;
+        let (k, q) = (r2 / seg, r2 % seg);
+        Some(NNODE_DATA + k * SEGMENT + q.saturating_sub(self.page_size()))
     }
     /// The backing length of a plaintext of `size` bytes (FORMAT.md 3.4).
     pub fn backing_len(self, size: u64) -> u64 {
@@ -310,14 +331,39 @@ fn read_all(f: &mut File) -> String {
     String::from_utf8_lossy(&v).into_owned()
 }
 
-/// Run `warpfs ARGS...`.
+/// The `--speculation` value every test mount gets (`WARPFS_TEST_SPECULATION`).
+pub fn test_speculation() -> Option<String> {
+    let v = std::env::var("WARPFS_TEST_SPECULATION").ok()?;
+    let v = v.trim().to_ascii_lowercase();
+    match v.as_str() {
+        "" => None,
+        "on" | "off" => Some(v),
+        _ => panic!("WARPFS_TEST_SPECULATION must be on or off, not {v:?}"),
+    }
+}
+
+/// `args` with `--speculation X` from `WARPFS_TEST_SPECULATION` inserted
+/// after a leading `mount` that does not set it already.
+pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
+    let is_mount = args.first().is_some_and(|a| a == "mount");
+    let has = args
+        .iter()
+        .any(|a| a == "--speculation" || a.as_bytes().starts_with(b"--speculation="));
+    if let (true, false, Some(v)) = (is_mount, has, test_speculation()) {
+        args.splice(1..1, [OsString::from("--speculation"), OsString::from(v)]);
+    }
+    args
+}
+
+/// Run `warpfs ARGS...` (a `mount` gets `WARPFS_TEST_SPECULATION`).
 pub fn warpfs<I, S>(args: I) -> Out
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    let args: Vec<OsString> = args.into_iter().map(|a| a.as_ref().to_os_string()).collect();
     let mut cmd = Command::new(BIN);
-    cmd.args(args);
+    cmd.args(with_test_speculation(args));
     run_cmd(cmd, CMD_TIMEOUT)
 }
 
@@ -859,8 +905,9 @@ impl Foreground {
         let stderr_path = v.root().join(format!("fg-stderr-{n}"));
         let err = File::create(&stderr_path).unwrap();
         let mut cmd = Command::new(BIN);
-        cmd.arg("mount").arg("-f").arg("--passfile").arg(&v.passfile);
-        cmd.args(extra);
+        let mut a: Vec<OsString> = args!["mount", "-f", "--passfile", &v.passfile];
+        a.extend(extra.iter().map(OsString::from));
+        cmd.args(with_test_speculation(a));
         cmd.arg(&v.cipher).arg(&v.mnt);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::from(err));
         let mut child = cmd.spawn().unwrap();

@@ -1,0 +1,112 @@
+//! The keystream engine through a real mount: `warpfs stats` on a live
+//! (daemonized) mount, the `trusted.warpfs.stats` attribute behind it, the
+//! `--speculation` switch and the summary line logged at unmount.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::fs::{self, File};
+use std::io::Read;
+use warpfs_engine::StatsSnapshot;
+
+fn stats(v: &Volume) -> StatsSnapshot {
+    let o = warpfs(args!["stats", "--json", &v.mnt]);
+    o.expect_ok("warpfs stats --json");
+    StatsSnapshot::from_json(o.stdout.trim()).unwrap_or_else(|e| panic!("bad stats JSON ({e})\n{o}"))
+}
+
+/// Write `mib` MiB, drop the cache, read it back sequentially in 1 MiB reads.
+fn write_then_read(v: &Volume, mib: usize) {
+    let mut rng = Rng::for_test("engine-seq");
+    let data = rng.bytes(mib << 20);
+    fs::write(v.p("seq"), &data).unwrap();
+    let mut f = File::open(v.p("seq")).unwrap();
+    drop_cache(&f);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        // Time for the workers to make the look-ahead (no assertion here
+        // depends on timing; this only makes ready-hits plentiful).
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_bytes_eq(&got, &data, "sequential read back");
+}
+
+mode_tests!(
+    stats_show_ready_hits_after_a_sequential_read,
+    speculation_off_makes_every_mask_inline
+);
+
+fn stats_show_ready_hits_after_a_sequential_read(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::init(mode);
+    v.mount_with(&["--speculation", "on", "--engine-threads", "2", "--window-max", "32"]);
+    write_then_read(&v, 8);
+    let s = stats(&v);
+    assert!(s.speculation, "{s}");
+    assert_eq!(s.threads, 2, "{s}");
+    assert!(s.ready_hits > 0, "no ready-hits after a sequential read:\n{s}");
+    assert!(s.made_by_workers > 0 && s.window_defined > 0, "{s}");
+    // Every block was sealed through the pool and read through a window
+    // (or, had the window lost its mask, computed directly).
+    assert!(s.applies + s.direct >= 2 * 8 * 256, "{s}");
+    // The text form names the counters.
+    let o = warpfs(args!["stats", &v.mnt]);
+    o.expect_ok("warpfs stats");
+    for w in ["ready", "waited", "inline", "wasted", "batches"] {
+        assert!(o.stdout.contains(w), "`warpfs stats` lacks {w:?}:\n{o}");
+    }
+    // The attribute is virtual: not listed, not writable, only on the root.
+    assert!(!listxattr(&v.mnt).unwrap().iter().any(|n| n.starts_with("trusted.")));
+    assert!(setxattr(&v.mnt, "trusted.warpfs.stats", b"x", 0).is_err());
+    assert!(getxattr(&v.p("seq"), "trusted.warpfs.stats").is_err());
+    v.unmount();
+    let log = v.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("at unmount: engine") && l.contains("ready-hits")),
+        "no engine summary line at unmount in the log:\n{log}"
+    );
+}
+
+fn speculation_off_makes_every_mask_inline(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::init(mode);
+    v.mount_with(&["--speculation", "off"]);
+    write_then_read(&v, 2);
+    let s = stats(&v);
+    assert!(!s.speculation, "{s}");
+    assert_eq!((s.threads, s.ready_hits, s.made_by_workers), (0, 0, 0), "{s}");
+    assert!(s.inline + s.direct >= 2 * 2 * 256, "{s}");
+}
+
+#[test]
+fn stats_refuses_what_is_not_a_warpfs_mount() {
+    require_fuse!();
+    let dir = tempfile::tempdir().unwrap();
+    let o = warpfs(args!["stats", dir.path()]);
+    assert_ne!(o.code, Some(0), "{o}");
+    assert!(o.stderr.contains("not a warpfs mount"), "{o}");
+}
+
+#[test]
+fn engine_switches_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [
+        &["--speculation", "maybe"][..],
+        &["--pool-size", "0"],
+        &["--window-max", "0"],
+        &["--engine-threads", "0"],
+    ] {
+        let mut a = args!["mount"];
+        a.extend(bad.iter().map(std::ffi::OsString::from));
+        a.extend(args![dir.path(), dir.path()]);
+        warpfs(&a).expect_code(2, &format!("mount {bad:?}"));
+    }
+}
