@@ -15,13 +15,27 @@ use warpfs_crypto::keys::MasterKey;
 use warpfs_engine::{Engine, EngineConfig, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
 use warpfs_volume::{Options, Volume};
 
-/// Whether `--speculation` defaults to on. Off: on the 2-core AES-NI
-/// machines this project is measured on, making a 4 KiB mask on the
-/// calling thread (~0.4 us) costs no more than fetching one made on another
-/// core, and sequential dd through a mount was faster with it off (see
-/// ARCHITECTURE.md, "Speculation at mount"); with software AES
-/// (`WARPFS_NO_AESNI=1`) or more cores, `--speculation on` pays.
-pub const DEFAULT_SPECULATION: bool = false;
+/// Whether speculation is on when `--speculation` is not given ("auto").
+/// Measured (ARCHITECTURE.md, "Speculation at mount"): on 2-core AES-NI
+/// machines making a 4 KiB mask on the calling thread (~0.4 us) costs no more
+/// than fetching one made on the other core, and the workers take CPU from
+/// the FUSE threads, so it is off there; with software AES (no AES-NI, or
+/// `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead pays and it is on.
+pub fn auto_speculation() -> bool {
+    let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !has_aes_ni();
+    soft || cores() >= 4
+}
+
+fn has_aes_ni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("aes")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// Arguments of `warpfs mount`.
 #[derive(Args, Debug)]
@@ -38,7 +52,8 @@ pub struct MountArgs {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Make AES keystream ahead of need on worker threads (on), or only when a
-    /// read or write needs it, on the same code path (off) [default: off].
+    /// read or write needs it, on the same code path (off) [default: auto: on
+    /// with 4+ cores or without AES-NI, else off].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     speculation: Option<bool>,
     /// Keystream worker threads (default: one per core; none with --speculation off).
@@ -71,7 +86,7 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 fn engine_config(a: &MountArgs) -> EngineConfig {
     EngineConfig {
         threads: a.engine_threads.map_or(0, usize::from),
-        speculation: a.speculation.unwrap_or(DEFAULT_SPECULATION),
+        speculation: a.speculation.unwrap_or_else(auto_speculation),
         pool_size: a.pool_size.map_or(DEFAULT_POOL_SIZE, |z| z as usize),
         window_max: a.window_max.map_or(DEFAULT_WINDOW_MAX, |w| w as usize),
         ..EngineConfig::default()
