@@ -116,6 +116,8 @@ fn cores() -> usize {
 }
 
 pub fn run(a: MountArgs) -> Result<(), CliError> {
+    #[cfg(feature = "bench-nocrypto")]
+    eprintln!("warpfs: WARNING: bench-only no-crypto build: file contents are stored as plaintext");
     let mut mo = MountOptions {
         threads: a.threads.unwrap_or_else(|| cores().max(4)),
         ..Default::default()
