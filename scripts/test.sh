@@ -86,6 +86,7 @@ step test cargo test --workspace --release --no-fail-fast
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
+step fsx bash scripts/fsx.sh
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else

@@ -9,9 +9,9 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// File name of the directory IV inside each backing directory.
-pub const DIRIV_NAME: &str = "warpfs.diriv";
+pub const DIRIV_NAME: &str = warpfs_crypto::names::DIRIV_FILE;
 /// Length of a directory IV.
-pub const DIRIV_LEN: usize = 16;
+pub const DIRIV_LEN: usize = warpfs_crypto::names::DIRIV_LEN;
 
 /// Cache of directory IVs keyed by backing (dev, ino). Directory IVs never
 /// change once written, so entries stay valid across renames.

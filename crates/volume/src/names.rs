@@ -8,11 +8,10 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use warpfs_crypto::names::{long_sidecar, BackingName, NameCipher};
+use warpfs_crypto::names::{is_long_file, is_reserved, long_sidecar, BackingName, NameCipher};
 
 /// Longest plaintext name accepted (as on ext4/tmpfs).
 pub(crate) const NAME_MAX: usize = 255;
-const LONG_PREFIX: &str = "warpfs.long.";
 
 /// The backing name for `name` in a directory with IV `iv`.
 pub(crate) fn encode(names: &NameCipher, iv: &[u8; 16], name: &OsStr) -> Result<BackingName> {
@@ -75,10 +74,7 @@ pub(crate) fn decode(
         Some(s) => s,
         None => return Some(Err("backing name is not ASCII".into())),
     };
-    if let Some(rest) = s.strip_prefix(LONG_PREFIX) {
-        if rest.ends_with(".name") {
-            return None;
-        }
+    if is_long_file(s) {
         let side = dir.join(long_sidecar(s));
         let encoded = match std::fs::read(&side) {
             Ok(e) if e.len() <= 8192 => e,
@@ -95,7 +91,8 @@ pub(crate) fn decode(
         }
         return Some(names.decrypt_name(iv, &encoded).map_err(|e| e.to_string()));
     }
-    if s.starts_with("warpfs.") {
+    if is_reserved(s) {
+        // Our own files: directory IVs, long-name sidecars, the config.
         return None;
     }
     Some(names.decrypt_name(iv, s).map_err(|e| e.to_string()))
