@@ -146,7 +146,9 @@ impl Volume {
         let finish = || -> Result<()> {
             crate::diriv::create(&p)?;
             if mode & 0o700 != 0o700 {
-                crate::sys::chmod(&p, mode & 0o7777)?;
+                // Keep the set-group-ID bit inherited from a setgid parent.
+                let inherited = crate::sys::lstat(&p)?.st_mode & libc::S_ISGID;
+                crate::sys::chmod(&p, (mode & 0o7777) | inherited)?;
             }
             self.own(&p, &adir, who)
         };

@@ -407,6 +407,22 @@ fn mkdir_rmdir(mode: Mode) {
         })
         .unwrap_or(0o022);
     assert_eq!(m, 0o750 & !umask, "mode of mkdir 0750");
+    // A directory made in a set-group-ID directory inherits the bit, also
+    // when its own mode lacks owner rwx (warpfs chmods after writing the IV).
+    fs::create_dir(v.p("sg")).unwrap();
+    fs::set_permissions(v.p("sg"), fs::Permissions::from_mode(0o2775)).unwrap();
+    fs::DirBuilder::new().mode(0o500).create(v.p("sg/sub")).unwrap();
+    let sub = fs::metadata(v.p("sg/sub")).unwrap().mode();
+    assert_eq!(sub & 0o2000, 0o2000, "setgid inherited: {:o}", sub);
+    assert_eq!(
+        sub & 0o777,
+        0o500 & !umask,
+        "mode of mkdir 0500 in a setgid dir: {:o}",
+        sub
+    );
+    fs::set_permissions(v.p("sg/sub"), fs::Permissions::from_mode(0o700)).unwrap();
+    fs::remove_dir(v.p("sg/sub")).unwrap();
+    fs::remove_dir(v.p("sg")).unwrap();
     // Many entries in one directory list completely.
     fs::create_dir(v.p("many")).unwrap();
     let want: BTreeSet<String> = (0..300).map(|i| format!("entry-{i:04}")).collect();
