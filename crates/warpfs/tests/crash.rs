@@ -1,0 +1,463 @@
+//! Crash consistency through real mounts (FORMAT.md 3.5, 3.6): SIGKILL the
+//! daemon while four threads write concurrently, detach the dead mount
+//! (`umount -l`), remount, and check what a crash may and may not leave:
+//!
+//! - files written and fsynced before the crash (and not touched since) read
+//!   back byte-identical;
+//! - every block of every other file either reads or fails with EIO; EIO only
+//!   in `gcm` (a torn block: new data under its old entry), never another
+//!   error; a block that reads holds only data some writer wrote at that very
+//!   file, block and offset, or zeros (holes) -- in `gcm`, where torn data can
+//!   not be returned; each EIO block is named in the log, and a read of one
+//!   block fails only for blocks that are torn (the log names no others);
+//! - a scan of every cipher file's nonce entries (FORMAT.md 3.3) finds no
+//!   nonce twice, and a nonce seen before the crash reappears only for the
+//!   same file and block; where its ciphertext changed (a torn write), the
+//!   block reads as EIO in `gcm`.
+//!
+//! The kill comes at six different times (one volume, six crashes); all
+//! assertions hold whatever the kill interrupted.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::collections::{BTreeSet, HashMap};
+use std::fs::{self, File};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mode_tests!(sigkill_during_concurrent_writes);
+
+const WRITERS: usize = 4;
+const FILES_PER_WRITER: usize = 2;
+/// Writers stay below this block (crosses the nnode/page 0 and page 0/page 1
+/// boundaries at blocks 16 and 272).
+const MAX_BLOCK: u64 = 300;
+/// Written data is made of self-describing 64-byte chunks.
+const CHUNK: u64 = 64;
+/// Kill times (ms after the writers start): different tear points.
+const KILL_AFTER_MS: [u64; 6] = [60, 150, 250, 330, 420, 500];
+
+// ---------------------------------------------------------------------------
+// Self-describing data: chunk `c` of block `b` of writer file `f`, version
+// `seq` = "CRSH" f:u32 b:u64 c:u16 seq:u32, then 42 bytes derived from those.
+
+fn chunk_fill(f: u32, b: u64, c: u16, seq: u32) -> Vec<u8> {
+    let seed = (f as u64) << 48 ^ b << 32 ^ (c as u64) << 24 ^ seq as u64 ^ 0x5eed;
+    Rng::new(seed).bytes(42)
+}
+
+fn chunk(f: u32, b: u64, c: u16, seq: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(CHUNK as usize);
+    v.extend_from_slice(b"CRSH");
+    v.extend_from_slice(&f.to_be_bytes());
+    v.extend_from_slice(&b.to_be_bytes());
+    v.extend_from_slice(&c.to_be_bytes());
+    v.extend_from_slice(&seq.to_be_bytes());
+    v.extend_from_slice(&chunk_fill(f, b, c, seq));
+    v
+}
+
+/// Data for plaintext range `[off, off + len)` (both multiples of CHUNK).
+fn pattern(f: u32, off: u64, len: u64, seq: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len as usize);
+    let mut o = off;
+    while o < off + len {
+        v.extend_from_slice(&chunk(f, o / BLOCK, ((o % BLOCK) / CHUNK) as u16, seq));
+        o += CHUNK;
+    }
+    v
+}
+
+/// Why block `b` of file `f` (as read) is not made of zero chunks and chunks
+/// that some writer wrote there; `None` when it is.
+fn bad_block(f: u32, b: u64, data: &[u8]) -> Option<String> {
+    for (i, c) in data.chunks(CHUNK as usize).enumerate() {
+        if c.iter().all(|&x| x == 0) {
+            continue;
+        }
+        if c.len() != CHUNK as usize {
+            return Some(format!(
+                "chunk {i}: a partial chunk of {} bytes that is not zero",
+                c.len()
+            ));
+        }
+        let seq = u32::from_be_bytes(c[18..22].try_into().unwrap());
+        if c != chunk(f, b, i as u16, seq).as_slice() {
+            return Some(format!(
+                "chunk {i} is not chunk {i} of block {b} of file {f} (header {:02x?})",
+                &c[..22]
+            ));
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------
+// Nonce scan (as in nonces.rs)
+
+/// Every written block's (nonce, backing file, block, ciphertext).
+fn scan(v: &Volume) -> Vec<([u8; 12], PathBuf, u64, Vec<u8>)> {
+    let mode = v.mode;
+    let mut out = Vec::new();
+    for p in v.root_backing_entries() {
+        if !fs::symlink_metadata(&p).unwrap().is_file() {
+            continue;
+        }
+        let raw = fs::read(&p).unwrap();
+        if raw.is_empty() {
+            continue;
+        }
+        assert_eq!(&raw[..4], b"WRPF", "{}: not a cipher file", p.display());
+        let size = mode
+            .plain_size(raw.len() as u64)
+            .unwrap_or_else(|| panic!("{}: corrupt length {}", p.display(), raw.len()));
+        for b in 0..size.div_ceil(BLOCK) {
+            let eo = mode.block_entry_offset(b) as usize;
+            let ent = &raw[eo..eo + mode.entry_size() as usize];
+            if ent.iter().all(|&x| x == 0) {
+                continue; // a hole
+            }
+            let mut nonce = [0u8; 12];
+            nonce.copy_from_slice(&ent[..12]);
+            assert_ne!(
+                nonce,
+                [0u8; 12],
+                "{} block {b}: zero nonce in a written entry",
+                p.display()
+            );
+            let d = mode.block_data_offset(b) as usize;
+            let len = (size - b * BLOCK).min(BLOCK) as usize;
+            out.push((nonce, p.clone(), b, raw[d..d + len].to_vec()));
+        }
+    }
+    out
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Does `line` contain "block N" with N not followed by another digit?
+fn names_block(line: &str, n: u64) -> Option<()> {
+    let pat = format!("block {n}");
+    line.match_indices(&pat)
+        .any(|(i, _)| !line[i + pat.len()..].starts_with(|c: char| c.is_ascii_digit()))
+        .then_some(())
+}
+
+/// Blocks named by "GCM authentication failed" lines of `log` for `/name`.
+fn logged_bad_blocks(log: &str, name: &str, nblocks: u64) -> BTreeSet<u64> {
+    let label = format!("/{name}: ");
+    log.lines()
+        .filter(|l| l.contains("GCM authentication failed") && l.contains(&label))
+        .flat_map(|l| (0..nblocks).filter(move |&b| names_block(l, b).is_some()))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The writers
+
+/// Random overwrites, extends, partial-block writes, truncations and fsyncs
+/// on this writer's files until told to stop or the mount dies.
+fn writer(t: usize, files: Vec<(u32, File)>, seed: u64, stop: Arc<AtomicBool>) -> (u64, String) {
+    let mut rng = Rng::new(seed);
+    let mut ops = 0u64;
+    let mut seq = (seed as u32) & 0xfff0_0000;
+    let mut sizes: Vec<u64> = files
+        .iter()
+        .map(|(_, f)| f.metadata().map(|m| m.len()).unwrap_or(0))
+        .collect();
+    while !stop.load(Ordering::Relaxed) {
+        let i = rng.below(files.len() as u64) as usize;
+        let (fi, f) = &files[i];
+        seq = seq.wrapping_add(1);
+        let r = match rng.below(100) {
+            // Whole blocks (overwrite or extend, maybe leaving a hole).
+            0..=49 => {
+                let b = rng.below(MAX_BLOCK);
+                let n = rng.range(1, 8).min(MAX_BLOCK - b);
+                let (off, len) = (b * BLOCK, n * BLOCK);
+                sizes[i] = sizes[i].max(off + len);
+                write_at(f, off, &pattern(*fi, off, len, seq))
+            }
+            // Unaligned (chunk-aligned) ranges: partial blocks, RMW.
+            50..=79 => {
+                let off = rng.below(MAX_BLOCK * BLOCK / CHUNK) * CHUNK;
+                let len = (rng.range(1, 160) * CHUNK).min(MAX_BLOCK * BLOCK - off);
+                sizes[i] = sizes[i].max(off + len);
+                write_at(f, off, &pattern(*fi, off, len, seq))
+            }
+            // Append a partial block at the end (the old last block is redone).
+            80..=87 => {
+                let off = sizes[i].div_ceil(CHUNK) * CHUNK;
+                let len = rng.range(1, 100) * CHUNK;
+                if off + len > MAX_BLOCK * BLOCK {
+                    continue;
+                }
+                sizes[i] = off + len;
+                write_at(f, off, &pattern(*fi, off, len, seq))
+            }
+            // Shrink into a block (never to zero: the header stays).
+            88..=91 => {
+                let cut = rng.range(1, sizes[i].max(CHUNK) / CHUNK) * CHUNK;
+                sizes[i] = cut;
+                f.set_len(cut)
+            }
+            // Write back: keeps the daemon busy writing blocks and entries.
+            _ => f.sync_all(),
+        };
+        if let Err(e) = r {
+            return (ops, format!("writer {t}: stopped by {e}"));
+        }
+        ops += 1;
+    }
+    (ops, format!("writer {t}: stopped by the flag"))
+}
+
+fn writer_name(f: u32) -> String {
+    format!("w{f}")
+}
+
+// ---------------------------------------------------------------------------
+// The test
+
+fn sigkill_during_concurrent_writes(mode: Mode) {
+    require_fuse!();
+    let start = Instant::now();
+    let mut v = Volume::new(mode);
+    let mut rng = Rng::for_test(&format!("crash-{}", mode.name()));
+
+    // Files written and fsynced before any crash; nobody touches them again.
+    let keep: Vec<(String, Vec<u8>)> = [(3 << 20) + 5000, 10 * 1024 + 3, 70_000, 4096]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (format!("keep{i}"), rng.bytes(n)))
+        .collect();
+    for (name, data) in &keep {
+        let f = open_rw(&v.p(name));
+        write_at(&f, 0, data).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    // Writer files, created one at a time to learn their backing files.
+    let nfiles = (WRITERS * FILES_PER_WRITER) as u32;
+    let mut backing_name: HashMap<PathBuf, String> = HashMap::new();
+    for f in 0..nfiles {
+        let before: BTreeSet<PathBuf> = v.root_backing_entries().into_iter().collect();
+        let file = open_rw(&v.p(writer_name(f)));
+        let len = rng.range(1, 40) * BLOCK + rng.below(BLOCK / CHUNK) * CHUNK;
+        write_at(&file, 0, &pattern(f, 0, len, 0)).unwrap();
+        file.sync_all().unwrap();
+        let new: Vec<PathBuf> = v
+            .root_backing_entries()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        assert_eq!(new.len(), 1, "creating {} made backing entries {new:?}", writer_name(f));
+        backing_name.insert(new[0].clone(), writer_name(f));
+    }
+
+    // Nonces seen so far: nonce -> (backing file, block, ciphertext).
+    let mut seen: HashMap<[u8; 12], (PathBuf, u64, Vec<u8>)> = HashMap::new();
+    for (nonce, p, b, ct) in scan(&v) {
+        assert!(
+            seen.insert(nonce, (p.clone(), b, ct)).is_none(),
+            "nonce {} twice",
+            hex(&nonce)
+        );
+    }
+
+    let mut summary = Vec::new();
+    let mut prev_eio: BTreeSet<(String, u64)> = BTreeSet::new();
+    for (round, &kill_ms) in KILL_AFTER_MS.iter().enumerate() {
+        // 1. Writers.
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let files: Vec<(u32, File)> = (0..FILES_PER_WRITER)
+                    .map(|j| {
+                        let f = (t * FILES_PER_WRITER + j) as u32;
+                        (f, open_rw(&v.p(writer_name(f))))
+                    })
+                    .collect();
+                let (stop, seed) = (stop.clone(), rng.next_u64());
+                std::thread::spawn(move || writer(t, files, seed, stop))
+            })
+            .collect();
+
+        // 2. Kill the daemon mid-write, detach the dead mount.
+        std::thread::sleep(Duration::from_millis(kill_ms));
+        let pids = kill_daemons(&v.mnt);
+        assert!(
+            !pids.is_empty(),
+            "round {round}: no warpfs daemon serving {}",
+            v.mnt.display()
+        );
+        let c = cstr(&v.mnt);
+        let r = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        assert_eq!(
+            r,
+            0,
+            "umount -l {}: {}",
+            v.mnt.display(),
+            std::io::Error::last_os_error()
+        );
+        stop.store(true, Ordering::Relaxed);
+        let mut ops = 0;
+        for h in handles {
+            let (n, why) = h.join().expect("writer thread panicked");
+            eprintln!("round {round}: {why} after {n} ops");
+            ops += n;
+        }
+        let alive = wait_pids_gone(&pids, Duration::from_secs(10));
+        assert!(
+            alive.is_empty(),
+            "round {round}: killed daemon(s) {alive:?} still alive"
+        );
+        assert!(!is_mounted(&v.mnt), "round {round}: still mounted after umount -l");
+
+        // 3. Remount (the harness's unmount finds nothing mounted) and check.
+        let log_from = v.log().len();
+        v.remount();
+        for (name, data) in &keep {
+            let got = fs::read(v.p(name)).unwrap_or_else(|e| panic!("round {round}: read fsynced {name}: {e}"));
+            assert_bytes_eq(&got, data, &format!("round {round}: fsynced {name} after the crash"));
+        }
+        let mut eio: BTreeSet<(String, u64)> = BTreeSet::new();
+        let mut sizes = Vec::new();
+        for f in 0..nfiles {
+            let name = writer_name(f);
+            let file = File::open(v.p(&name)).unwrap();
+            // No read-ahead: each read asks the daemon for exactly one block.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            let size = file.metadata().unwrap().len();
+            sizes.push(size);
+            for b in 0..size.div_ceil(BLOCK) {
+                let want = (size - b * BLOCK).min(BLOCK) as usize;
+                match read_at(&file, b * BLOCK, BLOCK as usize) {
+                    Ok(data) => {
+                        assert_eq!(
+                            data.len(),
+                            want,
+                            "round {round}: {name} block {b}: short read (size {size})"
+                        );
+                        if mode == Mode::Gcm {
+                            if let Some(why) = bad_block(f, b, &data) {
+                                panic!("round {round}: {name} block {b} read wrong data: {why}");
+                            }
+                        }
+                    }
+                    Err(e) if errno(&e) == libc::EIO && mode == Mode::Gcm => {
+                        eio.insert((name.clone(), b));
+                    }
+                    Err(e) => panic!("round {round}: {name} block {b} (size {size}): {e}"),
+                }
+            }
+            // A torn block stays torn; the others keep reading.
+            for &(_, b) in eio.iter().filter(|(n, _)| *n == name) {
+                let e = read_at(&file, b * BLOCK, BLOCK as usize).expect_err("a torn block read on a second try");
+                assert_eq!(errno(&e), libc::EIO, "round {round}: {name} block {b} second read");
+            }
+        }
+        eprintln!(
+            "round {round} (kill after {kill_ms} ms, {ops} ops): sizes {sizes:?}; {} EIO block(s): {eio:?}",
+            eio.len()
+        );
+
+        // The log names each EIO block, and no block that read fine.
+        let log = v.log();
+        let log = &log[log_from.min(log.len())..];
+        for f in 0..nfiles {
+            let name = writer_name(f);
+            let mine: BTreeSet<u64> = eio.iter().filter(|(n, _)| *n == name).map(|(_, b)| *b).collect();
+            let logged = logged_bad_blocks(log, &name, MAX_BLOCK + 1);
+            assert_eq!(
+                logged, mine,
+                "round {round}: {name}: blocks the log names vs blocks that gave EIO\nlog:\n{log}"
+            );
+        }
+        for (name, _) in &keep {
+            assert!(
+                logged_bad_blocks(log, name, 1 << 10).is_empty(),
+                "round {round}: {name} in the log:\n{log}"
+            );
+        }
+
+        // 4. Nonces: unique; an old one only for the same block; changed
+        // ciphertext under an old nonce is a torn block (EIO in gcm).
+        let now = scan(&v);
+        let mut here: HashMap<[u8; 12], (PathBuf, u64)> = HashMap::new();
+        let mut torn_by_scan = BTreeSet::new();
+        for (nonce, p, b, ct) in &now {
+            if let Some((p0, b0)) = here.insert(*nonce, (p.clone(), *b)) {
+                panic!(
+                    "round {round}: nonce {} used by {} block {b0} and {} block {b}",
+                    hex(nonce),
+                    p0.display(),
+                    p.display()
+                );
+            }
+            if let Some((p0, b0, ct0)) = seen.get(nonce) {
+                assert!(
+                    p0 == p && b0 == b,
+                    "round {round}: nonce {} of {} block {b} was already used for {} block {b0}",
+                    hex(nonce),
+                    p.display(),
+                    p0.display()
+                );
+                if ct0 != ct {
+                    let name = backing_name
+                        .get(p)
+                        .unwrap_or_else(|| panic!("round {round}: fsynced file {} changed", p.display()));
+                    torn_by_scan.insert((name.clone(), *b));
+                }
+            }
+        }
+        if mode == Mode::Gcm {
+            let missed: Vec<_> = torn_by_scan.difference(&eio).collect();
+            assert!(
+                missed.is_empty(),
+                "round {round}: blocks with new data under an old nonce that read without EIO: {missed:?}"
+            );
+        }
+        // Where the torn blocks' entries come from (diagnostics only).
+        let mut kinds = Vec::new();
+        for (name, b) in &eio {
+            let ent = now
+                .iter()
+                .find(|(_, p, b1, _)| b1 == b && backing_name.get(p) == Some(name));
+            kinds.push(match ent {
+                None => format!("{name}/{b}: no entry"),
+                Some((nonce, _, _, ct)) => match seen.get(nonce) {
+                    None => format!("{name}/{b}: entry from this round"),
+                    Some((_, _, ct0)) if ct0 == ct => format!("{name}/{b}: unchanged since an earlier round"),
+                    Some(_) => format!("{name}/{b}: earlier entry, new data"),
+                },
+            });
+        }
+        let new_eio = eio.difference(&prev_eio).count();
+        prev_eio = eio.clone();
+        for (nonce, p, b, ct) in now {
+            seen.insert(nonce, (p, b, ct));
+        }
+        summary.push(format!(
+            "round {round}: kill@{kill_ms}ms ops={ops} eio={} (new {new_eio}: {kinds:?}) torn_by_scan={} nonces={} seen={}",
+            eio.len(),
+            torn_by_scan.len(),
+            here.len(),
+            seen.len()
+        ));
+    }
+    v.unmount();
+    eprintln!(
+        "SUMMARY {} ({:?}):\n  {}",
+        mode.name(),
+        start.elapsed(),
+        summary.join("\n  ")
+    );
+}
