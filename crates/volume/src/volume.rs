@@ -104,10 +104,11 @@ impl Volume {
     /// keystream backend, so every write's mask comes from the pool, and
     /// each file opened from now on reads through its own read window. Call
     /// it before any file is opened (at mount). `master` is needed only when
-    /// the engine forces software AES (`WARPFS_NO_AESNI=1`): the engine then
-    /// expands the raw content key itself.
+    /// the engine forces software AES (`WARPFS_NO_AESNI=1`) or makes masks
+    /// on a device (GPU backends): the engine then expands the raw content
+    /// key itself (a device backend uploads its round keys).
     pub fn use_engine(&mut self, engine: Arc<Engine>, master: &MasterKey) -> std::result::Result<(), String> {
-        let key = if engine.config().software_aes {
+        let key = if engine.config().software_aes || engine.is_device() {
             let raw = Subkeys::content_key_bytes(master, self.content_key.bits());
             engine.add_raw_key(&raw).map_err(|e| e.to_string())?
         } else {

@@ -12,6 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_config::Config;
 use warpfs_crypto::keys::MasterKey;
+use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{Engine, EngineConfig, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
 use warpfs_volume::{Options, Volume};
 
@@ -65,6 +66,11 @@ pub struct MountArgs {
     /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 64].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     window_max: Option<u32>,
+    /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
+    /// an OpenCL GPU, else cpu); an unavailable engine falls back to cpu with
+    /// a warning [default: $WARPFS_ENGINE, else cpu].
+    #[arg(long, value_name = "cpu|opencl|cuda|auto", value_parser = parse_engine)]
+    engine: Option<EngineKind>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -82,7 +88,28 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
-/// The engine settings the arguments ask for.
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
+}
+
+/// Environment variable naming the engine when `--engine` is not given.
+pub const ENV_ENGINE: &str = "WARPFS_ENGINE";
+
+/// The engine `--engine` or `WARPFS_ENGINE` asks for (cpu by default; an
+/// unparsable variable is a usage error).
+fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
+    if let Some(k) = a.engine {
+        return Ok(k);
+    }
+    match std::env::var(ENV_ENGINE) {
+        Ok(v) if !v.trim().is_empty() => v
+            .parse()
+            .map_err(|e| CliError::new(super::exit::USAGE, format!("{ENV_ENGINE}: {e}"))),
+        _ => Ok(EngineKind::Cpu),
+    }
+}
+
+/// The engine settings the arguments ask for (speculation: see `serve`).
 fn engine_config(a: &MountArgs) -> EngineConfig {
     EngineConfig {
         threads: a.engine_threads.map_or(0, usize::from),
@@ -95,8 +122,25 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
 
 /// Start the keystream engine, attach it to the volume and wrap the volume
 /// for FUSE. Starts threads: in the daemon, only after the fork.
-fn serve(mut vol: Volume, master: &MasterKey, cfg: EngineConfig) -> Result<WarpFs, String> {
-    let engine = Engine::new(cfg).map_err(|e| format!("keystream engine: {e}"))?;
+/// The backend is opened here (after the daemon's fork: drivers start
+/// threads). A device backend turns speculation on unless `--speculation`
+/// said otherwise: look-ahead is what goes to the device.
+fn serve(
+    mut vol: Volume,
+    master: &MasterKey,
+    mut cfg: EngineConfig,
+    kind: EngineKind,
+    speculation: Option<bool>,
+) -> Result<WarpFs, String> {
+    let sel = select_backend(kind);
+    if let Some(w) = &sel.warning {
+        tracing::warn!("{w}");
+    }
+    tracing::info!("{}", sel.note);
+    if sel.device && speculation.is_none() {
+        cfg.speculation = true;
+    }
+    let engine = Engine::with_backend(cfg, sel.backend).map_err(|e| format!("keystream engine: {e}"))?;
     vol.use_engine(engine.clone(), master)
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
@@ -165,6 +209,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     )
     .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     let engine_cfg = engine_config(&a);
+    let engine_kind = engine_kind(&a)?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
     let config = mount_config(&mo, &cipherdir);
     // SAFETY: umask has no preconditions. Modes are applied exactly as the
@@ -177,7 +222,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             None => logging::Target::Stderr,
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        let fs = serve(vol, &master, engine_cfg).map_err(|e| CliError::new(ERROR, e))?;
+        let fs = serve(vol, &master, engine_cfg, engine_kind, a.speculation).map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
@@ -248,7 +293,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, &master, engine_cfg) {
+    let fs = match serve(vol, &master, engine_cfg, engine_kind, a.speculation) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());

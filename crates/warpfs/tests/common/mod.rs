@@ -12,6 +12,7 @@
 //! `warpfs mount` the tests run (unless the test passes `--speculation`
 //! itself), so the whole suite can run with the keystream engine's
 //! look-ahead on and off; unset, mounts use the binary's default.
+//! `WARPFS_TEST_ENGINE=cpu|opencl|cuda|auto` likewise adds `--engine X`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -351,6 +352,20 @@ pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
         .any(|a| a == "--speculation" || a.as_bytes().starts_with(b"--speculation="));
     if let (true, false, Some(v)) = (is_mount, has, test_speculation()) {
         args.splice(1..1, [OsString::from("--speculation"), OsString::from(v)]);
+    }
+    with_test_engine(args)
+}
+
+/// `args` with `--engine X` from `WARPFS_TEST_ENGINE` (cpu, opencl, cuda,
+/// auto) inserted after a leading `mount` that does not set it already.
+pub fn with_test_engine(mut args: Vec<OsString>) -> Vec<OsString> {
+    let is_mount = args.first().is_some_and(|a| a == "mount");
+    let has = args
+        .iter()
+        .any(|a| a == "--engine" || a.as_bytes().starts_with(b"--engine="));
+    let v = std::env::var("WARPFS_TEST_ENGINE").unwrap_or_default();
+    if is_mount && !has && !v.trim().is_empty() {
+        args.splice(1..1, [OsString::from("--engine"), OsString::from(v.trim())]);
     }
     args
 }
