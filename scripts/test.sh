@@ -19,6 +19,7 @@
 #                 tested through the kernel
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
+#   opencl        GPU mask tests on OpenCL (pocl): engine gpu tests + io/namespace/gpu mounts with --engine opencl --speculation on; no platform = failure
 #   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
@@ -87,6 +88,11 @@ step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx bash scripts/fsx.sh
+# opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
+# line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
+# platform fail instead of skip.
+step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
+    cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else
