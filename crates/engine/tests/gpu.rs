@@ -266,3 +266,22 @@ fn apply_on_a_stalled_device_mask_makes_it_inline() {
     e.apply_block(&ctx, &t, &mut again).unwrap();
     assert_eq!(e.stats().ready_hits, 1);
 }
+
+#[test]
+fn engine_shutdown_does_not_wait_for_a_hung_device() {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let b = Stalled {
+        started: std::sync::Mutex::new(started_tx),
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let e = Engine::with_backend(EngineConfig::default(), Box::new(b)).unwrap();
+    let k = e.add_raw_key(&[7; 16]).unwrap();
+    let ctx = e.context();
+    e.define(&ctx, k, &[1; 12], 0).unwrap();
+    started_rx.recv().unwrap(); // the driver thread is stuck in its launch
+    drop(ctx);
+    drop(e); // returns although the launch never ends (the backend waits 30 s)
+             // The stuck launch was never released: the drop above returned on its own.
+    assert!(release_tx.send(()).is_ok(), "the stuck driver thread still waits");
+}
