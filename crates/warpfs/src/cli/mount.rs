@@ -12,7 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_config::Config;
 use warpfs_crypto::keys::MasterKey;
-use warpfs_engine::{Engine, EngineConfig, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
+use warpfs_engine::{Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
 use warpfs_volume::{Options, Volume};
 
 /// Whether speculation is on when `--speculation` is not given ("auto").
@@ -59,12 +59,17 @@ pub struct MountArgs {
     /// Keystream worker threads (default: one per core; none with --speculation off).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     engine_threads: Option<u16>,
-    /// Write-pool size Z: masks kept ready for the next Z block writes [default: 64].
+    /// Write-pool size Z: masks kept ready for the next Z block writes [default: 1024].
     #[arg(long, value_name = "Z", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pool_size: Option<u32>,
-    /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 64].
+    /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 256].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     window_max: Option<u32>,
+    /// Nice value of the keystream workers; lowering it needs root, otherwise
+    /// they keep the daemon's [default: -19].
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(i32).range(-20..=19))]
+    engine_nice: Option<i32>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -89,6 +94,7 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
         speculation: a.speculation.unwrap_or_else(auto_speculation),
         pool_size: a.pool_size.map_or(DEFAULT_POOL_SIZE, |z| z as usize),
         window_max: a.window_max.map_or(DEFAULT_WINDOW_MAX, |w| w as usize),
+        nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
         ..EngineConfig::default()
     }
 }
