@@ -258,7 +258,10 @@ fn main() {
 
     let flag = |f: &str| {
         std::fs::read_to_string("/proc/cpuinfo")
-            .map(|c| c.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == f)))
+            .map(|c| {
+                c.lines()
+                    .any(|l| l.starts_with("flags") && l.split_whitespace().any(|w| w == f))
+            })
             .unwrap_or(false)
     };
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
