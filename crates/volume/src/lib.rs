@@ -19,5 +19,6 @@ pub use attr::{Attr, Kind};
 pub use error::{Error, Result};
 pub use files::OpenFile;
 pub use meta::{StatFs, TimeSpec};
+pub use names::decode_with as decode_backing_name;
 pub use namespace::DirEntry;
 pub use volume::{Caller, Options, Volume};
