@@ -8,6 +8,7 @@ mod attr;
 mod diriv;
 mod error;
 mod files;
+pub mod fsck;
 pub mod meta;
 mod names;
 mod namespace;
