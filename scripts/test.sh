@@ -20,6 +20,8 @@
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
 #   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
@@ -92,6 +94,13 @@ if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
 else
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
+fi
+
+# fuzz: every cargo-fuzz target for FUZZ_SECONDS (scripts/fuzz.sh).
+if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
+    NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
+else
+    step fuzz bash scripts/fuzz.sh
 fi
 
 # ---- summary -----------------------------------------------------------------

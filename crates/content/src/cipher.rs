@@ -91,13 +91,34 @@ impl Cipher {
         buf: &mut [u8],
         label: &dyn Fn() -> String,
     ) -> Result<(), ContentError> {
+        let r = self.open_block_quiet(reader, file_id, block, entry_bytes, buf);
+        if let Err(ContentError::BadTag { .. }) = r {
+            tracing::error!(
+                "{}: block {}: GCM authentication failed (tampered, moved or torn block)",
+                label(),
+                block
+            );
+        }
+        r
+    }
+
+    /// [`Cipher::open_block`] without the log line (fsck reports problems
+    /// itself).
+    pub(crate) fn open_block_quiet(
+        &self,
+        reader: &dyn BlockReader,
+        file_id: &[u8; 16],
+        block: u64,
+        entry_bytes: &[u8],
+        buf: &mut [u8],
+    ) -> Result<(), ContentError> {
         let Some(e) = entry::parse(self.mode, entry_bytes, block)? else {
             buf.fill(0);
             return Ok(());
         };
         #[cfg(feature = "bench-nocrypto")]
         {
-            let _ = (reader, file_id, label, e);
+            let _ = (reader, file_id, e);
             return Ok(());
         }
         #[allow(unreachable_code)]
@@ -117,11 +138,6 @@ impl Cipher {
                     Ok(())
                 } else {
                     buf.fill(0);
-                    tracing::error!(
-                        "{}: block {}: GCM authentication failed (tampered, moved or torn block)",
-                        label(),
-                        block
-                    );
                     Err(ContentError::BadTag { block })
                 }
             }

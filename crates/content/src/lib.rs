@@ -21,6 +21,7 @@ pub mod file;
 pub mod header;
 pub mod layout;
 mod rangelock;
+pub mod scan;
 mod scratch;
 mod sysio;
 

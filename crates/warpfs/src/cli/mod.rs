@@ -2,6 +2,7 @@
 //! exit codes; no file-system logic.
 
 mod exit;
+mod fsck;
 mod info;
 mod init;
 mod logging;
@@ -53,6 +54,8 @@ enum Cmd {
     Info(info::InfoArgs),
     /// Show a live mount's keystream engine counters (ready-hits, waits, ...; needs root).
     Stats(stats::StatsArgs),
+    /// Check an unmounted volume (config, names, headers, nonces, GCM tags); repair when asked.
+    Fsck(fsck::FsckArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -70,6 +73,7 @@ pub fn run() -> i32 {
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Info(a) => info::run(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Fsck(a) => fsck::run(a),
     };
     match res {
         Ok(()) => exit::OK,
