@@ -3,8 +3,9 @@
 //! highest-priority pending contexts from the queue (one work unit) and hands
 //! them to [`Backend::make`] in groups of [`Backend::chunk`] contexts.
 //!
-//! This crate has the `cpu` backend. A GPU backend would use a chunk of a
-//! whole launch and one or two driver threads instead of one per core.
+//! This module has the `cpu` backend; the `gpu` module (feature `gpu`) has
+//! the OpenCL and CUDA backends, whose chunk is a whole launch and which run
+//! one driver thread per lane instead of one worker per core.
 
 use crate::MaskCipher;
 use warpfs_crypto::Nonce;
@@ -33,6 +34,19 @@ pub trait Backend: Send + Sync {
     /// mask); a GPU would claim a whole launch.
     fn chunk(&self) -> usize {
         1
+    }
+
+    /// Driver threads this backend wants instead of the configured worker
+    /// count (a device backend: one per lane). `None`: the configuration's.
+    fn driver_threads(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether masks are made on a device: the engine then lets an `apply`
+    /// wait only briefly for a claimed mask before making it inline, and
+    /// only keys added as raw bytes can go to the device.
+    fn is_device(&self) -> bool {
+        false
     }
 
     /// Fill every job's `out`.

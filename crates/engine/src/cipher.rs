@@ -44,6 +44,9 @@ enum Inner {
 #[derive(Clone)]
 pub struct MaskCipher {
     inner: Inner,
+    /// The raw key when it was added as bytes: what a device backend
+    /// uploads (it expands the key itself). Zeroized on drop.
+    raw: Option<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for MaskCipher {
@@ -56,7 +59,10 @@ impl MaskCipher {
     /// Wrap a content key: always the `aes` 0.9 path (it cannot be switched
     /// to software at run time, see the module docs).
     pub fn from_content_key(key: ContentKey) -> Self {
-        Self { inner: Inner::Hw(key) }
+        Self {
+            inner: Inner::Hw(key),
+            raw: None,
+        }
     }
 
     /// Expand a raw 16- or 32-byte key, on the forced software AES when
@@ -64,7 +70,10 @@ impl MaskCipher {
     pub fn new(raw: &[u8], software: bool) -> Result<Self, EngineError> {
         if !software {
             let k = ContentKey::new(raw).map_err(|_| EngineError::KeyLength)?;
-            return Ok(Self::from_content_key(k));
+            return Ok(Self {
+                inner: Inner::Hw(k),
+                raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+            });
         }
         let soft = match raw.len() {
             16 => Soft::A128(aes07::Aes128::new_from_slice(raw).map_err(|_| EngineError::KeyLength)?),
@@ -73,7 +82,14 @@ impl MaskCipher {
         };
         Ok(Self {
             inner: Inner::Soft(soft),
+            raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
         })
+    }
+
+    /// The raw key bytes, when the key was added as bytes (a device backend
+    /// needs them; keys wrapped from a `ContentKey` stay on the cpu).
+    pub fn raw_key(&self) -> Option<&[u8]> {
+        self.raw.as_deref().map(|v| &v[..])
     }
 
     /// Key size in bits (128 or 256).

@@ -33,6 +33,10 @@ pub const PRIORITY_HIGHEST: Priority = Priority::MAX;
 /// The least urgent priority (what the write pool uses for refills).
 pub const PRIORITY_LOWEST: Priority = Priority::MIN;
 
+/// How long an `apply` waits for a mask a device is making before it makes
+/// the bytes on its own thread (the hybrid policy of the GPU papers).
+const DEVICE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The most counter blocks one nonce has (32-bit counter).
 const MAX_BLOCKS: u64 = 1 << 32;
 
@@ -274,7 +278,13 @@ impl Engine {
 
     /// An engine whose workers drive `backend`.
     pub fn with_backend(mut cfg: EngineConfig, backend: Box<dyn Backend>) -> std::io::Result<Arc<Self>> {
-        let threads = if cfg.speculation { cfg.effective_threads() } else { 0 };
+        let threads = match (cfg.speculation, backend.driver_threads()) {
+            (false, _) => 0,
+            (true, Some(n)) => n.max(1),
+            (true, None) => cfg.effective_threads(),
+        };
+        // A device backend takes whole launches per work unit.
+        cfg.batch_max = cfg.batch_max.max(backend.chunk());
         cfg.threads = threads;
         cfg.software_aes = cfg.effective_software_aes();
         cfg.pool_size = cfg.pool_size.max(1);
@@ -335,6 +345,13 @@ impl Engine {
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.shared.threads
+    }
+
+    /// Whether masks are made on a device (keys should then be added as
+    /// raw bytes with [`add_raw_key`](Self::add_raw_key), see
+    /// [`Backend::is_device`]).
+    pub fn is_device(&self) -> bool {
+        self.shared.backend.is_device()
     }
 
     /// Backend name.
@@ -567,6 +584,7 @@ impl Engine {
         let slot = &ctx.slot;
         let stats = &self.shared.stats;
         let mut outcome = None;
+        let mut device_deadline: Option<Instant> = None;
         let mut st = slot.lock();
         let def = loop {
             if st.gen != ticket.gen {
@@ -583,6 +601,32 @@ impl Engine {
                     }
                     st.applied = true;
                     break st.def.clone().expect("a ready context is defined");
+                }
+                CtxState::Making if self.shared.backend.is_device() && st.by_worker => {
+                    // Hybrid policy: a device mask needed now waits at most
+                    // DEVICE_WAIT, then this thread makes the bytes itself
+                    // (the device's mask still lands in the context).
+                    let t0 = Instant::now();
+                    let deadline = *device_deadline.get_or_insert_with(|| t0 + DEVICE_WAIT);
+                    if t0 >= deadline {
+                        let def = st.def.clone().expect("a context being made is defined");
+                        drop(st);
+                        for (off, buf) in parts.iter_mut() {
+                            def.cipher.xor_at(&def.nonce, def.counter, *off as u64, buf);
+                        }
+                        Stats::add(&stats.applies, 1);
+                        Stats::add(&stats.inline, 1);
+                        return Ok(());
+                    }
+                    outcome.get_or_insert(Outcome::Waited);
+                    st.waiters += 1;
+                    st = slot
+                        .cond
+                        .wait_timeout(st, deadline - t0)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    st.waiters -= 1;
+                    Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
                 }
                 CtxState::Making => {
                     outcome.get_or_insert(Outcome::Waited);

@@ -25,6 +25,8 @@ mod cipher;
 mod config;
 mod engine;
 mod error;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 mod read_window;
 mod stats;
 mod write_pool;

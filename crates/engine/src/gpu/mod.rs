@@ -1,0 +1,427 @@
+//! GPU mask backends (GipherFS §3.2.2, EncFS++ §2/§5): the OpenCL and CUDA
+//! host glue around one shared kernel (`kernels/aes_ctr.cl`), and the
+//! [`DeviceBackend`] that packs the engine's batches into launches.
+//!
+//! A launch serves up to [`MAX_CONTEXTS`] contexts in the order the engine
+//! hands them (priority order). Each driver has two lanes (queues/streams
+//! with their own buffers); the engine runs one driver thread per lane, so
+//! one batch computes while the other copies back. Only masks cross the
+//! bus. A launch that fails is made on the CPU instead; after
+//! [`MAX_FAILURES`] failures the device is dropped and the backend makes
+//! every mask on the CPU, never crashing the mount.
+
+mod cuda;
+mod device;
+mod opencl;
+mod select;
+mod signals;
+mod tables;
+
+pub use device::{MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
+pub use select::{select_backend, EngineKind, Selected};
+
+use crate::backend::{Backend, CpuBackend, MaskJob};
+use crate::MaskCipher;
+use device::{Device, Launch, BLOCKS_PER_ITEM, DESC_WORDS};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tables::{expand, RK_WORDS};
+
+/// Failed launches after which the device is dropped (cpu only).
+pub const MAX_FAILURES: usize = 3;
+
+/// A backend that makes masks on a GPU (or any OpenCL device).
+pub struct DeviceBackend {
+    kind: &'static str,
+    dev: Box<dyn Device>,
+    busy: Vec<AtomicBool>,
+    next_lane: AtomicUsize,
+    failures: AtomicUsize,
+    dropped: AtomicBool,
+    launches: AtomicU64,
+    cpu_masks: AtomicU64,
+}
+
+impl DeviceBackend {
+    /// Open an OpenCL device: any device (`any`, pocl included) or only a
+    /// real GPU; checked against the cpu backend before it is returned.
+    pub fn opencl(any: bool) -> Result<Self, String> {
+        let want = if any { opencl::Want::Any } else { opencl::Want::RealGpu };
+        let dev = std::panic::catch_unwind(|| opencl::OpenClDevice::open(want))
+            .unwrap_or_else(|_| Err("the OpenCL driver panicked while opening".into()))?;
+        Self::checked("opencl", Box::new(dev))
+    }
+
+    /// Open CUDA device 0 (needs libcuda and libnvrtc), self-tested.
+    pub fn cuda() -> Result<Self, String> {
+        Self::checked("cuda", Box::new(cuda::CudaDevice::open()?))
+    }
+
+    /// Whether libcuda and libnvrtc are present (no device opened).
+    pub fn cuda_present() -> bool {
+        cuda::libraries_present()
+    }
+
+    fn checked(kind: &'static str, dev: Box<dyn Device>) -> Result<Self, String> {
+        let lanes = dev.lanes().max(1);
+        let b = Self {
+            kind,
+            dev,
+            busy: (0..lanes).map(|_| AtomicBool::new(false)).collect(),
+            next_lane: AtomicUsize::new(0),
+            failures: AtomicUsize::new(0),
+            dropped: AtomicBool::new(false),
+            launches: AtomicU64::new(0),
+            cpu_masks: AtomicU64::new(0),
+        };
+        b.self_test()?;
+        Ok(b)
+    }
+
+    /// Make masks for a fixed set of keys, nonces, counters (the 32-bit
+    /// wrap included) and lengths on every lane and compare with the cpu.
+    fn self_test(&self) -> Result<(), String> {
+        let keys: Vec<MaskCipher> = [&[0x2bu8; 16][..], &[0x60u8; 32][..]]
+            .iter()
+            .map(|k| MaskCipher::new(k, false).expect("valid key"))
+            .collect();
+        let lens = [16usize, 4112, 1, 33, 4096 * 3 + 7];
+        let counters = [1u32, u32::MAX - 2, 0, 77, 1 << 31];
+        for lane in 0..self.busy.len() {
+            let mut outs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
+            let mut jobs: Vec<MaskJob<'_>> = outs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, o)| MaskJob {
+                    cipher: &keys[i % 2],
+                    nonce: [i as u8 ^ 0xa5; 12],
+                    counter: counters[i],
+                    out: &mut o[..],
+                })
+                .collect();
+            let launches = plan(&jobs);
+            for (range, l) in launches {
+                self.dev
+                    .launch(lane, &l, &mut |bytes| scatter(&mut jobs[range.clone()], bytes))
+                    .map_err(|e| format!("self-test launch: {e}"))?;
+            }
+            drop(jobs);
+            for (i, o) in outs.iter().enumerate() {
+                let mut want = vec![0u8; o.len()];
+                keys[i % 2].fill(&[i as u8 ^ 0xa5; 12], counters[i], &mut want);
+                if *o != want {
+                    return Err(format!("self-test: lane {lane} mask {i} differs from the cpu backend"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the device was dropped after repeated failures.
+    pub fn dropped(&self) -> bool {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Launches run so far.
+    pub fn launches(&self) -> u64 {
+        self.launches.load(Ordering::Relaxed)
+    }
+
+    /// Masks this backend made on the CPU (no raw key, too long, failures).
+    pub fn cpu_masks(&self) -> u64 {
+        self.cpu_masks.load(Ordering::Relaxed)
+    }
+
+    fn take_lane(&self) -> (usize, bool) {
+        for (i, b) in self.busy.iter().enumerate() {
+            if b.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return (i, true);
+            }
+        }
+        (self.next_lane.fetch_add(1, Ordering::Relaxed) % self.busy.len(), false)
+    }
+
+    fn cpu(&self, jobs: &mut [MaskJob<'_>]) {
+        self.cpu_masks.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        CpuBackend.make(jobs);
+    }
+
+    fn fail(&self, why: &str) {
+        let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::warn!(
+            "{} backend: {why}; masks made on the cpu ({n} of {MAX_FAILURES} failures)",
+            self.kind
+        );
+        if n >= MAX_FAILURES && !self.dropped.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "{} backend: device dropped after {n} failures; the cpu makes every mask now",
+                self.kind
+            );
+        }
+    }
+}
+
+/// Copy a launch's output into its jobs (in launch order, each job's
+/// blocks consecutive).
+fn scatter(jobs: &mut [MaskJob<'_>], bytes: &[u8]) {
+    let mut at = 0usize;
+    for j in jobs {
+        let n = j.out.len();
+        j.out.copy_from_slice(&bytes[at..at + n]);
+        at += n.div_ceil(16) * 16;
+    }
+}
+
+/// Whether a job can go to the device at all.
+fn eligible(j: &MaskJob<'_>) -> bool {
+    j.cipher.raw_key().is_some() && j.out.len().div_ceil(16) <= MAX_BLOCKS
+}
+
+/// Split `jobs` (all eligible) into launches: consecutive ranges within the
+/// context, block and key limits.
+fn plan(jobs: &[MaskJob<'_>]) -> Vec<(std::ops::Range<usize>, Launch)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < jobs.len() {
+        let mut keys: Vec<*const MaskCipher> = Vec::new();
+        let mut rk = zeroize::Zeroizing::new(Vec::new());
+        let mut desc = Vec::new();
+        let (mut blocks, mut items) = (0usize, 0usize);
+        let mut end = start;
+        while end < jobs.len() && end - start < MAX_CONTEXTS {
+            let j = &jobs[end];
+            let nblk = j.out.len().div_ceil(16);
+            let kp: *const MaskCipher = j.cipher;
+            let known = keys.iter().position(|&k| std::ptr::eq(k, kp));
+            if blocks + nblk > MAX_BLOCKS || (known.is_none() && keys.len() == MAX_KEYS) {
+                break;
+            }
+            let ki = match known {
+                Some(i) => i,
+                None => {
+                    let (w, _) = expand(j.cipher.raw_key().expect("eligible")).expect("16 or 32 bytes");
+                    rk.extend_from_slice(&w[..]);
+                    keys.push(kp);
+                    keys.len() - 1
+                }
+            };
+            let rounds = if j.cipher.bits() == 128 { 10u32 } else { 14 };
+            let n = &j.nonce;
+            desc.extend_from_slice(&[
+                u32::from_be_bytes([n[0], n[1], n[2], n[3]]),
+                u32::from_be_bytes([n[4], n[5], n[6], n[7]]),
+                u32::from_be_bytes([n[8], n[9], n[10], n[11]]),
+                j.counter,
+                nblk as u32,
+                blocks as u32,
+                (ki as u32) << 8 | rounds,
+                items as u32,
+            ]);
+            blocks += nblk;
+            items += nblk.div_ceil(BLOCKS_PER_ITEM);
+            end += 1;
+        }
+        debug_assert_eq!(desc.len(), (end - start) * DESC_WORDS);
+        debug_assert_eq!(rk.len(), keys.len() * RK_WORDS);
+        out.push((
+            start..end,
+            Launch {
+                rk,
+                desc,
+                ndesc: (end - start) as u32,
+                items: items as u32,
+                blocks,
+            },
+        ));
+        start = end;
+    }
+    out
+}
+
+impl Backend for DeviceBackend {
+    fn name(&self) -> String {
+        let base = format!("{} ({})", self.kind, self.dev.name());
+        if self.dropped() {
+            format!("{base}, dropped after {MAX_FAILURES} failures: cpu")
+        } else {
+            base
+        }
+    }
+
+    fn chunk(&self) -> usize {
+        MAX_CONTEXTS
+    }
+
+    fn driver_threads(&self) -> Option<usize> {
+        Some(self.busy.len())
+    }
+
+    fn is_device(&self) -> bool {
+        true
+    }
+
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        if self.dropped() {
+            return self.cpu(jobs);
+        }
+        // Jobs the device cannot take (keys added as expanded ContentKeys,
+        // masks longer than a lane's buffer) go to the cpu first.
+        let mut idx: Vec<usize> = Vec::with_capacity(jobs.len());
+        for (i, j) in jobs.iter_mut().enumerate() {
+            if eligible(j) {
+                idx.push(i);
+            } else {
+                self.cpu(std::slice::from_mut(j));
+            }
+        }
+        if idx.is_empty() {
+            return;
+        }
+        // Re-borrow the eligible jobs as one contiguous list.
+        let mut dev_jobs: Vec<MaskJob<'_>> = Vec::with_capacity(idx.len());
+        let mut rest: &mut [MaskJob<'_>] = jobs;
+        let mut base = 0;
+        for &i in &idx {
+            let (_, tail) = rest.split_at_mut(i - base);
+            let (one, tail) = tail.split_at_mut(1);
+            let j = &mut one[0];
+            dev_jobs.push(MaskJob {
+                cipher: j.cipher,
+                nonce: j.nonce,
+                counter: j.counter,
+                out: &mut *j.out,
+            });
+            rest = tail;
+            base = i + 1;
+        }
+        let (lane, owned) = self.take_lane();
+        for (range, l) in plan(&dev_jobs) {
+            if self.dropped() {
+                self.cpu(&mut dev_jobs[range]);
+                continue;
+            }
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.dev
+                    .launch(lane, &l, &mut |bytes| scatter(&mut dev_jobs[range.clone()], bytes))
+            }))
+            .unwrap_or_else(|_| Err("the driver panicked during a launch".into()));
+            self.launches.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = r {
+                self.fail(&e);
+                self.cpu(&mut dev_jobs[range]);
+            }
+        }
+        if owned {
+            self.busy[lane].store(false, Ordering::Release);
+        }
+    }
+}
+
+impl std::fmt::Debug for DeviceBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&Backend::name(self))
+    }
+}
+
+/// Share a backend between engines or a bench and an engine.
+impl Backend for Arc<DeviceBackend> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn chunk(&self) -> usize {
+        (**self).chunk()
+    }
+    fn driver_threads(&self) -> Option<usize> {
+        (**self).driver_threads()
+    }
+    fn is_device(&self) -> bool {
+        true
+    }
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        (**self).make(jobs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device whose every launch fails.
+    struct Broken;
+    impl Device for Broken {
+        fn name(&self) -> String {
+            "broken".into()
+        }
+        fn lanes(&self) -> usize {
+            2
+        }
+        fn launch(&self, _: usize, _: &Launch, _: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+            Err("launch failed".into())
+        }
+    }
+
+    fn backend(dev: Box<dyn Device>) -> DeviceBackend {
+        DeviceBackend {
+            kind: "test",
+            dev,
+            busy: (0..2).map(|_| AtomicBool::new(false)).collect(),
+            next_lane: AtomicUsize::new(0),
+            failures: AtomicUsize::new(0),
+            dropped: AtomicBool::new(false),
+            launches: AtomicU64::new(0),
+            cpu_masks: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn failed_launches_fall_back_to_the_cpu_and_drop_the_device() {
+        assert!(
+            DeviceBackend::checked("test", Box::new(Broken)).is_err(),
+            "the self-test fails"
+        );
+        let b = backend(Box::new(Broken));
+        let key = MaskCipher::new(&[5u8; 16], false).unwrap();
+        for round in 0..5u32 {
+            let mut out = vec![0u8; 100];
+            b.make(&mut [MaskJob {
+                cipher: &key,
+                nonce: [1; 12],
+                counter: round,
+                out: &mut out,
+            }]);
+            let mut want = vec![0u8; 100];
+            key.fill(&[1; 12], round, &mut want);
+            assert_eq!(out, want, "round {round}: the cpu made the mask");
+            assert_eq!(b.dropped(), round + 1 >= MAX_FAILURES as u32);
+        }
+        assert_eq!(b.launches(), MAX_FAILURES as u64, "no launch once dropped");
+        assert_eq!(b.cpu_masks(), 5);
+        assert!(Backend::name(&b).contains("dropped"));
+    }
+
+    #[test]
+    fn plan_respects_context_block_and_key_limits() {
+        let keys: Vec<MaskCipher> = (0..MAX_KEYS as u8 + 3)
+            .map(|i| MaskCipher::new(&[i; 16], false).unwrap())
+            .collect();
+        let mut outs: Vec<Vec<u8>> = (0..MAX_KEYS + 3).map(|_| vec![0u8; 33]).collect();
+        let jobs: Vec<MaskJob<'_>> = outs
+            .iter_mut()
+            .zip(&keys)
+            .map(|(o, k)| MaskJob {
+                cipher: k,
+                nonce: [0; 12],
+                counter: 0,
+                out: &mut o[..],
+            })
+            .collect();
+        let p = plan(&jobs);
+        assert_eq!(p.len(), 2, "a new launch once MAX_KEYS keys are in one");
+        assert_eq!(p[0].0, 0..MAX_KEYS);
+        assert_eq!(p[0].1.blocks, MAX_KEYS * 3);
+        assert_eq!(p[0].1.items, MAX_KEYS as u32);
+        assert_eq!(&p[1].1.desc[..DESC_WORDS], &[0, 0, 0, 0, 3, 0, 10, 0]);
+    }
+}

@@ -1,0 +1,204 @@
+//! GPU mask backends against published vectors and the cpu backend.
+//! OpenCL runs wherever a platform exists (pocl in CI, where
+//! WARPFS_REQUIRE_OPENCL=1 turns a missing platform into a failure); CUDA
+//! runs only where libcuda and a device exist, else it says why it skipped.
+#![cfg(feature = "gpu")]
+
+use proptest::prelude::*;
+use std::sync::{Arc, OnceLock};
+use warpfs_engine::gpu::{DeviceBackend, MAX_BLOCKS, MAX_CONTEXTS};
+use warpfs_engine::{Backend, CpuBackend, Engine, EngineConfig, MaskCipher, MaskJob};
+
+fn require_opencl() -> bool {
+    std::env::var("WARPFS_REQUIRE_OPENCL").is_ok_and(|v| v == "1")
+}
+
+/// One OpenCL backend for the whole test binary (pocl costs ~50 ms to load).
+fn opencl() -> Option<Arc<DeviceBackend>> {
+    static B: OnceLock<Result<Arc<DeviceBackend>, String>> = OnceLock::new();
+    match B.get_or_init(|| DeviceBackend::opencl(true).map(Arc::new)) {
+        Ok(b) => Some(b.clone()),
+        Err(e) if require_opencl() => panic!("WARPFS_REQUIRE_OPENCL=1 but no OpenCL backend: {e}"),
+        Err(e) => {
+            eprintln!("SKIP: no OpenCL platform ({e})");
+            None
+        }
+    }
+}
+
+/// A backend of its own, for tests that count launches.
+fn fresh_opencl() -> Option<DeviceBackend> {
+    opencl()?;
+    Some(DeviceBackend::opencl(true).expect("a second OpenCL backend"))
+}
+
+fn cuda() -> Option<Arc<DeviceBackend>> {
+    static B: OnceLock<Result<Arc<DeviceBackend>, String>> = OnceLock::new();
+    match B.get_or_init(|| DeviceBackend::cuda().map(Arc::new)) {
+        Ok(b) => Some(b.clone()),
+        Err(e) => {
+            eprintln!("SKIP: no CUDA ({e})");
+            None
+        }
+    }
+}
+
+// NIST SP 800-38A F.5.1 (AES-128-CTR) and F.5.5 (AES-256-CTR).
+const PT: &str = "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710";
+const K128: &str = "2b7e151628aed2a6abf7158809cf4f3c";
+const C128: &str = "874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee";
+const K256: &str = "603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4";
+const C256: &str = "601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c52b0930daa23de94ce87017ba2d84988ddfc9c58db67aada613c2dd08457941a6";
+
+fn nist(b: &dyn Backend) {
+    let nonce: [u8; 12] = hex::decode("f0f1f2f3f4f5f6f7f8f9fafb").unwrap().try_into().unwrap();
+    for (k, c) in [(K128, C128), (K256, C256)] {
+        let cipher = MaskCipher::new(&hex::decode(k).unwrap(), false).unwrap();
+        let mut mask = vec![0u8; 64];
+        b.make(&mut [MaskJob {
+            cipher: &cipher,
+            nonce,
+            counter: 0xfcfd_feff,
+            out: &mut mask,
+        }]);
+        let mut ct = hex::decode(PT).unwrap();
+        for (x, m) in ct.iter_mut().zip(&mask) {
+            *x ^= m;
+        }
+        assert_eq!(hex::encode(ct), c);
+    }
+}
+
+/// Make every (key, nonce, counter, len) on `b` and on the cpu; compare.
+fn same_as_cpu(b: &dyn Backend, keys: &[MaskCipher], specs: &[(usize, [u8; 12], u32, usize)]) {
+    let mut dev: Vec<Vec<u8>> = specs.iter().map(|s| vec![0xeeu8; s.3]).collect();
+    let mut cpu: Vec<Vec<u8>> = specs.iter().map(|s| vec![0u8; s.3]).collect();
+    for (outs, be) in [(&mut dev, b), (&mut cpu, &CpuBackend as &dyn Backend)] {
+        let mut jobs: Vec<MaskJob<'_>> = specs
+            .iter()
+            .zip(outs.iter_mut())
+            .map(|(s, o)| MaskJob {
+                cipher: &keys[s.0],
+                nonce: s.1,
+                counter: s.2,
+                out: &mut o[..],
+            })
+            .collect();
+        be.make(&mut jobs);
+    }
+    for (i, (d, c)) in dev.iter().zip(&cpu).enumerate() {
+        assert!(
+            d == c,
+            "mask {i} {:?} differs from the cpu backend",
+            (specs[i].0, specs[i].2, specs[i].3)
+        );
+    }
+}
+
+#[test]
+fn opencl_sp800_38a_vectors() {
+    let Some(b) = opencl() else { return };
+    nist(&*b);
+}
+
+#[test]
+fn cuda_sp800_38a_vectors() {
+    let Some(b) = cuda() else { return };
+    nist(&*b);
+}
+
+fn any_key() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 16),
+        prop::collection::vec(any::<u8>(), 32)
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn opencl_masks_equal_cpu_masks(
+        raw in prop::collection::vec(any_key(), 1..4),
+        specs in prop::collection::vec(
+            (any::<usize>(), any::<[u8; 12]>(), prop_oneof![any::<u32>(), (u32::MAX - 8)..=u32::MAX, 0u32..4], 1usize..9000),
+            1..40,
+        ),
+    ) {
+        let Some(b) = opencl() else { return Ok(()) };
+        let keys: Vec<MaskCipher> = raw.iter().map(|k| MaskCipher::new(k, false).unwrap()).collect();
+        let specs: Vec<_> = specs.into_iter().map(|(k, n, c, l)| (k % keys.len(), n, c, l)).collect();
+        same_as_cpu(&*b, &keys, &specs);
+    }
+}
+
+#[test]
+fn opencl_batches_split_across_launches() {
+    let Some(b) = fresh_opencl() else { return };
+    let keys: Vec<MaskCipher> = (0..3u8).map(|i| MaskCipher::new(&[i; 32], i == 2).unwrap()).collect();
+    // More contexts than one launch takes...
+    let specs: Vec<_> = (0..MAX_CONTEXTS * 2 + 37)
+        .map(|i| (i % 3, [(i % 251) as u8; 12], i as u32 * 7, 16 + (i % 5) * 1000))
+        .collect();
+    same_as_cpu(&b, &keys, &specs);
+    assert_eq!(b.launches(), 3);
+    assert_eq!(b.cpu_masks(), 0, "every mask was made on the device");
+    // ...and more blocks than one launch holds (two 10 MiB masks, 16 MiB per launch).
+    let big = 10 << 20;
+    assert!(2 * big / 16 > MAX_BLOCKS);
+    let before = b.launches();
+    same_as_cpu(&b, &keys, &[(0, [1; 12], 5, big), (1, [2; 12], u32::MAX, big)]);
+    assert_eq!(b.launches() - before, 2);
+}
+
+#[test]
+fn opencl_keys_without_raw_bytes_go_to_the_cpu() {
+    let Some(b) = fresh_opencl() else { return };
+    let ck = warpfs_crypto::ContentKey::new(&[9u8; 16]).unwrap();
+    let keys = [
+        MaskCipher::from_content_key(ck),
+        MaskCipher::new(&[9u8; 16], false).unwrap(),
+    ];
+    same_as_cpu(&b, &keys, &[(0, [3; 12], 1, 4112), (1, [3; 12], 1, 4112)]);
+    assert_eq!(b.cpu_masks(), 1);
+    assert_eq!(b.launches(), 1);
+}
+
+#[test]
+fn engine_on_opencl_applies_the_same_bytes_as_cpu() {
+    let Some(b) = opencl() else { return };
+    let e = Engine::with_backend(EngineConfig::default(), Box::new(b)).unwrap();
+    assert!(e.is_device());
+    assert_eq!(e.threads(), 2, "one driver thread per lane");
+    let cpu = Engine::new(EngineConfig {
+        speculation: false,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let (k, kc) = (
+        e.add_raw_key(&[0x42; 32]).unwrap(),
+        cpu.add_raw_key(&[0x42; 32]).unwrap(),
+    );
+    let ctxs: Vec<_> = (0..300).map(|_| e.context()).collect();
+    let tickets: Vec<_> = ctxs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| e.define(c, k, &[i as u8; 12], i as i32).unwrap())
+        .collect();
+    e.quiesce();
+    for (i, (c, t)) in ctxs.iter().zip(&tickets).enumerate() {
+        let mut a = vec![0x5au8; 4096];
+        let ej0 = e.apply_block(c, t, &mut a).unwrap();
+        let mut want = vec![0x5au8; 4096];
+        let ej0_want = cpu.open_direct(kc, &[i as u8; 12], &mut want).unwrap();
+        assert_eq!(a, want);
+        assert_eq!(ej0, ej0_want);
+    }
+    let s = e.stats();
+    assert!(s.backend.starts_with("opencl"), "{}", s.backend);
+    assert!(
+        s.made_by_workers >= 300,
+        "the device made the masks: {}",
+        s.made_by_workers
+    );
+}
