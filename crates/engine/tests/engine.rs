@@ -84,7 +84,30 @@ fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize)
                 for _ in 0..120 {
                     let c = rng.below(ctxs.len() as u64) as usize;
                     match rng.below(10) {
-                        0..=3 => {
+                        3 => {
+                            // A batch of 1..=3 definitions (a context may repeat:
+                            // the later definition wins).
+                            let n = 1 + rng.below(3) as usize;
+                            let picks: Vec<(usize, usize, Nonce, i32)> = (0..n)
+                                .map(|_| {
+                                    (
+                                        rng.below(ctxs.len() as u64) as usize,
+                                        rng.below(keys.len() as u64) as usize,
+                                        nonce_of(rng.below(4)),
+                                        rng.below(100) as i32 - 50,
+                                    )
+                                })
+                                .collect();
+                            let items: Vec<(&Ctx, KeyId, Nonce, Priority)> =
+                                picks.iter().map(|&(c, k, n, p)| (&ctxs[c], keys[k], n, p)).collect();
+                            let ts = engine.define_batch(&items).unwrap();
+                            let mut l = last.lock().unwrap();
+                            for (&(c, ..), t) in picks.iter().zip(ts) {
+                                assert_eq!(t.counter(), 1);
+                                l[c] = Some(t);
+                            }
+                        }
+                        0..=2 => {
                             let k = rng.below(keys.len() as u64) as usize;
                             // Few nonces, so the same nonce under new generations is common.
                             let nonce = nonce_of(rng.below(4));
