@@ -62,12 +62,18 @@ fuzz_target!(|data: &[u8]| {
     let mem = memfile(body);
     let scan = warpfs_content::scan::scan(&mem, &c, 1 << 16, &mut |_, _| {}, &mut |_| {}).expect("fstat of a memfd");
     let Ok(f) = CipherFile::open(mem, c, "fuzz".into()) else {
-        assert!(!scan.problems.is_empty(), "fsck found no problem in a file that does not open");
+        assert!(
+            !scan.problems.is_empty(),
+            "fsck found no problem in a file that does not open"
+        );
         return;
     };
     if scan.problems.is_empty() {
         let mut all = vec![0u8; f.size() as usize];
-        assert_eq!(f.read_at(0, &mut all).expect("a file fsck finds clean reads"), all.len());
+        assert_eq!(
+            f.read_at(0, &mut all).expect("a file fsck finds clean reads"),
+            all.len()
+        );
     }
     let size = f.size();
     for (off, len) in ranges {
