@@ -30,6 +30,13 @@ pub struct PassArgs {
     /// Run this shell command and use the first line it prints as the password.
     #[arg(long, value_name = "CMD")]
     extpass: Option<String>,
+    /// Also require this file's bytes (e.g. 32 random bytes on a USB stick):
+    /// combined with the password through HKDF-SHA256.
+    #[arg(long, value_name = "FILE")]
+    keyfile: Option<PathBuf>,
+    /// Use the keyfile alone, without a password.
+    #[arg(long, requires = "keyfile", conflicts_with_all = ["passfile", "extpass"])]
+    keyfile_only: bool,
 }
 
 impl PassArgs {
@@ -37,6 +44,8 @@ impl PassArgs {
         password::Source {
             passfile: self.passfile.clone(),
             extpass: self.extpass.clone(),
+            keyfile: self.keyfile.clone(),
+            keyfile_only: self.keyfile_only,
         }
     }
 }
