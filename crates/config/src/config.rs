@@ -276,6 +276,29 @@ impl Config {
         Ok(cfg)
     }
 
+    /// A config that is not written to a CIPHERDIR (an encrypted container's
+    /// header, FORMAT.md 9): a fresh master key wrapped under `password`.
+    pub fn new_detached(
+        password: &[u8],
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+    ) -> Result<(Config, MasterKey)> {
+        check_key_bits(key_bits)?;
+        check_kdf(&kdf)?;
+        let master = MasterKey::generate();
+        let cfg = Self::seal(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            mode,
+            key_bits,
+            V1_FEATURE_FLAGS.to_vec(),
+            kdf,
+            &master,
+            password,
+        )?;
+        Ok((cfg, master))
+    }
+
     /// A config with a fresh salt and the master key wrapped under `password`.
     fn seal(
         creator: String,

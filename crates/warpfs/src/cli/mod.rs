@@ -1,6 +1,7 @@
 //! warpfs layer 1: the command line. Argument parsing, password prompts,
 //! exit codes; no file-system logic.
 
+mod container;
 mod exit;
 mod info;
 mod init;
@@ -62,6 +63,8 @@ enum Cmd {
     Info(info::InfoArgs),
     /// Show a live mount's keystream engine counters (ready-hits, waits, ...; needs root).
     Stats(stats::StatsArgs),
+    /// Encrypted container: one XTS-encrypted image exposed as MOUNTPOINT/volume.
+    Container(container::ContainerArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -79,6 +82,7 @@ pub fn run() -> i32 {
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Info(a) => info::run(a),
         Cmd::Stats(a) => stats::run(a),
+        Cmd::Container(a) => container::run(a),
     };
     match res {
         Ok(()) => exit::OK,

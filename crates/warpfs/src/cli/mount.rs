@@ -328,7 +328,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     std::process::exit(code);
 }
 
-fn redirect_stdio() {
+pub(super) fn redirect_stdio() {
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
