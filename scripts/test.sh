@@ -7,7 +7,7 @@
 #   0. setup      as root: install missing Debian packages (fuse3, fio, a C
 #                 compiler; OpenCL ICD + pocl when the workspace uses opencl3),
 #                 quietly and only if something is missing; make sure cargo,
-#                 rustfmt and clippy are there
+#                 rustfmt and clippy are there; e2fsprogs for the container tests
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   3. test       cargo test --workspace --release --no-fail-fast
@@ -54,6 +54,10 @@ else
     wf_warn "not root: no package installs; mount-level tests and pjdfstest will be skipped"
 fi
 [[ -c /dev/fuse ]] || wf_warn "/dev/fuse is missing: mount-level tests cannot run"
+# Container tests (crates/warpfs/tests/container.rs) put ext4 on the exposed file.
+if wf_is_root; then
+    wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"
+fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 

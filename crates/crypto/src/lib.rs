@@ -11,6 +11,7 @@ pub mod names;
 pub mod rand;
 pub mod seal;
 pub mod wrap;
+pub mod xts;
 
 pub use aes_ctr::{ContentKey, Nonce, NONCE_LEN};
 pub use error::{Error, Result};
@@ -20,3 +21,4 @@ pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
 pub use wrap::{WrapError, Wrapped};
+pub use xts::{file_block_tweak, XtsCipher, XtsKey};

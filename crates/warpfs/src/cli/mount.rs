@@ -70,6 +70,10 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     engine_nice: Option<i32>,
+    /// Mount with the master key instead of the password (recovery): `stdin`
+    /// reads the key as `warpfs init` printed it from standard input.
+    #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
+    masterkey: Option<String>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -117,6 +121,45 @@ fn serve(mut vol: Volume, master: &MasterKey, cfg: EngineConfig) -> Result<WarpF
     WarpFs::new(vol).map_err(|e| e.to_string())
 }
 
+/// The master key from standard input (the recovery text `warpfs init`
+/// printed; dashes and whitespace ignored), for `--masterkey stdin`.
+fn read_master_key_stdin() -> Result<MasterKey, CliError> {
+    let mut text = zeroize::Zeroizing::new(String::new());
+    std::io::stdin()
+        .take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::new(ERROR, format!("cannot read the master key from stdin: {e}")))?;
+    MasterKey::from_recovery_text(&text)
+        .map_err(|e| CliError::new(super::exit::WRONG_PASSWORD, format!("bad master key: {e}")))
+}
+
+/// A master key given directly cannot be checked against the wrapped one;
+/// refuse it when CIPHERDIR's root has entries and none of their names
+/// decrypts under it.
+fn check_master_key(vol: &Volume, cipherdir: &std::path::Path) -> Result<(), CliError> {
+    let entries = std::fs::read_dir(cipherdir)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
+        })
+        .count();
+    if entries > 0
+        && vol
+            .readdir(std::path::Path::new(""))
+            .map(|v| v.is_empty())
+            .unwrap_or(true)
+    {
+        return Err(CliError::new(
+            super::exit::WRONG_PASSWORD,
+            "wrong master key: no name in the volume's root decrypts with it",
+        ));
+    }
+    Ok(())
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
 }
@@ -158,9 +201,12 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         }
     }
     let cfg = Config::load(&a.cipherdir)?;
-    let pw = a.pass.source().read("Password: ", false)?;
-    let master = cfg.unlock(pw.bytes())?;
-    drop(pw);
+    let master = if a.masterkey.is_some() {
+        read_master_key_stdin()?
+    } else {
+        let pw = a.pass.source().read("Password: ", false)?;
+        cfg.unlock(pw.bytes())?
+    };
     let vol = Volume::open(
         &a.cipherdir,
         &cfg,
@@ -170,6 +216,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         },
     )
     .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    if a.masterkey.is_some() {
+        check_master_key(&vol, &a.cipherdir)?;
+    }
     let engine_cfg = engine_config(&a);
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
     let config = mount_config(&mo, &cipherdir);
@@ -285,7 +334,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     std::process::exit(code);
 }
 
-fn redirect_stdio() {
+pub(super) fn redirect_stdio() {
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
