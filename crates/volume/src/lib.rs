@@ -21,3 +21,4 @@ pub use files::OpenFile;
 pub use meta::{StatFs, TimeSpec};
 pub use namespace::DirEntry;
 pub use volume::{Caller, Options, Volume};
+pub use warpfs_content::faultlog;
