@@ -466,8 +466,21 @@ impl CipherFile {
         // Allocate the new tail first: on a full disk the write then fails
         // before touching anything, instead of part-way through the old
         // partial last block (which would tear it).
-        let old_len = if fresh { 0 } else { backing_len(self.mode(), old) };
-        sysio::reserve(&self.file, old_len, backing_len(self.mode(), new_size))?;
+        // Holes the write leaves stay unallocated (sparse).
+        let mode = self.mode();
+        let (old_len, new_len) = (
+            if fresh { 0 } else { backing_len(mode, old) },
+            backing_len(mode, new_size),
+        );
+        if offset <= old {
+            sysio::reserve(&self.file, old_len, new_len)?;
+        } else {
+            if old % BLOCK != 0 {
+                let lb = block_count(old) - 1;
+                sysio::reserve(&self.file, old_len, data_offset(mode, lb) + BLOCK)?;
+            }
+            sysio::reserve(&self.file, data_offset(mode, offset / BLOCK).max(old_len), new_len)?;
+        }
         let id = match st.file_id {
             Some(id) => id,
             None => {
