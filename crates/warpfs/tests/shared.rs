@@ -218,7 +218,7 @@ fn two_mounts_same_file(mode: Mode) {
                         Err(e) => panic!("writer {w}: block {b}: {e}"),
                     }
                     n += 1;
-                    if n % 8 == 0 {
+                    if n.is_multiple_of(8) {
                         // Reads race with the other mount's writes.
                         match read_at(&f, b * BLOCK, BLOCK as usize) {
                             // gcm: never a mixed block. ctr (no integrity):
