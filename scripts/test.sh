@@ -20,6 +20,8 @@
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
 #   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   7. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts; 0 to skip)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
@@ -92,6 +94,13 @@ if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
 else
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
+fi
+
+# ---- soak (bench/soak.sh; SOAK_MINUTES=0 skips) --------------------------------
+if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
+    NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
+else
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
 fi
 
 # ---- summary -----------------------------------------------------------------
