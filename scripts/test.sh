@@ -22,6 +22,8 @@
 #   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
 #   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
 #                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
+#   7. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts; 0 to skip)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
@@ -105,6 +107,13 @@ if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
     NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
 else
     step fuzz bash scripts/fuzz.sh
+fi
+
+# ---- soak (bench/soak.sh; SOAK_MINUTES=0 skips) --------------------------------
+if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
+    NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
+else
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
 fi
 
 # ---- summary -----------------------------------------------------------------

@@ -142,9 +142,11 @@ impl CipherFile {
         self.cipher.mode()
     }
 
-    fn log(&self, e: ContentError) -> ContentError {
-        if let ContentError::Corrupt { what } = &e {
-            tracing::error!("{}: {}", self.label(), what);
+    fn log(&self, op: &str, e: ContentError) -> ContentError {
+        match &e {
+            ContentError::Corrupt { what } => tracing::error!("{}: {}", self.label(), what),
+            ContentError::Io(_) => crate::faultlog::fault(op, &self.label(), e.errno()),
+            _ => {}
         }
         e
     }
@@ -185,7 +187,7 @@ impl CipherFile {
             Ok(()) => Ok(n),
             Err(e) => {
                 buf.fill(0);
-                Err(self.log(e))
+                Err(self.log("read", e))
             }
         }
     }
@@ -461,7 +463,7 @@ impl CipherFile {
                 self.write_runs(&id, st.size, st.size, offset, data, &mut committed, sc)
             }
         });
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("write", e))
     }
 
     fn write_extending(
@@ -476,6 +478,24 @@ impl CipherFile {
         let end = offset + data.len() as u64;
         let new_size = old.max(end);
         let fresh = st.file_id.is_none();
+        // Allocate the new tail first: on a full disk the write then fails
+        // before touching anything, instead of part-way through the old
+        // partial last block (which would tear it).
+        // Holes the write leaves stay unallocated (sparse).
+        let mode = self.mode();
+        let (old_len, new_len) = (
+            if fresh { 0 } else { backing_len(mode, old) },
+            backing_len(mode, new_size),
+        );
+        if offset <= old {
+            sysio::reserve(&self.file, old_len, new_len)?;
+        } else {
+            if old % BLOCK != 0 {
+                let lb = block_count(old) - 1;
+                sysio::reserve(&self.file, old_len, data_offset(mode, lb) + BLOCK)?;
+            }
+            sysio::reserve(&self.file, data_offset(mode, offset / BLOCK).max(old_len), new_len)?;
+        }
         let id = match st.file_id {
             Some(id) => id,
             None => {
@@ -575,7 +595,20 @@ impl CipherFile {
                 let ent = &mut ents[i * e..(i + 1) * e];
                 self.cipher.seal_block(id, a + i as u64, blk, ent);
             }
-            sysio::write_all_at(&self.file, buf, data_offset(mode, a))?;
+            if let Err((done, err)) = sysio::write_all_at_progress(&self.file, buf, data_offset(mode, a)) {
+                // Full disk (or other fault) part-way: blocks whose new data
+                // is wholly written get their entries, so none of them is
+                // left with new data under an old entry; the block at the
+                // failure point keeps its old entry (it was a hole or
+                // past the old end, whose space was reserved first).
+                let whole = (done / BLOCK_USIZE) as u64;
+                if whole > 0
+                    && sysio::write_all_at(&self.file, &ents[..whole as usize * e], entry_offset(mode, a)).is_ok()
+                {
+                    *committed = (*committed).max((rstart + whole * BLOCK).min(rend));
+                }
+                return Err(err);
+            }
             sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
             *committed = (*committed).max(rend);
         }
@@ -597,7 +630,7 @@ impl CipherFile {
             return Err(ContentError::corrupt("range lock"));
         };
         let r = scratch::with(|sc| self.set_len_locked(&guard, st, size, sc));
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("truncate", e))
     }
 
     fn set_len_locked(
@@ -632,6 +665,9 @@ impl CipherFile {
             };
             if old % BLOCK != 0 {
                 let lb = old_n - 1;
+                // The padded block grows past the old end: allocate first.
+                let to = data_offset(mode, lb) + block_len(new, lb) as u64;
+                sysio::reserve(&self.file, backing_len(mode, old), to)?;
                 self.rewrite_block(&id, lb, block_len(old, lb), block_len(new, lb), sc)?;
             }
             self.clear_tail_entries(old_n, new_n, sc)?;
@@ -731,17 +767,17 @@ impl CipherFile {
             Ok(())
         });
         drop(guard);
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("punch hole", e))
     }
 
     /// Flush data and entries to stable storage.
     pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
-        if datasync {
-            self.file.sync_data()?;
+        let r = if datasync {
+            self.file.sync_data()
         } else {
-            self.file.sync_all()?;
-        }
-        Ok(())
+            self.file.sync_all()
+        };
+        r.map_err(|e| self.log("fsync", ContentError::Io(e)))
     }
 }
 

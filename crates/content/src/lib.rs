@@ -17,6 +17,7 @@
 pub mod cipher;
 pub mod entry;
 pub mod error;
+pub mod faultlog;
 pub mod file;
 pub mod header;
 pub mod layout;

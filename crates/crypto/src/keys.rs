@@ -3,6 +3,7 @@
 
 use crate::aes_ctr::ContentKey;
 use crate::error::{Error, Result};
+use crate::locked::Locked;
 use crate::names::NameCipher;
 use crate::seal::Sealer;
 use hkdf::Hkdf;
@@ -28,9 +29,9 @@ pub const INFO_NAMES: &[u8] = b"warpfs v1 names";
 pub const INFO_SEAL: &[u8] = b"warpfs v1 symlink+xattr";
 
 /// The volume master key: 256 random bits, stored only wrapped in
-/// `warpfs.conf`. Zeroized on drop; `Debug` never shows the bytes.
+/// `warpfs.conf`. Locked in RAM and zeroized on drop (`Locked`); `Debug` never shows the bytes.
 #[derive(Clone)]
-pub struct MasterKey(Zeroizing<[u8; MASTER_KEY_LEN]>);
+pub struct MasterKey(Locked<[u8; MASTER_KEY_LEN]>);
 
 impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,14 +50,14 @@ impl Eq for MasterKey {}
 impl MasterKey {
     /// A fresh random master key from the OS CSPRNG.
     pub fn generate() -> Self {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         crate::rand::fill(&mut *k);
         Self(k)
     }
 
     /// A master key from exactly 32 bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         if bytes.len() != MASTER_KEY_LEN {
             return Err(Error::KeyLength);
         }
@@ -87,7 +88,7 @@ impl MasterKey {
     /// Parse a recovery key: 64 hex digits (either case); dashes and
     /// whitespace anywhere are ignored.
     pub fn from_recovery_text(text: &str) -> Result<Self> {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         let mut n = 0usize;
         for c in text.chars() {
             if c == '-' || c.is_whitespace() {

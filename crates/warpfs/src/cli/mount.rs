@@ -200,6 +200,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             ))
         }
     }
+    // No core dumps or ptrace by others of a process that holds keys.
+    if !warpfs_crypto::make_non_dumpable() {
+        eprintln!("warpfs: warning: cannot make the process non-dumpable");
+    }
     let cfg = Config::load(&a.cipherdir)?;
     let master = if a.masterkey.is_some() {
         read_master_key_stdin()?
@@ -234,6 +238,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
         let fs = serve(vol, &master, engine_cfg).map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
+        report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
         raise_read_ahead(&a.mountpoint);
@@ -311,6 +316,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         }
     };
     drop(master);
+    // The fork dropped the parent's memory locks: lock the keys again.
+    report_key_locking();
     let session = match fuser::Session::new(fs, &a.mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -332,6 +339,14 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     };
     tracing::info!("unmounted {}", a.mountpoint.display());
     std::process::exit(code);
+}
+
+/// Lock all key memory in RAM (again, after a fork) and log the outcome.
+fn report_key_locking() {
+    match warpfs_crypto::locked::lock_all() {
+        Ok(n) => tracing::info!("key memory locked in RAM ({n} bytes), excluded from core dumps"),
+        Err(e) => tracing::warn!("cannot lock key memory in RAM ({e}); keys may be swapped out (raise RLIMIT_MEMLOCK)"),
+    }
 }
 
 pub(super) fn redirect_stdio() {
