@@ -7,7 +7,7 @@
 #   0. setup      as root: install missing Debian packages (fuse3, fio, a C
 #                 compiler; OpenCL ICD + pocl when the workspace uses opencl3),
 #                 quietly and only if something is missing; make sure cargo,
-#                 rustfmt and clippy are there
+#                 rustfmt and clippy are there; e2fsprogs for the container tests
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   3. test       cargo test --workspace --release --no-fail-fast
@@ -21,6 +21,10 @@
 #                 test of libwaes, linked dynamically and statically)
 #   opencl        GPU mask tests on OpenCL (pocl): engine gpu tests + io/namespace/gpu mounts with --engine opencl --speculation on; no platform = failure
 #   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
+#   7. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts; 0 to skip)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
@@ -53,6 +57,10 @@ else
     wf_warn "not root: no package installs; mount-level tests and pjdfstest will be skipped"
 fi
 [[ -c /dev/fuse ]] || wf_warn "/dev/fuse is missing: mount-level tests cannot run"
+# Container tests (crates/warpfs/tests/container.rs) put ext4 on the exposed file.
+if wf_is_root; then
+    wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"
+fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
@@ -98,6 +106,20 @@ if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
 else
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
+fi
+
+# fuzz: every cargo-fuzz target for FUZZ_SECONDS (scripts/fuzz.sh).
+if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
+    NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
+else
+    step fuzz bash scripts/fuzz.sh
+fi
+
+# ---- soak (bench/soak.sh; SOAK_MINUTES=0 skips) --------------------------------
+if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
+    NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
+else
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
 fi
 
 # ---- summary -----------------------------------------------------------------

@@ -324,7 +324,12 @@ impl Engine {
             let sh = shared.clone();
             let h = std::thread::Builder::new()
                 .name(format!("warpfs-mask-{i}"))
-                .spawn(move || worker(&sh))?;
+                .spawn(move || {
+                    if let Some(n) = sh.cfg.nice {
+                        set_thread_nice(n);
+                    }
+                    worker(&sh)
+                })?;
             engine.workers.lock().unwrap_or_else(|e| e.into_inner()).push(h);
         }
         Ok(engine)
@@ -487,11 +492,40 @@ impl Engine {
         })
     }
 
+    /// Define many contexts at once (warpfs layout, like
+    /// [`define`](Self::define)) and queue them under one lock of the queue:
+    /// what the write pool's refills and the read window's look-ahead use.
+    /// Equal priorities are served in the order given. Fails before
+    /// defining anything when a key is unknown.
+    pub fn define_batch(&self, items: &[(&Ctx, KeyId, Nonce, Priority)]) -> Result<Vec<Defined>, EngineError> {
+        for &(_, key, _, _) in items {
+            self.cipher(key)?;
+        }
+        let mut tickets = Vec::with_capacity(items.len());
+        let mut queue = Vec::with_capacity(items.len());
+        for &(ctx, key, nonce, prio) in items {
+            let t = self.define_at(ctx, key, &nonce, warpfs_crypto::gcm::J0_COUNTER, None)?;
+            queue.push((ctx.slot.clone(), t.gen, prio));
+            tickets.push(t);
+        }
+        if self.speculation() {
+            self.queue_batch(queue);
+        }
+        Ok(tickets)
+    }
+
     fn enqueue(&self, slot: Arc<Slot>, gen: u64, prio: Priority) {
+        self.queue_batch(std::iter::once((slot, gen, prio)));
+    }
+
+    /// Push entries onto the queue under one lock, then wake a worker if needed.
+    fn queue_batch(&self, entries: impl IntoIterator<Item = (Arc<Slot>, u64, Priority)>) {
         let mut s = self.shared.sched();
-        s.seq += 1;
-        let seq = s.seq;
-        s.heap.push(QEntry { prio, seq, gen, slot });
+        for (slot, gen, prio) in entries {
+            s.seq += 1;
+            let seq = s.seq;
+            s.heap.push(QEntry { prio, seq, gen, slot });
+        }
         if s.heap.len() >= s.compact_at {
             // Redefinitions leave stale entries behind; drop them in bulk.
             let heap = std::mem::take(&mut s.heap);
@@ -783,6 +817,19 @@ impl Drop for Engine {
             let _ = h.join();
         }
     }
+}
+
+/// Set the calling thread's nice value (Linux: per thread). Refused
+/// without privilege to lower it; then the thread keeps the inherited one.
+fn set_thread_nice(n: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: gettid and setpriority have no memory-safety preconditions.
+    unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid, n);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = n;
 }
 
 /// Store a finished mask if its definition still stands; the caller

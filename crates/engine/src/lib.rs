@@ -34,7 +34,8 @@ mod write_pool;
 pub use backend::{Backend, CpuBackend, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
-    EngineConfig, DEFAULT_BATCH_MAX, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX, ENV_NO_AESNI,
+    EngineConfig, DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX,
+    ENV_NO_AESNI, REFILL_BATCH, SMALL_RANDOM_READ,
 };
 pub use engine::{Ctx, CtxInfo, CtxState, Defined, Engine, KeyId, Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 pub use error::EngineError;

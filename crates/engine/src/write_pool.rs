@@ -1,15 +1,18 @@
 //! The write pool (EncFS++ §5.1): one per mounted volume. Z contexts hold
 //! masks for the next Z nonces of the epoch; `seal` calls from any thread
-//! and any file consume them in nonce order, and each consumption at once
-//! defines a context for nonce y + Z at the lowest priority, so the pool
-//! always holds Z masks in the making or ready.
+//! and any file consume them in nonce order, and consumed contexts are
+//! defined again for the next nonces (y + Z, ...) at the lowest priority, so
+//! the pool stays nearly full of masks in the making or ready. They are
+//! redefined [`REFILL_BATCH`] at a time (one lock of the engine's queue per
+//! batch; half of Z for pools under 64), so the pool holds between Z - 32
+//! and Z masks.
 //!
 //! Every nonce is drawn from the [`NonceSupply`] exactly once, under the
 //! pool's lock, and handed to exactly one `seal`: no nonce is ever used
 //! twice. Nonces whose masks were made but never consumed (the pool is
 //! dropped at unmount) are simply never used.
 
-use crate::{Ctx, Defined, Engine, EngineError, KeyId, ReadWindow, PRIORITY_LOWEST};
+use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, ReadWindow, PRIORITY_LOWEST, REFILL_BATCH};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use warpfs_crypto::gcm::J0_COUNTER;
@@ -71,11 +74,14 @@ impl WritePool {
             0
         };
         let mut queue = VecDeque::with_capacity(z);
-        for _ in 0..z {
-            let ctx = engine.context();
-            let t = engine.define(&ctx, key, &nonces.next_nonce(), PRIORITY_LOWEST)?;
-            queue.push_back((ctx, t));
-        }
+        let ctxs: Vec<Ctx> = (0..z).map(|_| engine.context()).collect();
+        let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
+            .iter()
+            .map(|c| (c, key, nonces.next_nonce(), PRIORITY_LOWEST))
+            .collect();
+        let tickets = engine.define_batch(&items)?;
+        drop(items);
+        queue.extend(ctxs.into_iter().zip(tickets));
         Ok(Self {
             engine,
             key,
@@ -96,30 +102,58 @@ impl WritePool {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Take the next (context, ticket): the pool's front (refilling the
-    /// back with the next nonce), or with speculation off a context defined
-    /// on demand for the next nonce.
+    /// Take the next (context, ticket): the pool's front, or, when the pool
+    /// is empty (speculation off, or writers outran the workers), a context
+    /// defined on demand for the next nonce.
     fn take(&self) -> (Ctx, Defined) {
         let mut r = self.ring();
+        if let Some(front) = r.queue.pop_front() {
+            return front;
+        }
         let spare = r.free.pop().unwrap_or_else(|| self.engine.context());
         let nonce = self.nonces.next_nonce();
-        match r.queue.pop_front() {
-            Some(front) => {
-                let t = self
-                    .engine
-                    .define(&spare, self.key, &nonce, PRIORITY_LOWEST)
-                    .expect("key checked at creation");
-                r.queue.push_back((spare, t));
-                front
+        let t = self
+            .engine
+            .define_on_demand(&spare, self.key, &nonce)
+            .expect("key checked at creation");
+        (spare, t)
+    }
+
+    /// Give a consumed context back. With speculation on, once
+    /// [`REFILL_BATCH`] of them have gathered (or the pool ran dry) they are
+    /// redefined together for the next nonces at the lowest priority, with
+    /// one lock of the engine's queue.
+    fn give_back(&self, ctx: Ctx) {
+        let z = self.engine.config().pool_size;
+        let mut r = self.ring();
+        if !self.engine.speculation() {
+            if r.free.len() < REFILL_BATCH {
+                r.free.push(ctx);
             }
-            None => {
-                let t = self
-                    .engine
-                    .define_on_demand(&spare, self.key, &nonce)
-                    .expect("key checked at creation");
-                (spare, t)
-            }
+            return;
         }
+        let want = z.saturating_sub(r.queue.len());
+        if r.free.len() >= want {
+            return; // the pool is full (extra contexts come from on-demand takes)
+        }
+        r.free.push(ctx);
+        // A small pool refills in halves so that it never runs dry waiting
+        // for a batch to gather.
+        let batch = REFILL_BATCH.min(z.div_ceil(2)).max(1);
+        if r.free.len() < batch && !r.queue.is_empty() {
+            return;
+        }
+        let n = r.free.len().min(want);
+        let ctxs: Vec<Ctx> = r.free.drain(..n).collect();
+        let nonces: Vec<Nonce> = ctxs.iter().map(|_| self.nonces.next_nonce()).collect();
+        let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
+            .iter()
+            .zip(&nonces)
+            .map(|(c, n)| (c, self.key, *n, PRIORITY_LOWEST))
+            .collect();
+        let tickets = self.engine.define_batch(&items).expect("key checked at creation");
+        drop(items);
+        r.queue.extend(ctxs.into_iter().zip(tickets));
     }
 }
 
@@ -135,10 +169,7 @@ impl Keystream for WritePool {
                 .open_direct(self.key, t.nonce(), buf)
                 .expect("key checked at creation"),
         };
-        let mut r = self.ring();
-        if r.free.len() < self.engine.config().pool_size {
-            r.free.push(ctx);
-        }
+        self.give_back(ctx);
         (*t.nonce(), ej0)
     }
 

@@ -84,7 +84,30 @@ fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize)
                 for _ in 0..120 {
                     let c = rng.below(ctxs.len() as u64) as usize;
                     match rng.below(10) {
-                        0..=3 => {
+                        3 => {
+                            // A batch of 1..=3 definitions (a context may repeat:
+                            // the later definition wins).
+                            let n = 1 + rng.below(3) as usize;
+                            let picks: Vec<(usize, usize, Nonce, i32)> = (0..n)
+                                .map(|_| {
+                                    (
+                                        rng.below(ctxs.len() as u64) as usize,
+                                        rng.below(keys.len() as u64) as usize,
+                                        nonce_of(rng.below(4)),
+                                        rng.below(100) as i32 - 50,
+                                    )
+                                })
+                                .collect();
+                            let items: Vec<(&Ctx, KeyId, Nonce, Priority)> =
+                                picks.iter().map(|&(c, k, n, p)| (&ctxs[c], keys[k], n, p)).collect();
+                            let ts = engine.define_batch(&items).unwrap();
+                            let mut l = last.lock().unwrap();
+                            for (&(c, ..), t) in picks.iter().zip(ts) {
+                                assert_eq!(t.counter(), 1);
+                                l[c] = Some(t);
+                            }
+                        }
+                        0..=2 => {
                             let k = rng.below(keys.len() as u64) as usize;
                             // Few nonces, so the same nonce under new generations is common.
                             let nonce = nonce_of(rng.below(4));
@@ -448,11 +471,28 @@ fn window_sequential_reads_hit_and_grow_far_jump_resets() {
     // block per step.
     assert_eq!(s.window_defined, 5 + 5 + 9 + 29, "{s}");
 
-    // Far jump: nothing kept, W shrinks to the request size.
-    let r = w.plan(10_000, 2);
-    assert_eq!(r, 10_000..10_002);
+    // A small random read (< SMALL_RANDOM_READ blocks) leaves the window
+    // alone and is decrypted on the reading thread.
+    let held = w.cached_blocks();
+    assert!(!held.is_empty());
+    let r = w.plan(5_000, 2);
+    assert_eq!(r, 5_000..5_002);
+    w.prefetch(&r.clone().map(|x| (x, nonce(x))).collect::<Vec<_>>());
+    assert_eq!(w.cached_blocks(), held);
+    let mut buf = ct(5_001);
+    w.open(5_001, &nonce(5_001), &mut buf);
+    w.finish(5_000, 2);
+    assert_eq!(buf, vec![0u8; 4096]);
+    let s1 = e.stats();
+    assert_eq!((s1.direct, s1.window_defined), (s.direct + 1, s.window_defined), "{s1}");
+
+    // Far jump of a large read: nothing kept, W shrinks to the request size.
+    let n = SMALL_RANDOM_READ;
+    let r = w.plan(10_000, n);
+    assert_eq!(r, 10_000..10_000 + n);
     w.prefetch(&r.map(|x| (x, nonce(x))).collect::<Vec<_>>());
-    assert_eq!(w.cached_blocks(), vec![10_000, 10_001]);
+    assert_eq!(w.cached_blocks(), (10_000..10_000 + n).collect::<Vec<_>>());
+    assert_eq!(w.size(), 16);
     let s2 = e.stats();
     assert_eq!(s2.window_resets, 1);
     assert_eq!(s2.window_reused, s.window_reused);
@@ -473,16 +513,17 @@ fn window_overlap_backwards_reuses_and_rewritten_block_is_never_misapplied() {
     let k = e.add_raw_key(&raw).unwrap();
     let w = ReadWindow::new(e.clone(), k).unwrap();
     let old = |b: u64| nonce_of(b);
-    w.plan(100, 8);
-    w.prefetch(&(100..108).map(|b| (b, old(b))).collect::<Vec<_>>());
-    w.finish(100, 8);
+    // Random reads of 32 blocks (large enough to use the window).
+    w.plan(100, 32);
+    w.prefetch(&(100..132).map(|b| (b, old(b))).collect::<Vec<_>>());
+    w.finish(100, 32);
     e.quiesce();
-    // Move back by 4 (random read of 8 blocks): 100..104 overlap and stay.
-    w.plan(96, 8);
-    w.prefetch(&(96..104).map(|b| (b, old(b))).collect::<Vec<_>>());
-    assert_eq!(w.cached_blocks(), (96..104).collect::<Vec<_>>());
+    // Move back by 16: 100..116 overlap and stay.
+    w.plan(84, 32);
+    w.prefetch(&(84..116).map(|b| (b, old(b))).collect::<Vec<_>>());
+    assert_eq!(w.cached_blocks(), (84..116).collect::<Vec<_>>());
     let s = e.stats();
-    assert_eq!((s.window_reused, s.window_defined, s.window_resets), (4, 12, 0), "{s}");
+    assert_eq!((s.window_reused, s.window_defined, s.window_resets), (16, 48, 0), "{s}");
     e.quiesce();
 
     // Block 101 is rewritten under a new nonce after the prefetch.
@@ -497,7 +538,7 @@ fn window_overlap_backwards_reuses_and_rewritten_block_is_never_misapplied() {
     assert_eq!(after.ready_hits, before.ready_hits);
     assert_eq!(after.direct, before.direct + 1);
     // Prefetching the new nonce replaces the entry; the old ticket is gone.
-    w.prefetch(&[(96, old(96)), (101, new)]);
+    w.prefetch(&[(84, old(84)), (101, new)]);
     e.quiesce();
     let mut ct = xor(&pt, &reference(&raw, &new, 2, 0, 4096));
     w.open(101, &new, &mut ct);
@@ -658,4 +699,143 @@ fn reprioritize_moves_a_pending_mask_forward() {
     e.quiesce();
     assert!(e.ctx_info(&a).made_seq < e.ctx_info(&b).made_seq);
     assert_eq!(e.stats().made_by_workers, 2, "the old queue entry of `a` is skipped");
+}
+
+#[test]
+fn define_batch_keeps_priority_order_and_every_byte_is_ctr() {
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        batch_max: 3,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x6bu8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    e.pause();
+    let mut rng = Rng::new(7);
+    // 40 contexts, priorities with ties, shuffled.
+    let mut prios: Vec<i32> = (0..40).map(|i| (i % 13) - 6).collect();
+    for i in (1..prios.len()).rev() {
+        prios.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let ctxs: Vec<Ctx> = prios.iter().map(|_| e.context()).collect();
+    let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
+        .iter()
+        .zip(&prios)
+        .enumerate()
+        .map(|(i, (c, &p))| (c, k, nonce_of(9_000 + i as u64), p))
+        .collect();
+    let tickets = e.define_batch(&items).unwrap();
+    assert_eq!(e.queued(), 40, "one queue entry per context");
+    e.resume();
+    e.quiesce();
+    // Made highest priority first; equal priorities in the order given.
+    let mut done: Vec<(u64, i32, usize)> = ctxs
+        .iter()
+        .zip(&prios)
+        .enumerate()
+        .map(|(i, (c, &p))| {
+            let info = e.ctx_info(c);
+            assert_eq!(info.state, CtxState::Ready);
+            assert!(info.made_by_worker);
+            (info.made_seq, p, i)
+        })
+        .collect();
+    done.sort();
+    for pair in done.windows(2) {
+        let ((_, p1, i1), (_, p2, i2)) = (pair[0], pair[1]);
+        assert!(p1 > p2 || (p1 == p2 && i1 < i2), "{:?} before {:?}", pair[0], pair[1]);
+    }
+    // Every byte equals AES-CTR of its own nonce (E(J0) then the data).
+    for (i, (c, t)) in ctxs.iter().zip(&tickets).enumerate() {
+        assert_eq!(t.nonce(), &nonce_of(9_000 + i as u64));
+        let mut buf = vec![0u8; 4096];
+        let ej0 = e.apply_block(c, t, &mut buf).unwrap();
+        assert_eq!(ej0.to_vec(), reference(&raw, t.nonce(), 1, 0, 16));
+        assert_eq!(buf, reference(&raw, t.nonce(), 2, 0, 4096));
+    }
+    assert_eq!(e.stats().ready_hits, 40);
+    // An unknown key fails before anything is defined.
+    let c = e.context();
+    let defines = e.stats().defines;
+    assert!(e
+        .define_batch(&[(&c, k, nonce_of(1), 0), (&c, unknown_key(&e), nonce_of(2), 0)])
+        .is_err());
+    assert_eq!(e.stats().defines, defines);
+}
+
+/// A key id the engine has not handed out.
+fn unknown_key(e: &Engine) -> KeyId {
+    let other = Engine::new(EngineConfig {
+        speculation: false,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut k = other.add_raw_key(&[1; 16]).unwrap();
+    while e.cipher(k).is_ok() {
+        k = other.add_raw_key(&[1; 16]).unwrap();
+    }
+    k
+}
+
+#[test]
+fn window_grows_to_the_default_cap_of_256_blocks() {
+    assert_eq!(DEFAULT_WINDOW_MAX, 256);
+    let e = engine(2, true);
+    let raw = [0x42u8; 16];
+    let k = e.add_raw_key(&raw).unwrap();
+    let w = ReadWindow::new(e.clone(), k).unwrap();
+    let nonce = |b: u64| nonce_of(77_000 + b);
+    let mut sizes = Vec::new();
+    // Sequential 128 KiB reads (32 blocks each), as the kernel sends them.
+    for req in 0..6u64 {
+        let start = req * 32;
+        let r = w.plan(start, 32);
+        sizes.push(w.size());
+        assert!(r.end - r.start <= 32 + 256);
+        w.prefetch(&r.map(|b| (b, nonce(b))).collect::<Vec<_>>());
+        e.quiesce();
+        for b in start..start + 32 {
+            let mut buf = reference(&raw, &nonce(b), 2, 0, 4096);
+            w.open(b, &nonce(b), &mut buf);
+            assert_eq!(buf, vec![0u8; 4096]);
+        }
+        w.finish(start, 32);
+    }
+    assert_eq!(sizes, vec![128, 256, 256, 256, 256, 256]);
+    let s = e.stats();
+    assert_eq!((s.ready_hits, s.inline, s.direct), (6 * 32, 0, 0), "{s}");
+}
+
+#[test]
+fn write_pool_refills_in_batches_of_32_and_never_repeats_a_nonce() {
+    assert_eq!(REFILL_BATCH, 32);
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        pool_size: 100,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x3cu8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let pool = WritePool::with_nonces(e.clone(), k, Box::new(Counting(Mutex::new(0)))).unwrap();
+    e.quiesce();
+    assert_eq!(e.stats().defines, 100);
+    let mut seen = HashSet::new();
+    for i in 1..=250u64 {
+        let pt = vec![(i % 251) as u8; 4096];
+        let mut buf = pt.clone();
+        let (n, ej0) = pool.seal(&mut buf);
+        assert!(seen.insert(n), "nonce used twice");
+        assert_eq!(n, nonce_of(i), "nonces are consumed in order");
+        assert_eq!(xor(&buf, &pt), reference(&raw, &n, 2, 0, 4096));
+        assert_eq!(ej0.to_vec(), reference(&raw, &n, 1, 0, 16));
+        // Refills come 32 at a time: never one define per seal.
+        let extra = e.stats().defines - 100;
+        assert_eq!(extra % 32, 0, "after {i} seals: {extra} refills");
+        assert_eq!(extra, i / 32 * 32);
+        if i % 50 == 0 {
+            e.quiesce();
+        }
+    }
 }

@@ -70,14 +70,28 @@ pub(crate) fn decode(
     dir: &Path,
     backing: &OsStr,
 ) -> Option<std::result::Result<Vec<u8>, String>> {
-    let s = match backing.to_str() {
-        Some(s) => s,
-        None => return Some(Err("backing name is not ASCII".into())),
+    decode_with(names, iv, backing.as_bytes(), |side| std::fs::read(dir.join(side)))
+}
+
+/// Largest long-name sidecar read.
+const MAX_SIDECAR: usize = 8192;
+
+/// [`decode`] with the long-name sidecar `side` (a file name in the same
+/// directory) read by `read_sidecar`: the pure part, also driven by the
+/// `names` fuzz target. Every input is hostile; errors, never panics.
+pub fn decode_with(
+    names: &NameCipher,
+    iv: &[u8; 16],
+    backing: &[u8],
+    read_sidecar: impl FnOnce(&str) -> std::io::Result<Vec<u8>>,
+) -> Option<std::result::Result<Vec<u8>, String>> {
+    let s = match std::str::from_utf8(backing) {
+        Ok(s) => s,
+        _ => return Some(Err("backing name is not UTF-8".into())),
     };
     if is_long_file(s) {
-        let side = dir.join(long_sidecar(s));
-        let encoded = match std::fs::read(&side) {
-            Ok(e) if e.len() <= 8192 => e,
+        let encoded = match read_sidecar(&long_sidecar(s)) {
+            Ok(e) if e.len() <= MAX_SIDECAR => e,
             Ok(_) => return Some(Err("long-name sidecar too large".into())),
             Err(e) => return Some(Err(format!("long-name sidecar unreadable: {e}"))),
         };

@@ -14,6 +14,12 @@ pub const BAD_CONFIG: i32 = 11;
 pub const NOT_EMPTY: i32 = 12;
 /// The mount itself failed.
 pub const MOUNT_FAILED: i32 = 13;
+/// `fsck`: problems found (some not repaired).
+pub const FSCK_PROBLEMS: i32 = 20;
+/// `fsck`: every problem found was repaired.
+pub const FSCK_REPAIRED: i32 = 21;
+/// `fsck`: refused, the volume is mounted.
+pub const FSCK_MOUNTED: i32 = 22;
 
 /// A failed command: one line for the user and an exit code.
 #[derive(Debug)]

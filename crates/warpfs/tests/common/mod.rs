@@ -77,7 +77,8 @@ macro_rules! require_fuse {
 /// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`.
 #[allow(unused_macros)]
 macro_rules! mode_tests {
-    ($($name:ident),* $(,)?) => {
+    // Tests about nonce entries, tags or masks: gcm and ctr only.
+    (nonce: $($name:ident),* $(,)?) => {
         $(
             mod $name {
                 #[test]
@@ -91,6 +92,24 @@ macro_rules! mode_tests {
             }
         )*
     };
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+                #[test]
+                fn xts() {
+                    super::$name($crate::common::Mode::Xts)
+                }
+            }
+        )*
+    };
 }
 
 // ---------------------------------------------------------------------------
@@ -100,6 +119,8 @@ macro_rules! mode_tests {
 pub enum Mode {
     Gcm,
     Ctr,
+    /// XTS: no nonce entries (E = 0), data right after the 32-byte header.
+    Xts,
 }
 
 impl Mode {
@@ -107,6 +128,7 @@ impl Mode {
         match self {
             Mode::Gcm => "gcm",
             Mode::Ctr => "ctr",
+            Mode::Xts => "xts",
         }
     }
     /// The content-mode byte at header offset 6.
@@ -114,6 +136,7 @@ impl Mode {
         match self {
             Mode::Ctr => 1,
             Mode::Gcm => 2,
+            Mode::Xts => 3,
         }
     }
     /// Nonce entry size E.
@@ -121,6 +144,7 @@ impl Mode {
         match self {
             Mode::Ctr => 16,
             Mode::Gcm => 32,
+            Mode::Xts => 0,
         }
     }
     /// H = 32 + 16·E.
@@ -602,10 +626,11 @@ impl Drop for Watchdog {
 /// An initialised cipher dir per mode, made once per test binary and copied
 /// into each `Volume` (saves one KDF run per test).
 fn template(mode: Mode) -> &'static Path {
-    static T: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    static T: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match mode {
         Mode::Gcm => &T[0],
         Mode::Ctr => &T[1],
+        Mode::Xts => &T[2],
     };
     slot.get_or_init(|| {
         let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("warpfs-templates");

@@ -1,0 +1,131 @@
+//! fsck's findings: one [`Finding`] per problem, named by plaintext path
+//! (and block), with what was done about it; the [`Report`] of a run.
+
+use warpfs_content::scan::Problem as FileProblem;
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// A directory's `warpfs.diriv` is missing or corrupt: its names cannot
+    /// be decoded.
+    DirIv(String),
+    /// A backing name that does not decode (bad base64, failed SIV tag, a
+    /// long-name sidecar that is missing or does not match).
+    Name(String),
+    /// A long-name sidecar whose entry is gone (harmless leftover).
+    OrphanSidecar,
+    /// A symlink whose sealed target does not open.
+    Symlink,
+    /// A cipher-file problem found by the content scan.
+    File(FileProblem),
+    /// The block's nonce was already used by a block of another file.
+    NonceAcrossFiles {
+        /// This file's block.
+        block: u64,
+        /// Plaintext path of the other file.
+        other: String,
+        /// Its block.
+        other_block: u64,
+    },
+    /// A backing entry that could not be read at all.
+    Io(String),
+}
+
+/// What fsck did about a finding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fix {
+    /// No safe repair exists (the finding is only reported).
+    None,
+    /// A repair exists but its option was not given (the option's name).
+    NotAsked(&'static str),
+    /// Repaired (how).
+    Done(&'static str),
+    /// The repair failed (why).
+    Failed(String),
+}
+
+/// One problem.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// Plaintext path from the volume root (`/dir/file`); an undecodable
+    /// component shows as `?<backing name>`.
+    pub path: String,
+    /// Backing path relative to CIPHERDIR.
+    pub backing: std::path::PathBuf,
+    /// The problem.
+    pub kind: Kind,
+    /// What was done.
+    pub fix: Fix,
+}
+
+impl Finding {
+    /// The block the finding is about, if any.
+    pub fn block(&self) -> Option<u64> {
+        match &self.kind {
+            Kind::File(p) => p.block(),
+            Kind::NonceAcrossFiles { block, .. } => Some(*block),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.path)?;
+        match &self.kind {
+            Kind::DirIv(w) => write!(f, "directory IV: {w}")?,
+            Kind::Name(w) => write!(f, "undecodable name {}: {w}", self.backing.display())?,
+            Kind::OrphanSidecar => write!(f, "orphan long-name sidecar {}", self.backing.display())?,
+            Kind::Symlink => write!(f, "symlink target does not decrypt")?,
+            Kind::File(p) => write!(f, "{p}")?,
+            Kind::NonceAcrossFiles {
+                block,
+                other,
+                other_block,
+            } => write!(f, "block {block}: nonce repeats the one of {other} block {other_block}")?,
+            Kind::Io(w) => write!(f, "unreadable: {w}")?,
+        }
+        match &self.fix {
+            Fix::None => Ok(()),
+            Fix::NotAsked(opt) => write!(f, " [repairable with {opt}]"),
+            Fix::Done(how) => write!(f, " [repaired: {how}]"),
+            Fix::Failed(why) => write!(f, " [repair failed: {why}]"),
+        }
+    }
+}
+
+/// Totals and findings of one fsck run.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Directories walked.
+    pub dirs: u64,
+    /// Regular files scanned (hard links once).
+    pub files: u64,
+    /// Symlinks checked.
+    pub symlinks: u64,
+    /// Blocks checked.
+    pub blocks: u64,
+    /// Of them, written blocks (nonces checked).
+    pub written: u64,
+    /// Every problem, in walk order.
+    pub findings: Vec<Finding>,
+    /// Notes that are not problems (caps hit).
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    /// No problem found.
+    pub fn clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    /// Every finding was repaired.
+    pub fn all_repaired(&self) -> bool {
+        !self.findings.is_empty() && self.findings.iter().all(|f| matches!(f.fix, Fix::Done(_)))
+    }
+
+    /// Findings repaired.
+    pub fn repaired(&self) -> usize {
+        self.findings.iter().filter(|f| matches!(f.fix, Fix::Done(_))).count()
+    }
+}

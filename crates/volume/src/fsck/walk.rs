@@ -1,0 +1,143 @@
+//! fsck's walk of the backing tree: decodes every name (directory IVs,
+//! long-name sidecars, orphan sidecars, symlink targets) and lists the
+//! regular files to scan, each once (hard links share one scan).
+
+use super::report::{Finding, Fix, Kind, Report};
+use crate::names;
+use crate::namespace::SYMLINK_AD;
+use crate::volume::Volume;
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use warpfs_crypto::names::{is_sidecar, DIRIV_FILE};
+
+/// A regular file to scan.
+#[derive(Debug)]
+pub(super) struct Item {
+    /// Plaintext path.
+    pub path: String,
+    /// Backing path relative to CIPHERDIR.
+    pub rel: PathBuf,
+    /// Backing length when walked.
+    pub len: u64,
+}
+
+fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+fn finding(path: String, rel: PathBuf, kind: Kind) -> Finding {
+    Finding {
+        path,
+        backing: rel,
+        kind,
+        fix: Fix::None,
+    }
+}
+
+/// Walk the whole tree under the volume root; findings go to `report`.
+pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
+    let mut items = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack = vec![(PathBuf::new(), "/".to_string())];
+    while let Some((rel, plain)) = stack.pop() {
+        report.dirs += 1;
+        let abs = vol.abs(&rel);
+        let iv = match crate::diriv::read(&abs) {
+            Ok(iv) => Some(iv),
+            Err(_) => {
+                let why = match std::fs::symlink_metadata(abs.join(DIRIV_FILE)) {
+                    Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.len()),
+                    Err(e) => format!("{DIRIV_FILE}: {e}"),
+                };
+                report
+                    .findings
+                    .push(finding(plain.clone(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
+                None
+            }
+        };
+        let entries = match std::fs::read_dir(&abs) {
+            Ok(d) => d,
+            Err(e) => {
+                report
+                    .findings
+                    .push(finding(plain.clone(), rel.clone(), Kind::Io(e.to_string())));
+                continue;
+            }
+        };
+        let mut names_here: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        names_here.sort();
+        for bname in names_here {
+            let erel = rel.join(&bname);
+            let eabs = abs.join(&bname);
+            let b = bname.as_bytes();
+            if is_sidecar(b) {
+                // Its entry is the same name without `.name`.
+                let entry = &b[..b.len() - warpfs_crypto::names::SIDECAR_SUFFIX.len()];
+                if std::fs::symlink_metadata(abs.join(OsStr::from_bytes(entry))).is_err() {
+                    report.findings.push(finding(
+                        join(&plain, &format!("?{}", bname.to_string_lossy())),
+                        erel,
+                        Kind::OrphanSidecar,
+                    ));
+                }
+                continue;
+            }
+            let name = match &iv {
+                None => Err("its directory IV is missing".to_string()),
+                Some(iv) => match names::decode(&vol.names, iv, &abs, &bname) {
+                    None => continue, // warpfs.conf, warpfs.diriv, config temp files
+                    Some(r) => r,
+                },
+            };
+            let path = match name {
+                Ok(n) => join(&plain, &String::from_utf8_lossy(&n)),
+                Err(why) => {
+                    let p = join(&plain, &format!("?{}", bname.to_string_lossy()));
+                    if iv.is_some() {
+                        report.findings.push(finding(p.clone(), erel.clone(), Kind::Name(why)));
+                    }
+                    p
+                }
+            };
+            let md = match std::fs::symlink_metadata(&eabs) {
+                Ok(m) => m,
+                Err(e) => {
+                    report.findings.push(finding(path, erel, Kind::Io(e.to_string())));
+                    continue;
+                }
+            };
+            let ft = md.file_type();
+            if ft.is_dir() {
+                stack.push((erel, path));
+            } else if ft.is_file() {
+                if seen.insert((md.dev(), md.ino())) {
+                    items.push(Item {
+                        path,
+                        rel: erel,
+                        len: md.len(),
+                    });
+                }
+            } else if ft.is_symlink() {
+                report.symlinks += 1;
+                if !symlink_ok(vol, &eabs) {
+                    report.findings.push(finding(path, erel, Kind::Symlink));
+                }
+            }
+        }
+    }
+    items
+}
+
+fn symlink_ok(vol: &Volume, p: &Path) -> bool {
+    let Ok(t) = std::fs::read_link(p) else {
+        return false;
+    };
+    t.to_str().is_some_and(|s| vol.sealer.open_b64(SYMLINK_AD, s).is_ok())
+}

@@ -1,0 +1,177 @@
+//! `warpfs fsck`: check an unmounted volume and report every problem by
+//! plaintext path and block; repair only what the options ask for. Exit
+//! codes: 0 clean, 20 problems found, 21 every problem found was repaired,
+//! 22 refused because the volume is mounted; 10/11 wrong password / bad
+//! config as everywhere.
+
+use super::exit::{CliError, ERROR, FSCK_MOUNTED, FSCK_PROBLEMS, FSCK_REPAIRED};
+use super::PassArgs;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use warpfs_config::Config;
+use warpfs_volume::fsck::{self, Repairs};
+use warpfs_volume::{Options, Volume};
+
+/// Arguments of `warpfs fsck`.
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    /// Password source.
+    #[command(flatten)]
+    pass: PassArgs,
+    /// Make blocks that cannot be read (bad GCM tag, corrupt nonce entry)
+    /// holes that read as zeros. Not part of --repair.
+    #[arg(long)]
+    zero_bad_blocks: bool,
+    /// Delete long-name sidecars whose entry is gone.
+    #[arg(long)]
+    remove_orphan_sidecars: bool,
+    /// Cut cipher files that end inside a nonce page (a crash while
+    /// extending) back to their readable size.
+    #[arg(long)]
+    fix_torn_tails: bool,
+    /// Every repair that loses no data: --remove-orphan-sidecars and
+    /// --fix-torn-tails.
+    #[arg(long)]
+    repair: bool,
+    /// Check even though the volume looks mounted (results may be wrong;
+    /// repairs may race with the mount).
+    #[arg(long)]
+    force: bool,
+    /// The volume's cipher directory.
+    cipherdir: PathBuf,
+}
+
+/// Undo the octal escapes (`\040` etc.) of /proc/self/mounts.
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The mount point of a warpfs mount of `cipherdir`, if any: a FUSE entry
+/// of the mount table whose source (the canonical cipher dir `warpfs mount`
+/// gives as fsname) is this directory.
+pub fn mounted_at(cipherdir: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let canon = std::fs::canonicalize(cipherdir).ok()?;
+    let want = canon.as_os_str().as_bytes().to_vec();
+    // `warpfs mount` replaces commas in the fsname.
+    let want_alt: Vec<u8> = want.iter().map(|&c| if c == b',' { b'_' } else { c }).collect();
+    let table = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    table.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(' ').collect();
+        // A root mount made by fuser shows type `fuse` (no subtype); any
+        // FUSE mount whose source is this cipher dir counts.
+        if f.len() < 3 || !(f[2] == "fuse" || f[2].starts_with("fuse.") || f[2].starts_with("fuseblk")) {
+            return None;
+        }
+        let src = unescape(f[0]);
+        (src == want || src == want_alt).then(|| String::from_utf8_lossy(&unescape(f[1])).into_owned())
+    })
+}
+
+pub fn run(a: FsckArgs) -> Result<(), CliError> {
+    if let Some(mnt) = mounted_at(&a.cipherdir) {
+        if !a.force {
+            return Err(CliError::new(
+                FSCK_MOUNTED,
+                format!(
+                    "{} is mounted at {mnt}: unmount it first (or --force)",
+                    a.cipherdir.display()
+                ),
+            ));
+        }
+        eprintln!(
+            "warpfs: warning: {} is mounted at {mnt}; checking anyway (--force)",
+            a.cipherdir.display()
+        );
+    }
+    let cfg = Config::load(&a.cipherdir)?;
+    let pw = a.pass.source().read("Password: ", false)?;
+    let master = cfg.unlock(pw.bytes())?;
+    drop(pw);
+    println!("config: ok ({})", a.cipherdir.display());
+    let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })
+        .map_err(|e| CliError::new(FSCK_PROBLEMS, format!("cannot check the volume: {e}")))?;
+    drop(master);
+    let repairs = Repairs {
+        zero_bad_blocks: a.zero_bad_blocks,
+        remove_orphan_sidecars: a.remove_orphan_sidecars || a.repair,
+        fix_torn_tails: a.fix_torn_tails || a.repair,
+    };
+    let bar = if std::io::stderr().is_terminal() {
+        let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{spinner} checking {bytes}/{total_bytes} [{bar:40}] {eta}")
+                .map_err(|e| CliError::new(ERROR, e.to_string()))?
+                .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let opts = fsck::Options {
+        repairs,
+        ..Default::default()
+    };
+    let report = fsck::check(&vol, opts, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    for f in &report.findings {
+        println!("problem: {f}");
+    }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "fsck: {} directories, {} files, {} symlinks, {} blocks ({} written, nonces checked); {} problems, {} repaired",
+        report.dirs,
+        report.files,
+        report.symlinks,
+        report.blocks,
+        report.written,
+        report.findings.len(),
+        report.repaired()
+    );
+    if report.clean() {
+        println!("fsck: clean");
+        Ok(())
+    } else if report.all_repaired() {
+        Err(CliError::new(FSCK_REPAIRED, "every problem found was repaired"))
+    } else {
+        Err(CliError::new(
+            FSCK_PROBLEMS,
+            format!(
+                "{} problem(s) found, {} not repaired",
+                report.findings.len(),
+                report.findings.len() - report.repaired()
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn mount_table_escapes() {
+        assert_eq!(unescape(r"/a\040b\011c\134d"), b"/a b\tc\\d");
+        assert_eq!(unescape(r"/x\04"), b"/x\\04");
+        assert_eq!(unescape("/plain"), b"/plain");
+    }
+}

@@ -1,0 +1,29 @@
+//! Shared by the fuzz targets: the keys of the example volumes in
+//! crates/warpfs/tests/volumes (unlocked once per process), so seeds made
+//! from those volumes decrypt and the fuzzer starts from valid files.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use warpfs_config::Config;
+use warpfs_crypto::Subkeys;
+
+/// `crates/warpfs/tests/volumes/v1-<mode>` of this checkout.
+pub fn volume_dir(mode: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../crates/warpfs/tests/volumes/v1-{mode}"))
+}
+
+/// The subkeys of example volume `v1-<mode>` (`mode`: "gcm" or "ctr").
+pub fn keys(mode: &'static str) -> &'static Subkeys {
+    static GCM: OnceLock<Subkeys> = OnceLock::new();
+    static CTR: OnceLock<Subkeys> = OnceLock::new();
+    let cell = if mode == "gcm" { &GCM } else { &CTR };
+    cell.get_or_init(|| {
+        let dir = volume_dir(mode);
+        let cfg = Config::load(&dir.join("cipher")).expect("example volume config");
+        let pw = std::fs::read_to_string(dir.join("password.txt")).expect("example volume password");
+        let master = cfg
+            .unlock(pw.trim_end_matches('\n').as_bytes())
+            .expect("example volume unlocks");
+        Subkeys::derive(&master, cfg.key_bits())
+    })
+}
