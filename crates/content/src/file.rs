@@ -478,23 +478,16 @@ impl CipherFile {
         let end = offset + data.len() as u64;
         let new_size = old.max(end);
         let fresh = st.file_id.is_none();
-        // Allocate the new tail first: on a full disk the write then fails
-        // before touching anything, instead of part-way through the old
-        // partial last block (which would tear it).
-        // Holes the write leaves stay unallocated (sparse).
+        // The old partial last block grows past the old end: allocate that
+        // part first, so a full disk fails the write before the block is
+        // touched instead of half way through it (which would tear it).
+        // Other new space needs no reservation: a write that stops there
+        // leaves whole new blocks or holes (see write_runs).
         let mode = self.mode();
-        let (old_len, new_len) = (
-            if fresh { 0 } else { backing_len(mode, old) },
-            backing_len(mode, new_size),
-        );
-        if offset <= old {
-            sysio::reserve(&self.file, old_len, new_len)?;
-        } else {
-            if old % BLOCK != 0 {
-                let lb = block_count(old) - 1;
-                sysio::reserve(&self.file, old_len, data_offset(mode, lb) + BLOCK)?;
-            }
-            sysio::reserve(&self.file, data_offset(mode, offset / BLOCK).max(old_len), new_len)?;
+        if !fresh && old % BLOCK != 0 {
+            let lb = block_count(old) - 1;
+            let to = (data_offset(mode, lb) + BLOCK).min(backing_len(mode, new_size));
+            sysio::reserve(&self.file, backing_len(mode, old), to)?;
         }
         let id = match st.file_id {
             Some(id) => id,
