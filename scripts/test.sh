@@ -19,18 +19,23 @@
 #                 tested through the kernel
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
-#   opencl        GPU mask tests on OpenCL (pocl): engine gpu tests + io/namespace/gpu mounts with --engine opencl --speculation on; no platform = failure
-#   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
-#   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
-#                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
-#   7. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
-#                 against a model, with remounts; 0 to skip)
+#   6. fsx        scripts/fsx.sh: fsx against real mounts, 3 seeds per content
+#                 mode (gcm, ctr, xts)
+#   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
+#                 io/namespace/gpu mount tests with --engine opencl
+#                 --speculation on; no OpenCL platform = failure
+#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#                 installs nightly + cargo-fuzz into target/tools
+#  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
 # Logs: target/test-logs/.
 #
-# Environment: SKIP_PJDFSTEST=1 skips step 6; TEST_STEP_TIMEOUT (seconds,
+# Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_FUZZ=1 step 9,
+# SOAK_MINUTES=0 step 10; TEST_STEP_TIMEOUT (seconds,
 # default 1200) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
 set -euo pipefail
