@@ -8,7 +8,7 @@ use aes::cipher::KeyInit;
 use aes::{Aes128, Aes256};
 use proptest::prelude::*;
 use std::sync::{Mutex, OnceLock};
-use warpfs_engine::gpu::{XtsDevice, XtsKeys};
+use warpfs_engine::gpu::{XtsCudaDevice, XtsDevice, XtsKeys};
 use xts_mode::{get_tweak_default, Xts128};
 
 fn require_opencl() -> bool {
@@ -159,6 +159,35 @@ fn rejects_partial_units_and_bad_keys() {
     // Rejected calls leave the data alone.
     assert!(d.iter().all(|&b| b == 0));
     dev.encrypt(&keys, 4096, 0, [0; 16], &mut []).unwrap();
+}
+
+/// CUDA (NVRTC, same kernel source): runs only where libcuda, libnvrtc and
+/// a device exist; elsewhere it says why it skipped.
+#[test]
+fn cuda_equals_vectors_and_xts_mode() {
+    let dev = match XtsCudaDevice::open(64 * 1024) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIP: no CUDA ({e})");
+            return;
+        }
+    };
+    for (name, key, n, pt, ct) in vectors() {
+        let keys = XtsKeys::new(&key).unwrap();
+        let mut buf = pt.clone();
+        dev.encrypt(&keys, pt.len(), n, [0; 16], &mut buf).unwrap();
+        assert_eq!(hex::encode(&buf), hex::encode(&ct), "{name}: CUDA encrypt");
+        dev.decrypt(&keys, pt.len(), n, [0; 16], &mut buf).unwrap();
+        assert_eq!(buf, pt, "{name}: CUDA decrypt");
+    }
+    let key: Vec<u8> = (0..64u8).map(|i| i ^ 0xa5).collect();
+    let keys = XtsKeys::new(&key).unwrap();
+    let data: Vec<u8> = (0..37 * 4096).map(|i| (i % 253) as u8).collect();
+    let mut gpu = data.clone();
+    dev.encrypt(&keys, 4096, 1 << 40, [0; 16], &mut gpu).unwrap();
+    let mut r = data.clone();
+    reference(&key, 4096, 1 << 40, &mut r, false);
+    assert!(gpu == r, "CUDA differs from xts-mode");
 }
 
 proptest! {

@@ -20,7 +20,7 @@ mod xts;
 
 pub use device::{MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
 pub use select::{select_backend, EngineKind, Selected};
-pub use xts::{XtsDevice, XtsKeys, XTS_CHUNK, XTS_GROUP};
+pub use xts::{XtsCudaDevice, XtsDevice, XtsKeys, XTS_CHUNK, XTS_GROUP};
 
 use crate::backend::{Backend, CpuBackend, MaskJob};
 use crate::MaskCipher;
