@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/fsx.sh — the fsx file-system exerciser (`cargo install fsx`) against
 # real warpfs mounts: FSX_SEEDS seeds × FSX_OPS operations for each content
-# mode (default 3 × 40,000 × {gcm, ctr} = 240,000 operations), each seed on
+# mode (default 3 × 40,000 × {gcm, ctr, xts} = 360,000 operations), each seed on
 # a fresh file, the cipher dir on tmpfs. Longer soak: FSX_OPS=1000000.
 set -euo pipefail
 
@@ -34,7 +34,7 @@ mount -t tmpfs -o size=1g tmpfs "$WORK"
 echo "fsx-password" >"$WORK/pw"
 
 total=0
-for mode in gcm ctr; do
+for mode in gcm ctr xts; do
     c="$WORK/c-$mode" m="$WORK/m-$mode"
     mkdir -p "$c" "$m"
     "$BIN" init --quiet --mode "$mode" --passfile "$WORK/pw" --kdf-memory 32768 --kdf-iterations 2 "$c" >/dev/null
@@ -50,4 +50,4 @@ for mode in gcm ctr; do
         wf_log "$mode seed $seed: $OPS operations OK"
     done
 done
-echo "fsx: $total operations over $SEEDS seeds x {gcm, ctr}: all OK"
+echo "fsx: $total operations over $SEEDS seeds x {gcm, ctr, xts}: all OK"

@@ -7,7 +7,7 @@
 #   0. setup      as root: install missing Debian packages (fuse3, fio, a C
 #                 compiler; OpenCL ICD + pocl when the workspace uses opencl3),
 #                 quietly and only if something is missing; make sure cargo,
-#                 rustfmt and clippy are there
+#                 rustfmt and clippy are there; e2fsprogs for the container tests
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   3. test       cargo test --workspace --release --no-fail-fast
@@ -19,15 +19,23 @@
 #                 tested through the kernel
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
-#   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
-#   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
-#                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
+#   6. fsx        scripts/fsx.sh: fsx against real mounts, 3 seeds per content
+#                 mode (gcm, ctr, xts)
+#   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
+#                 io/namespace/gpu mount tests with --engine opencl
+#                 --speculation on; no OpenCL platform = failure
+#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#                 installs nightly + cargo-fuzz into target/tools
+#  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
 # Logs: target/test-logs/.
 #
-# Environment: SKIP_PJDFSTEST=1 skips step 6; TEST_STEP_TIMEOUT (seconds,
+# Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_FUZZ=1 step 9,
+# SOAK_MINUTES=0 step 10; TEST_STEP_TIMEOUT (seconds,
 # default 1200) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
 set -euo pipefail
@@ -54,6 +62,10 @@ else
     wf_warn "not root: no package installs; mount-level tests and pjdfstest will be skipped"
 fi
 [[ -c /dev/fuse ]] || wf_warn "/dev/fuse is missing: mount-level tests cannot run"
+# Container tests (crates/warpfs/tests/container.rs) put ext4 on the exposed file.
+if wf_is_root; then
+    wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"
+fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
@@ -89,6 +101,11 @@ step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx bash scripts/fsx.sh
+# opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
+# line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
+# platform fail instead of skip.
+step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
+    cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else
@@ -101,6 +118,13 @@ if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
     NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
 else
     step fuzz bash scripts/fuzz.sh
+fi
+
+# ---- soak (bench/soak.sh; SOAK_MINUTES=0 skips) --------------------------------
+if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
+    NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
+else
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
 fi
 
 # ---- summary -----------------------------------------------------------------

@@ -4,7 +4,8 @@
 //! (so seeds made from that volume decrypt) and read at the given ranges:
 //! every read returns data or an error (never a panic, never more bytes than
 //! asked, zeros on error), and a read that succeeds returns the same bytes
-//! as block-by-block reads.
+//! as block-by-block reads. fsck's per-file scan runs on the same bytes:
+//! it must not panic, and a file it finds clean must read without error.
 #![no_main]
 
 #[path = "common.rs"]
@@ -58,9 +59,22 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let body = &data[25..];
     let c = cipher(mode);
-    let Ok(f) = CipherFile::open(memfile(body), c, "fuzz".into()) else {
+    let mem = memfile(body);
+    let scan = warpfs_content::scan::scan(&mem, &c, 1 << 16, &mut |_, _| {}, &mut |_| {}).expect("fstat of a memfd");
+    let Ok(f) = CipherFile::open(mem, c, "fuzz".into()) else {
+        assert!(
+            !scan.problems.is_empty(),
+            "fsck found no problem in a file that does not open"
+        );
         return;
     };
+    if scan.problems.is_empty() {
+        let mut all = vec![0u8; f.size() as usize];
+        assert_eq!(
+            f.read_at(0, &mut all).expect("a file fsck finds clean reads"),
+            all.len()
+        );
+    }
     let size = f.size();
     for (off, len) in ranges {
         let mut buf = vec![0xa5u8; len];

@@ -28,6 +28,11 @@ pub enum ContentMode {
     /// AES-GCM per block, tag in the nonce entry (default).
     #[default]
     Gcm,
+    /// XTS-AES per block (IEEE 1619), tweak = file ID ⊕ block number; no
+    /// integrity, no nonce table.
+    Xts,
+    /// XTS-Twofish per block (as TrueCrypt offers it), otherwise as `Xts`.
+    XtsTwofish,
 }
 
 impl ContentMode {
@@ -36,6 +41,25 @@ impl ContentMode {
         match self {
             ContentMode::Ctr => "ctr",
             ContentMode::Gcm => "gcm",
+            ContentMode::Xts => "xts",
+            ContentMode::XtsTwofish => "xts-twofish",
+        }
+    }
+
+    /// The XTS block cipher, for the XTS modes.
+    pub fn xts_cipher(self) -> Option<warpfs_crypto::XtsCipher> {
+        match self {
+            ContentMode::Xts => Some(warpfs_crypto::XtsCipher::Aes),
+            ContentMode::XtsTwofish => Some(warpfs_crypto::XtsCipher::Twofish),
+            _ => None,
+        }
+    }
+
+    /// The block cipher's name: `AES` or `Twofish`.
+    pub fn cipher_name(self) -> &'static str {
+        match self {
+            ContentMode::XtsTwofish => "Twofish",
+            _ => "AES",
         }
     }
 
@@ -44,14 +68,17 @@ impl ContentMode {
         match self {
             ContentMode::Ctr => 1,
             ContentMode::Gcm => 2,
+            ContentMode::Xts | ContentMode::XtsTwofish => 3,
         }
     }
 
-    /// The mode of a cipher file header's mode byte.
+    /// The mode of a cipher file header's mode byte (3: `Xts`; the block
+    /// cipher is the config's).
     pub fn from_header_code(code: u8) -> Option<Self> {
         match code {
             1 => Some(ContentMode::Ctr),
             2 => Some(ContentMode::Gcm),
+            3 => Some(ContentMode::Xts),
             _ => None,
         }
     }
@@ -69,8 +96,10 @@ impl std::str::FromStr for ContentMode {
         match s {
             "ctr" => Ok(ContentMode::Ctr),
             "gcm" => Ok(ContentMode::Gcm),
+            "xts" => Ok(ContentMode::Xts),
+            "xts-twofish" => Ok(ContentMode::XtsTwofish),
             other => Err(ConfigError::Unsupported(format!(
-                "content mode {} is not supported by this warpfs (supported: gcm, ctr)",
+                "content mode {} is not supported by this warpfs (supported: gcm, ctr, xts, xts-twofish)",
                 show(other)
             ))),
         }
@@ -245,6 +274,29 @@ impl Config {
         )?;
         write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::CreateNew)?;
         Ok(cfg)
+    }
+
+    /// A config that is not written to a CIPHERDIR (an encrypted container's
+    /// header, FORMAT.md 9): a fresh master key wrapped under `password`.
+    pub fn new_detached(
+        password: &[u8],
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+    ) -> Result<(Config, MasterKey)> {
+        check_key_bits(key_bits)?;
+        check_kdf(&kdf)?;
+        let master = MasterKey::generate();
+        let cfg = Self::seal(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            mode,
+            key_bits,
+            V1_FEATURE_FLAGS.to_vec(),
+            kdf,
+            &master,
+            password,
+        )?;
+        Ok((cfg, master))
     }
 
     /// A config with a fresh salt and the master key wrapped under `password`.
@@ -548,11 +600,24 @@ impl fmt::Display for Config {
         let mode = match self.content_mode {
             ContentMode::Gcm => "authenticated: AES-GCM tag per block",
             ContentMode::Ctr => "not authenticated: AES-CTR only",
+            ContentMode::Xts => "not authenticated: XTS-AES per 4 KiB block, tweak = file ID ⊕ block number",
+            ContentMode::XtsTwofish => "not authenticated: XTS-Twofish per 4 KiB block, tweak = file ID ⊕ block number",
         };
         writeln!(f, "format:        warpfs config version {}", self.version)?;
         writeln!(f, "created by:    {}", self.creator)?;
         writeln!(f, "content mode:  {} ({mode})", self.content_mode)?;
-        writeln!(f, "key size:      AES-{}", self.key_bits)?;
+        if self.content_mode.xts_cipher().is_some() {
+            writeln!(
+                f,
+                "key size:      {}-{} (XTS key K1 ‖ K2: {} bits)",
+                self.content_mode.cipher_name(),
+                self.key_bits,
+                2 * self.key_bits
+            )?;
+        } else {
+            writeln!(f, "key size:      AES-{}", self.key_bits)?;
+        }
+        writeln!(f, "cipher:        {}", self.content_mode.cipher_name())?;
         writeln!(f, "block size:    {} bytes", self.block_size)?;
         writeln!(f, "features:      {}", flags.join(", "))?;
         writeln!(

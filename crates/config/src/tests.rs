@@ -282,7 +282,7 @@ fn unsupported_and_corrupt_fields() {
     let unsupported: Vec<Edit> = vec![
         Box::new(|v| v["version"] = json!(2)),
         Box::new(|v| v["version"] = json!(0)),
-        Box::new(|v| v["content_mode"] = json!("xts")),
+        Box::new(|v| v["content_mode"] = json!("xts-serpent")),
         Box::new(|v| v["key_bits"] = json!(512)),
         Box::new(|v| v["block_size"] = json!(8192)),
         Box::new(|v| v["kdf"]["algorithm"] = json!("scrypt")),
@@ -397,16 +397,52 @@ fn aad_layout_is_pinned() {
 fn content_mode_names_and_codes() {
     assert_eq!("gcm".parse::<ContentMode>().unwrap(), ContentMode::Gcm);
     assert_eq!("ctr".parse::<ContentMode>().unwrap(), ContentMode::Ctr);
-    assert!(matches!("xts".parse::<ContentMode>(), Err(ConfigError::Unsupported(_))));
+    assert_eq!("xts".parse::<ContentMode>().unwrap(), ContentMode::Xts);
+    assert_eq!("xts-twofish".parse::<ContentMode>().unwrap(), ContentMode::XtsTwofish);
+    assert!(matches!(
+        "xts-serpent".parse::<ContentMode>(),
+        Err(ConfigError::Unsupported(_))
+    ));
     assert_eq!(ContentMode::default(), ContentMode::Gcm);
-    for m in [ContentMode::Ctr, ContentMode::Gcm] {
+    for m in [ContentMode::Ctr, ContentMode::Gcm, ContentMode::Xts] {
         assert_eq!(ContentMode::from_header_code(m.header_code()), Some(m));
+    }
+    for m in [
+        ContentMode::Ctr,
+        ContentMode::Gcm,
+        ContentMode::Xts,
+        ContentMode::XtsTwofish,
+    ] {
         assert_eq!(m.to_string().parse::<ContentMode>().unwrap(), m);
     }
     assert_eq!(ContentMode::Ctr.header_code(), 1);
     assert_eq!(ContentMode::Gcm.header_code(), 2);
+    assert_eq!(ContentMode::Xts.header_code(), 3);
+    assert_eq!(ContentMode::XtsTwofish.header_code(), 3);
+    assert_eq!(
+        ContentMode::XtsTwofish.xts_cipher(),
+        Some(warpfs_crypto::XtsCipher::Twofish)
+    );
+    assert_eq!(ContentMode::Gcm.xts_cipher(), None);
     assert_eq!(ContentMode::from_header_code(0), None);
-    assert_eq!(ContentMode::from_header_code(3), None);
+    assert_eq!(ContentMode::from_header_code(4), None);
+}
+
+#[test]
+fn xts_config_round_trips_and_mode_is_authenticated() {
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, key) = Config::create(d.path(), PW, ContentMode::XtsTwofish, 128, fast()).unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, cfg);
+    assert_eq!(loaded.content_mode(), ContentMode::XtsTwofish);
+    assert_eq!(loaded.unlock(PW).unwrap(), key);
+    let s = loaded.to_string();
+    assert!(s.contains("xts-twofish") && s.contains("Twofish-128"), "{s}");
+    // Editing the cipher (twofish -> aes) breaks the unwrap.
+    let json = loaded.to_json().replace("\"xts-twofish\"", "\"xts\"");
+    let edited = Config::from_json(json.as_bytes()).unwrap();
+    assert_eq!(edited.content_mode(), ContentMode::Xts);
+    assert!(matches!(edited.unlock(PW), Err(ConfigError::WrongPassword)));
 }
 
 fn any_json() -> impl Strategy<Value = Value> {

@@ -1,11 +1,13 @@
 //! Block encryption (FORMAT.md 3.5): keystream from the `Keystream` engine,
-//! GHASH from `GcmTagger`, AD = file ID ‖ block number (u64 big-endian).
+//! GHASH from `GcmTagger`, AD = file ID ‖ block number (u64 big-endian);
+//! in `xts` (FORMAT.md 7) XTS with tweak file ID ⊕ block number instead.
 
 use crate::entry::{self, Entry};
+use crate::layout::BLOCK_USIZE;
 use crate::{ContentError, Mode};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
-use warpfs_crypto::GcmTagger;
+use warpfs_crypto::{file_block_tweak, GcmTagger, XtsKey};
 use warpfs_keystream::{BlockReader, Keystream};
 
 /// The per-volume encryption context shared by all open files.
@@ -13,6 +15,8 @@ pub struct Cipher {
     mode: Mode,
     keystream: Arc<dyn Keystream>,
     tagger: GcmTagger,
+    /// The XTS key (`xts` mode only).
+    xts: Option<XtsKey>,
     #[cfg(feature = "bench-nocrypto")]
     copy_nonces: warpfs_keystream::NonceSource,
 }
@@ -36,11 +40,27 @@ pub(crate) fn aad(file_id: &[u8; 16], block: u64) -> [u8; 24] {
 impl Cipher {
     /// A cipher for `mode`; all keystream comes from `keystream`, `tagger`
     /// (for the same content key) is used for GHASH only.
+    /// `mode` must not be [`Mode::Xts`] (use [`Cipher::new_xts`]).
     pub fn new(mode: Mode, keystream: Arc<dyn Keystream>, tagger: GcmTagger) -> Self {
+        assert!(mode != Mode::Xts, "an xts cipher needs its XTS key: Cipher::new_xts");
         Self {
             mode,
             keystream,
             tagger,
+            xts: None,
+            #[cfg(feature = "bench-nocrypto")]
+            copy_nonces: warpfs_keystream::NonceSource::new(),
+        }
+    }
+
+    /// An `xts` cipher. `keystream` and `tagger` are not used for the data
+    /// (XTS has no masks); the keystream's reader still paces read requests.
+    pub fn new_xts(key: XtsKey, keystream: Arc<dyn Keystream>, tagger: GcmTagger) -> Self {
+        Self {
+            mode: Mode::Xts,
+            keystream,
+            tagger,
+            xts: Some(key),
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
@@ -69,9 +89,13 @@ impl Cipher {
             return;
         }
         #[allow(unreachable_code)]
+        if let Some(x) = &self.xts {
+            x.encrypt_unit(&file_block_tweak(file_id, block), buf);
+            return;
+        }
         let (nonce, ej0) = self.keystream.seal(buf);
         let tag = match self.mode {
-            Mode::Ctr => [0u8; 16],
+            Mode::Ctr | Mode::Xts => [0u8; 16],
             Mode::Gcm => self.tagger.tag(&aad(file_id, block), buf, &ej0),
         };
         entry::write(self.mode, Some(&Entry { nonce, tag }), entry_out);
@@ -112,6 +136,23 @@ impl Cipher {
         entry_bytes: &[u8],
         buf: &mut [u8],
     ) -> Result<(), ContentError> {
+        if let Some(x) = &self.xts {
+            // An all-zero stored full block is a hole (FORMAT.md 7).
+            if buf.len() == BLOCK_USIZE && buf.iter().all(|&v| v == 0) {
+                return Ok(());
+            }
+            #[cfg(feature = "bench-nocrypto")]
+            {
+                let _ = (x, reader, file_id, block);
+                return Ok(());
+            }
+            #[allow(unreachable_code)]
+            {
+                let _ = (reader, entry_bytes);
+                x.decrypt_unit(&file_block_tweak(file_id, block), buf);
+                return Ok(());
+            }
+        }
         let Some(e) = entry::parse(self.mode, entry_bytes, block)? else {
             buf.fill(0);
             return Ok(());
@@ -123,7 +164,7 @@ impl Cipher {
         }
         #[allow(unreachable_code)]
         match self.mode {
-            Mode::Ctr => {
+            Mode::Ctr | Mode::Xts => {
                 reader.open(block, &e.nonce, buf);
                 Ok(())
             }
@@ -187,6 +228,54 @@ mod tests {
                 assert!(c.open_block(r, &id, 4, &e, &mut d, &|| "t".into()).is_err());
             }
         }
+    }
+
+    fn xts_cipher() -> Cipher {
+        let key = ContentKey::new(&[5u8; 32]).unwrap();
+        let tagger = GcmTagger::new(&key);
+        let x = XtsKey::new(warpfs_crypto::XtsCipher::Aes, &[6u8; 64]).unwrap();
+        Cipher::new_xts(x, Arc::new(Direct::new(key)), tagger)
+    }
+
+    #[test]
+    fn xts_round_trip_holes_and_tweaks() {
+        let c = xts_cipher();
+        let r = c.reader();
+        let id = [7u8; 16];
+        for len in [4096usize, 4000, 17, 16, 5, 1] {
+            let pt: Vec<u8> = (0..len).map(|i| (i * 3 + 1) as u8).collect();
+            let mut buf = pt.clone();
+            c.seal_block(&id, 9, &mut buf, &mut []);
+            assert_ne!(buf, pt);
+            // Equals XTS with tweak file ID ⊕ block number.
+            let mut want = pt.clone();
+            XtsKey::new(warpfs_crypto::XtsCipher::Aes, &[6u8; 64])
+                .unwrap()
+                .encrypt_unit(&file_block_tweak(&id, 9), &mut want);
+            assert_eq!(buf, want);
+            let mut d = buf.clone();
+            c.open_block(&*r, &id, 9, &[], &mut d, &|| "t".into()).unwrap();
+            assert_eq!(d, pt);
+            // Another block number or file decrypts to something else.
+            let mut d = buf.clone();
+            c.open_block(&*r, &id, 10, &[], &mut d, &|| "t".into()).unwrap();
+            assert_ne!(d, pt);
+        }
+        // A stored all-zero 4 KiB block is a hole; a shorter one is data.
+        let mut z = vec![0u8; 4096];
+        c.open_block(&*r, &id, 1, &[], &mut z, &|| "t".into()).unwrap();
+        assert!(z.iter().all(|&x| x == 0));
+        let mut z = vec![0u8; 100];
+        c.open_block(&*r, &id, 1, &[], &mut z, &|| "t".into()).unwrap();
+        assert!(z.iter().any(|&x| x != 0));
+    }
+
+    #[test]
+    #[should_panic]
+    fn xts_needs_new_xts() {
+        let key = ContentKey::new(&[5u8; 32]).unwrap();
+        let tagger = GcmTagger::new(&key);
+        let _ = Cipher::new(Mode::Xts, Arc::new(Direct::new(key)), tagger);
     }
 
     #[test]

@@ -142,9 +142,11 @@ impl CipherFile {
         self.cipher.mode()
     }
 
-    fn log(&self, e: ContentError) -> ContentError {
-        if let ContentError::Corrupt { what } = &e {
-            tracing::error!("{}: {}", self.label(), what);
+    fn log(&self, op: &str, e: ContentError) -> ContentError {
+        match &e {
+            ContentError::Corrupt { what } => tracing::error!("{}: {}", self.label(), what),
+            ContentError::Io(_) => crate::faultlog::fault(op, &self.label(), e.errno()),
+            _ => {}
         }
         e
     }
@@ -185,7 +187,7 @@ impl CipherFile {
             Ok(()) => Ok(n),
             Err(e) => {
                 buf.fill(0);
-                Err(self.log(e))
+                Err(self.log("read", e))
             }
         }
     }
@@ -210,6 +212,10 @@ impl CipherFile {
     ) -> Result<&'s [u8], ContentError> {
         let mode = self.mode();
         let e = mode.entry_len();
+        if e == 0 {
+            // xts: no entries, nothing to plan ahead.
+            return Ok(&entries[..0]);
+        }
         let mut pend = plan_end.min(block_count(size)).max(last);
         let ents = sized(entries, (pend - first) as usize * e);
         for (a, b) in segment_runs(first, pend) {
@@ -266,9 +272,11 @@ impl CipherFile {
         let e = mode.entry_len();
         let re = rs + out.len() as u64;
         debug_assert_eq!(ents.len(), (b - a) as usize * e);
+        // xts has no entries: every block is read (the cipher reads an
+        // all-zero full block as a hole).
         let written = |x: u64| {
             let i = (x - a) as usize * e;
-            ents[i..i + e].iter().any(|&v| v != 0)
+            e == 0 || ents[i..i + e].iter().any(|&v| v != 0)
         };
         // Requested part of block x, as a range of `out`.
         let part = |x: u64| {
@@ -339,6 +347,15 @@ impl CipherFile {
         }
         let mut ent = [0u8; 32];
         let ent = &mut ent[..mode.entry_len()];
+        if mode == Mode::Xts {
+            sysio::read_exact_at(&self.file, dst, data_offset(mode, x))?;
+            if dst.len() == BLOCK_USIZE && dst.iter().all(|&v| v == 0) {
+                return Ok(false);
+            }
+            self.cipher
+                .open_block(&*self.reader, id, x, ent, dst, &|| self.label())?;
+            return Ok(true);
+        }
         sysio::read_exact_at(&self.file, ent, entry_offset(mode, x))?;
         if ent.iter().all(|&v| v == 0) {
             dst.fill(0);
@@ -446,7 +463,7 @@ impl CipherFile {
                 self.write_runs(&id, st.size, st.size, offset, data, &mut committed, sc)
             }
         });
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("write", e))
     }
 
     fn write_extending(
@@ -461,6 +478,17 @@ impl CipherFile {
         let end = offset + data.len() as u64;
         let new_size = old.max(end);
         let fresh = st.file_id.is_none();
+        // The old partial last block grows past the old end: allocate that
+        // part first, so a full disk fails the write before the block is
+        // touched instead of half way through it (which would tear it).
+        // Other new space needs no reservation: a write that stops there
+        // leaves whole new blocks or holes (see write_runs).
+        let mode = self.mode();
+        if !fresh && old % BLOCK != 0 {
+            let lb = block_count(old) - 1;
+            let to = (data_offset(mode, lb) + BLOCK).min(backing_len(mode, new_size));
+            sysio::reserve(&self.file, backing_len(mode, old), to)?;
+        }
         let id = match st.file_id {
             Some(id) => id,
             None => {
@@ -556,10 +584,24 @@ impl CipherFile {
             buf[(cs - rstart) as usize..(ce - rstart) as usize]
                 .copy_from_slice(&data[(cs - offset) as usize..(ce - offset) as usize]);
             let ents = sized(&mut sc.entries, (b - a) as usize * e);
-            for (i, (blk, ent)) in buf.chunks_mut(BLOCK_USIZE).zip(ents.chunks_mut(e)).enumerate() {
+            for (i, blk) in buf.chunks_mut(BLOCK_USIZE).enumerate() {
+                let ent = &mut ents[i * e..(i + 1) * e];
                 self.cipher.seal_block(id, a + i as u64, blk, ent);
             }
-            sysio::write_all_at(&self.file, buf, data_offset(mode, a))?;
+            if let Err((done, err)) = sysio::write_all_at_progress(&self.file, buf, data_offset(mode, a)) {
+                // Full disk (or other fault) part-way: blocks whose new data
+                // is wholly written get their entries, so none of them is
+                // left with new data under an old entry; the block at the
+                // failure point keeps its old entry (it was a hole or
+                // past the old end, whose space was reserved first).
+                let whole = (done / BLOCK_USIZE) as u64;
+                if whole > 0
+                    && sysio::write_all_at(&self.file, &ents[..whole as usize * e], entry_offset(mode, a)).is_ok()
+                {
+                    *committed = (*committed).max((rstart + whole * BLOCK).min(rend));
+                }
+                return Err(err);
+            }
             sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
             *committed = (*committed).max(rend);
         }
@@ -581,7 +623,7 @@ impl CipherFile {
             return Err(ContentError::corrupt("range lock"));
         };
         let r = scratch::with(|sc| self.set_len_locked(&guard, st, size, sc));
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("truncate", e))
     }
 
     fn set_len_locked(
@@ -616,6 +658,9 @@ impl CipherFile {
             };
             if old % BLOCK != 0 {
                 let lb = old_n - 1;
+                // The padded block grows past the old end: allocate first.
+                let to = data_offset(mode, lb) + block_len(new, lb) as u64;
+                sysio::reserve(&self.file, backing_len(mode, old), to)?;
                 self.rewrite_block(&id, lb, block_len(old, lb), block_len(new, lb), sc)?;
             }
             self.clear_tail_entries(old_n, new_n, sc)?;
@@ -624,6 +669,13 @@ impl CipherFile {
                 size: new,
                 file_id: Some(id),
             });
+            // xts: only a full 4 KiB block of zeros is a hole, so a new
+            // partial last block is written (encrypted zeros).
+            if mode == Mode::Xts && new % BLOCK != 0 && new_n > old_n {
+                let buf = sized(&mut sc.head, block_len(new, new_n - 1));
+                buf.fill(0);
+                self.write_block(&id, new_n - 1, buf)?;
+            }
             return Ok(());
         }
         // Shrink. Masks made ahead for blocks past the new end are useless.
@@ -642,7 +694,8 @@ impl CipherFile {
             size: new,
             file_id: Some(id),
         });
-        if partial && written {
+        // xts: a partial last block must hold data even if it was a hole.
+        if partial && (written || mode == Mode::Xts) {
             let mut head = std::mem::take(&mut sc.head);
             let r = self.write_block(&id, new_n - 1, &mut head[..keep]);
             sc.head = head;
@@ -673,7 +726,12 @@ impl CipherFile {
         let mode = self.mode();
         let r = scratch::with(|sc| -> Result<(), ContentError> {
             let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
-            let covers = |x: u64| x * BLOCK >= offset && x * BLOCK + block_len(st.size, x) as u64 <= end;
+            // xts: a partial last block cannot be a hole; it is rewritten.
+            let covers = |x: u64| {
+                x * BLOCK >= offset
+                    && x * BLOCK + block_len(st.size, x) as u64 <= end
+                    && (mode != Mode::Xts || block_len(st.size, x) == BLOCK_USIZE)
+            };
             let full_first = if covers(first) { first } else { first + 1 };
             let full_end = if covers(last) { last + 1 } else { last };
             for (a, b) in segment_runs(full_first, full_end.max(full_first)) {
@@ -702,17 +760,17 @@ impl CipherFile {
             Ok(())
         });
         drop(guard);
-        r.map_err(|e| self.log(e))
+        r.map_err(|e| self.log("punch hole", e))
     }
 
     /// Flush data and entries to stable storage.
     pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
-        if datasync {
-            self.file.sync_data()?;
+        let r = if datasync {
+            self.file.sync_data()
         } else {
-            self.file.sync_all()?;
-        }
-        Ok(())
+            self.file.sync_all()
+        };
+        r.map_err(|e| self.log("fsync", ContentError::Io(e)))
     }
 }
 
@@ -725,8 +783,61 @@ mod tests {
     fn cf(mode: Mode) -> CipherFile {
         let key = ContentKey::new(&[1u8; 32]).unwrap();
         let tagger = GcmTagger::new(&key);
-        let c = Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger));
+        let c = if mode == Mode::Xts {
+            let x = warpfs_crypto::XtsKey::new(warpfs_crypto::XtsCipher::Aes, &[2u8; 32]).unwrap();
+            Arc::new(Cipher::new_xts(x, Arc::new(Direct::new(key)), tagger))
+        } else {
+            Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger))
+        };
         CipherFile::open(tempfile::tempfile().unwrap(), c, "unit".into()).unwrap()
+    }
+
+    fn raw(f: &CipherFile) -> Vec<u8> {
+        let mut v = vec![0u8; f.backing().metadata().unwrap().len() as usize];
+        sysio::read_exact_at(&f.file, &mut v, 0).unwrap();
+        v
+    }
+
+    #[test]
+    fn xts_layout_holes_and_short_tails() {
+        let f = cf(Mode::Xts);
+        f.write_at(3 * 4096 + 5, b"hello").unwrap();
+        // header 32 + data, no entries; blocks 0-2 are holes (zeros on disk).
+        assert_eq!(f.backing().metadata().unwrap().len(), 32 + 3 * 4096 + 10);
+        let r = raw(&f);
+        assert_eq!(&r[..4], b"WRPF");
+        assert_eq!(r[6], 3);
+        assert!(r[32..32 + 3 * 4096].iter().all(|&x| x == 0));
+        assert!(!r.windows(5).any(|w| w == b"hello"));
+        let mut b = vec![9u8; 3 * 4096 + 10];
+        f.read_at(0, &mut b).unwrap();
+        assert!(b[..3 * 4096 + 5].iter().all(|&x| x == 0));
+        assert_eq!(&b[3 * 4096 + 5..], b"hello");
+        // Growing to a partial block writes it (encrypted zeros), not a hole.
+        f.set_len(5 * 4096 + 3).unwrap();
+        let r = raw(&f);
+        assert!(r[32 + 5 * 4096..].iter().any(|&x| x != 0));
+        let mut b = vec![9u8; 3];
+        f.read_at(5 * 4096, &mut b).unwrap();
+        assert_eq!(b, [0, 0, 0]);
+        // Shrinking into a hole block leaves a readable partial block.
+        f.set_len(7).unwrap();
+        let mut b = vec![9u8; 7];
+        assert_eq!(f.read_at(0, &mut b).unwrap(), 7);
+        assert_eq!(b, [0u8; 7]);
+        // Punching a whole partial last block rewrites it instead.
+        f.write_at(0, b"abcdefgh").unwrap();
+        f.punch_hole(0, 100).unwrap();
+        let mut b = vec![9u8; 8];
+        f.read_at(0, &mut b).unwrap();
+        assert_eq!(b, [0u8; 8]);
+        // Punching a full block makes it a zero (sparse) block on disk.
+        f.write_at(0, &vec![0x77u8; 2 * 4096]).unwrap();
+        f.punch_hole(0, 4096).unwrap();
+        assert!(raw(&f)[32..32 + 4096].iter().all(|&x| x == 0));
+        let mut b = vec![9u8; 2 * 4096];
+        f.read_at(0, &mut b).unwrap();
+        assert!(b[..4096].iter().all(|&x| x == 0) && b[4096..].iter().all(|&x| x == 0x77));
     }
 
     fn entry_at(f: &CipherFile, b: u64) -> Vec<u8> {

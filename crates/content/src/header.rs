@@ -91,6 +91,7 @@ mod tests {
         assert_eq!(c.to_bytes()[6], 1);
         assert_eq!(Header::parse(&c.to_bytes()).unwrap(), c);
         assert_ne!(Header::new_random(Mode::Ctr).file_id, c.file_id);
+        assert_eq!(Header::new_random(Mode::Xts).to_bytes()[6], 3);
     }
 
     #[test]
@@ -107,7 +108,7 @@ mod tests {
         assert!(bad(4, 2)); // version 2
         assert!(bad(5, 1)); // version 257
         assert!(bad(6, 0)); // mode 0
-        assert!(bad(6, 3)); // mode 3
+        assert!(bad(6, 4)); // mode 4
         assert!(bad(7, 1)); // flags
         for i in 24..32 {
             assert!(bad(i, 1)); // reserved

@@ -17,6 +17,7 @@
 pub mod cipher;
 pub mod entry;
 pub mod error;
+pub mod faultlog;
 pub mod file;
 pub mod header;
 pub mod layout;
@@ -37,6 +38,9 @@ pub enum Mode {
     Ctr,
     /// AES-GCM per block, tag in the entry; 32-byte nonce entries.
     Gcm,
+    /// XTS (AES or Twofish) per block, tweak = file ID ⊕ block number; no
+    /// nonce entries (FORMAT.md section 7).
+    Xts,
 }
 
 impl Mode {
@@ -45,14 +49,16 @@ impl Mode {
         match self {
             Mode::Ctr => 16,
             Mode::Gcm => 32,
+            Mode::Xts => 0,
         }
     }
 
-    /// The header's content-mode byte: 1 = `ctr`, 2 = `gcm`.
+    /// The header's content-mode byte: 1 = `ctr`, 2 = `gcm`, 3 = `xts`.
     pub const fn to_byte(self) -> u8 {
         match self {
             Mode::Ctr => 1,
             Mode::Gcm => 2,
+            Mode::Xts => 3,
         }
     }
 
@@ -61,6 +67,7 @@ impl Mode {
         match b {
             1 => Some(Mode::Ctr),
             2 => Some(Mode::Gcm),
+            3 => Some(Mode::Xts),
             _ => None,
         }
     }
@@ -79,11 +86,12 @@ mod tests {
 
     #[test]
     fn mode_bytes_round_trip() {
-        for m in [Mode::Ctr, Mode::Gcm] {
+        for m in [Mode::Ctr, Mode::Gcm, Mode::Xts] {
             assert_eq!(Mode::from_byte(m.to_byte()), Some(m));
         }
         assert_eq!(Mode::from_byte(0), None);
-        assert_eq!(Mode::from_byte(3), None);
+        assert_eq!(Mode::from_byte(4), None);
+        assert_eq!(Mode::Xts.entry_len(), 0);
         assert_eq!(Mode::Ctr.entry_len(), 16);
         assert_eq!(Mode::Gcm.entry_len(), 32);
     }
@@ -94,5 +102,7 @@ mod tests {
         assert_eq!(plain_size_of(Mode::Gcm, 100), 0);
         assert_eq!(plain_size_of(Mode::Gcm, 544 + 10), 10);
         assert_eq!(plain_size_of(Mode::Ctr, 288 + 10), 10);
+        assert_eq!(plain_size_of(Mode::Xts, 32 + 10), 10);
+        assert_eq!(plain_size_of(Mode::Xts, 20), 0);
     }
 }

@@ -156,7 +156,7 @@ pub fn scan(
             return Ok(out);
         }
         Err(e) => {
-            out.problems.push(Problem::Header(e.to_string()));
+            out.problems.push(Problem::Header(entry_what(e)));
             return Ok(out);
         }
     };

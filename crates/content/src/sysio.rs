@@ -32,6 +32,48 @@ pub(crate) fn write_all_at(f: &File, buf: &[u8], off: u64) -> Result<(), Content
     f.write_all_at(buf, off).map_err(ContentError::Io)
 }
 
+/// Write all of `buf` at `off`; on failure also how many bytes of `buf`
+/// were written before it (a full disk fails part-way).
+pub(crate) fn write_all_at_progress(f: &File, buf: &[u8], off: u64) -> Result<(), (usize, ContentError)> {
+    off_t(off.saturating_add(buf.len() as u64)).map_err(|e| (0, e))?;
+    let mut done = 0;
+    while done < buf.len() {
+        match f.write_at(&buf[done..], off + done as u64) {
+            Ok(0) => return Err((done, ContentError::Io(io::ErrorKind::WriteZero.into()))),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((done, ContentError::Io(e))),
+        }
+    }
+    Ok(())
+}
+
+/// Allocate `[from, to)` without changing the size, so writes there cannot
+/// fail for lack of space part-way; file systems without `fallocate` are
+/// fine (the write then takes its chance).
+pub(crate) fn reserve(f: &File, from: u64, to: u64) -> Result<(), ContentError> {
+    if to <= from {
+        return Ok(());
+    }
+    // SAFETY: plain syscall on an owned fd.
+    let r = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            libc::FALLOC_FL_KEEP_SIZE,
+            off_t(from)?,
+            off_t(to - from)?,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
+        _ => Err(ContentError::Io(e)),
+    }
+}
+
 /// One `preadv` (looping only on short reads) filling every slice in turn.
 pub(crate) fn preadv_exact(f: &File, mut iovs: &mut [IoSliceMut<'_>], mut off: u64) -> Result<(), ContentError> {
     IoSliceMut::advance_slices(&mut iovs, 0);

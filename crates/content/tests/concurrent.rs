@@ -27,7 +27,7 @@ fn valid(block: &[u8]) -> bool {
 
 #[test]
 fn four_writers_overlapping_block_aligned() {
-    for mode in [Mode::Gcm, Mode::Ctr] {
+    for mode in [Mode::Gcm, Mode::Ctr, Mode::Xts] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let f = Arc::new(open(&path, &cipher(mode)));

@@ -111,11 +111,16 @@ proptest! {
     fn ctr_matches_model(ops in proptest::collection::vec(op(), 1..14)) {
         run(Mode::Ctr, &ops)?;
     }
+
+    #[test]
+    fn xts_matches_model(ops in proptest::collection::vec(op(), 1..14)) {
+        run(Mode::Xts, &ops)?;
+    }
 }
 
 #[test]
 fn fixed_boundary_sequence() {
-    for mode in [Mode::Ctr, Mode::Gcm] {
+    for mode in [Mode::Ctr, Mode::Gcm, Mode::Xts] {
         let ops = vec![
             Op::Write(KB64 - 10, 20, 1),
             Op::Write(KB64 + MB - 5, MB as usize + 10, 2),

@@ -19,11 +19,12 @@ enum Cipher {
     Aes256(Aes256),
 }
 
-/// An expanded AES key used for content. Zeroized on drop (the `aes`
-/// crate's `zeroize` feature clears the round keys).
+/// An expanded AES key used for content. Locked in RAM and zeroized on
+/// drop (`Locked`; the `aes` crate's `zeroize` feature also clears the
+/// round keys).
 #[derive(Clone)]
 pub struct ContentKey {
-    cipher: Cipher,
+    cipher: crate::locked::Locked<Cipher>,
 }
 
 impl std::fmt::Debug for ContentKey {
@@ -40,12 +41,14 @@ impl ContentKey {
             32 => Cipher::Aes256(Aes256::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?),
             _ => return Err(crate::keys::KeyLengthError),
         };
-        Ok(Self { cipher })
+        Ok(Self {
+            cipher: crate::locked::Locked::new(cipher),
+        })
     }
 
     /// Key size in bits.
     pub fn bits(&self) -> u32 {
-        match self.cipher {
+        match *self.cipher {
             Cipher::Aes128(_) => 128,
             Cipher::Aes256(_) => 256,
         }
@@ -54,7 +57,7 @@ impl ContentKey {
     /// Encrypt blocks in place (ECB); the building block of every mask.
     #[inline]
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        match &self.cipher {
+        match &*self.cipher {
             Cipher::Aes128(c) => c.encrypt_blocks(blocks),
             Cipher::Aes256(c) => c.encrypt_blocks(blocks),
         }

@@ -3,6 +3,7 @@
 
 use crate::aes_ctr::ContentKey;
 use crate::error::{Error, Result};
+use crate::locked::Locked;
 use crate::names::NameCipher;
 use crate::seal::Sealer;
 use hkdf::Hkdf;
@@ -20,15 +21,17 @@ pub const MASTER_KEY_LEN: usize = 32;
 
 /// HKDF info string of the content key.
 pub const INFO_CONTENT: &[u8] = b"warpfs v1 content";
+/// HKDF info string of the XTS content key `K1 ‖ K2` (`xts` modes).
+pub const INFO_CONTENT_XTS: &[u8] = b"warpfs v1 content xts";
 /// HKDF info string of the name-encryption key.
 pub const INFO_NAMES: &[u8] = b"warpfs v1 names";
 /// HKDF info string of the key that seals symlink targets and xattr values.
 pub const INFO_SEAL: &[u8] = b"warpfs v1 symlink+xattr";
 
 /// The volume master key: 256 random bits, stored only wrapped in
-/// `warpfs.conf`. Zeroized on drop; `Debug` never shows the bytes.
+/// `warpfs.conf`. Locked in RAM and zeroized on drop (`Locked`); `Debug` never shows the bytes.
 #[derive(Clone)]
-pub struct MasterKey(Zeroizing<[u8; MASTER_KEY_LEN]>);
+pub struct MasterKey(Locked<[u8; MASTER_KEY_LEN]>);
 
 impl std::fmt::Debug for MasterKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -47,14 +50,14 @@ impl Eq for MasterKey {}
 impl MasterKey {
     /// A fresh random master key from the OS CSPRNG.
     pub fn generate() -> Self {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         crate::rand::fill(&mut *k);
         Self(k)
     }
 
     /// A master key from exactly 32 bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         if bytes.len() != MASTER_KEY_LEN {
             return Err(Error::KeyLength);
         }
@@ -85,7 +88,7 @@ impl MasterKey {
     /// Parse a recovery key: 64 hex digits (either case); dashes and
     /// whitespace anywhere are ignored.
     pub fn from_recovery_text(text: &str) -> Result<Self> {
-        let mut k = Zeroizing::new([0u8; MASTER_KEY_LEN]);
+        let mut k = Locked::new([0u8; MASTER_KEY_LEN]);
         let mut n = 0usize;
         for c in text.chars() {
             if c == '-' || c.is_whitespace() {
@@ -152,6 +155,19 @@ impl Subkeys {
         Subkeys { content, names, seal }
     }
 
+    /// The XTS content key of an `xts` volume: `2 · key_bits / 8` bytes of
+    /// HKDF-SHA256 under [`INFO_CONTENT_XTS`], split into `K1 ‖ K2`.
+    ///
+    /// # Panics
+    /// As [`derive`](Self::derive), for a key size other than 128 or 256.
+    pub fn xts_key(master: &MasterKey, key_bits: u32, cipher: crate::XtsCipher) -> crate::XtsKey {
+        let mut okm = Zeroizing::new(vec![0u8; 2 * content_len(key_bits)]);
+        Hkdf::<Sha256>::new(None, master.as_bytes())
+            .expand(INFO_CONTENT_XTS, &mut okm)
+            .expect("HKDF-SHA256 output length is within bounds");
+        crate::XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
+    }
+
     /// The raw bytes of the content key that [`derive`](Self::derive) puts
     /// in `content` (16 or 32 bytes, zeroized on drop), for a keystream
     /// backend that expands the key itself (the engine's forced software
@@ -201,6 +217,24 @@ mod tests {
             a.encrypt_block(&mut x);
             b.encrypt_block(&mut y);
             assert_eq!(x, y);
+        }
+    }
+
+    #[test]
+    fn xts_key_is_hkdf_under_its_own_info() {
+        let k = MasterKey::from_bytes(&[7; 32]).unwrap();
+        for bits in [128u32, 256] {
+            let x = Subkeys::xts_key(&k, bits, crate::XtsCipher::Aes);
+            assert_eq!(x.bits(), bits);
+            let mut okm = vec![0u8; bits as usize / 4];
+            Hkdf::<Sha256>::new(None, k.as_bytes())
+                .expand(INFO_CONTENT_XTS, &mut okm)
+                .unwrap();
+            let y = crate::XtsKey::new(crate::XtsCipher::Aes, &okm).unwrap();
+            let (mut a, mut b) = (vec![1u8; 100], vec![1u8; 100]);
+            x.encrypt_unit(&[0; 16], &mut a);
+            y.encrypt_unit(&[0; 16], &mut b);
+            assert_eq!(a, b);
         }
     }
 

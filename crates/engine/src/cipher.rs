@@ -9,9 +9,9 @@
 //! `force-soft` feature is a separate, software-only build of the same
 //! constant-time fixsliced implementation that links beside 0.9, so one
 //! binary can run the papers' "AES-NI off" experiments by setting
-//! `WARPFS_NO_AESNI=1` (or `EngineConfig::software_aes`). Its round keys are
-//! not zeroized on drop (aes 0.7 has no `zeroize` feature): use it for
-//! experiments, not for production mounts.
+//! `WARPFS_NO_AESNI=1` (or `EngineConfig::software_aes`). aes 0.7 has no
+//! `zeroize` feature, so its round keys live in a `warpfs_crypto::Locked`,
+//! which locks them in RAM and zeroes them on drop.
 
 use crate::EngineError;
 use aes::Block;
@@ -37,7 +37,8 @@ enum Inner {
     /// `aes` 0.9: AES-NI / VAES detected at run time (software if absent).
     Hw(ContentKey),
     /// Forced software AES (`aes` 0.7, `force-soft`).
-    Soft(Soft),
+    /// On locked pages, zeroed on drop (aes 0.7 has no zeroize of its own).
+    Soft(warpfs_crypto::Locked<Soft>),
 }
 
 /// An expanded AES-128 or AES-256 key that makes masks.
@@ -81,7 +82,7 @@ impl MaskCipher {
             _ => return Err(EngineError::KeyLength),
         };
         Ok(Self {
-            inner: Inner::Soft(soft),
+            inner: Inner::Soft(warpfs_crypto::Locked::new(soft)),
             raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
         })
     }
@@ -96,8 +97,10 @@ impl MaskCipher {
     pub fn bits(&self) -> u32 {
         match &self.inner {
             Inner::Hw(k) => k.bits(),
-            Inner::Soft(Soft::A128(_)) => 128,
-            Inner::Soft(Soft::A256(_)) => 256,
+            Inner::Soft(s) => match **s {
+                Soft::A128(_) => 128,
+                Soft::A256(_) => 256,
+            },
         }
     }
 

@@ -37,6 +37,9 @@ pub const PRIORITY_LOWEST: Priority = Priority::MIN;
 /// the bytes on its own thread (the hybrid policy of the GPU papers).
 const DEVICE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// How long engine shutdown waits for a device driver thread stuck in a launch.
+const DEVICE_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The most counter blocks one nonce has (32-bit counter).
 const MAX_BLOCKS: u64 = 1 << 32;
 
@@ -794,6 +797,22 @@ impl Drop for Engine {
         self.shared.work_cv.notify_all();
         self.shared.idle_cv.notify_all();
         let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(|e| e.into_inner()));
+        if self.shared.backend.is_device() {
+            // A hung device must not hang unmount: give the driver threads
+            // DEVICE_SHUTDOWN to finish their launch, then leave them.
+            let deadline = Instant::now() + DEVICE_SHUTDOWN;
+            for h in workers {
+                while !h.is_finished() && Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                if h.is_finished() {
+                    let _ = h.join();
+                } else {
+                    tracing::warn!("a device driver thread is stuck in a launch; shutting down without it");
+                }
+            }
+            return;
+        }
         for h in workers {
             let _ = h.join();
         }

@@ -202,3 +202,86 @@ fn engine_on_opencl_applies_the_same_bytes_as_cpu() {
         s.made_by_workers
     );
 }
+
+/// A device backend stand-in whose launches block until the test lets them go.
+struct Stalled {
+    started: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Backend for Stalled {
+    fn name(&self) -> String {
+        "stalled device".into()
+    }
+    fn chunk(&self) -> usize {
+        512
+    }
+    fn driver_threads(&self) -> Option<usize> {
+        Some(1)
+    }
+    fn is_device(&self) -> bool {
+        true
+    }
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        let _ = self.started.lock().unwrap().send(());
+        // Bounded, so a missing hybrid path fails the test instead of hanging it.
+        let _ = self
+            .release
+            .lock()
+            .unwrap()
+            .recv_timeout(std::time::Duration::from_secs(30));
+        CpuBackend.make(jobs);
+    }
+}
+
+#[test]
+fn apply_on_a_stalled_device_mask_makes_it_inline() {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel();
+    let b = Stalled {
+        started: std::sync::Mutex::new(started_tx),
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let e = Engine::with_backend(EngineConfig::default(), Box::new(b)).unwrap();
+    assert_eq!(e.threads(), 1);
+    let k = e.add_raw_key(&[7; 16]).unwrap();
+    let ctx = e.context();
+    let t = e.define(&ctx, k, &[1; 12], 0).unwrap();
+    started_rx.recv().unwrap(); // the device holds the mask now
+    let mut got = vec![0u8; 4096];
+    let ej0 = e.apply_block(&ctx, &t, &mut got).unwrap();
+    let s = e.stats();
+    assert_eq!(
+        (s.inline, s.waits, s.ready_hits),
+        (1, 0, 0),
+        "made inline while the device stalled"
+    );
+    release_tx.send(()).unwrap();
+    let mut want = vec![0u8; 4096];
+    let ej0_want = e.open_direct(k, &[1; 12], &mut want).unwrap();
+    assert_eq!((got, ej0), (want, ej0_want));
+    // The device's mask still lands and serves the next apply.
+    e.quiesce();
+    let mut again = vec![0u8; 4096];
+    e.apply_block(&ctx, &t, &mut again).unwrap();
+    assert_eq!(e.stats().ready_hits, 1);
+}
+
+#[test]
+fn engine_shutdown_does_not_wait_for_a_hung_device() {
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let b = Stalled {
+        started: std::sync::Mutex::new(started_tx),
+        release: std::sync::Mutex::new(release_rx),
+    };
+    let e = Engine::with_backend(EngineConfig::default(), Box::new(b)).unwrap();
+    let k = e.add_raw_key(&[7; 16]).unwrap();
+    let ctx = e.context();
+    e.define(&ctx, k, &[1; 12], 0).unwrap();
+    started_rx.recv().unwrap(); // the driver thread is stuck in its launch
+    drop(ctx);
+    drop(e); // returns although the launch never ends (the backend waits 30 s)
+             // The stuck launch was never released: the drop above returned on its own.
+    assert!(release_tx.send(()).is_ok(), "the stuck driver thread still waits");
+}

@@ -48,6 +48,9 @@ pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
     let p = dir.join(DIRIV_NAME);
     let data = match std::fs::read(&p) {
         Ok(d) => d,
+        // A fault of the backing FS (permission denied, I/O error) keeps
+        // its errno; a missing IV file is a corrupt directory.
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound && e.raw_os_error().is_some() => return Err(e.into()),
         Err(e) => {
             tracing::error!("cannot read directory IV {}: {e}", p.display());
             return Err(Error::EIO);

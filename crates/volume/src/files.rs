@@ -36,7 +36,16 @@ impl FileTable {
                 }
             }
         }
-        let f = Arc::new(CipherFile::open(file, cipher.clone(), label)?);
+        let f = match CipherFile::open(file, cipher.clone(), label.clone()) {
+            Ok(f) => Arc::new(f),
+            Err(e) => {
+                // A bad header or length: name the file in the log.
+                if let warpfs_content::ContentError::Corrupt { what } = &e {
+                    tracing::error!("{label}: {what}");
+                }
+                return Err(e.into());
+            }
+        };
         if map.len() > 1024 {
             map.retain(|_, (w, _)| w.strong_count() > 0);
         }

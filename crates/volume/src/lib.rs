@@ -23,3 +23,4 @@ pub use meta::{StatFs, TimeSpec};
 pub use names::decode_with as decode_backing_name;
 pub use namespace::DirEntry;
 pub use volume::{Caller, Options, Volume};
+pub use warpfs_content::faultlog;

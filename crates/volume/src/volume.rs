@@ -10,7 +10,7 @@ use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
 use warpfs_crypto::names::NameCipher;
 use warpfs_crypto::seal::Sealer;
-use warpfs_crypto::{ContentKey, GcmTagger};
+use warpfs_crypto::{ContentKey, GcmTagger, XtsKey};
 use warpfs_engine::{Engine, StatsSnapshot, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
@@ -61,15 +61,31 @@ impl Volume {
     ) -> std::result::Result<Volume, String> {
         let keys = Subkeys::derive(master, config.key_bits());
         let keystream: Arc<dyn Keystream> = Arc::new(Direct::new(keys.content.clone()));
-        Self::with_keystream(cipherdir, config, keys, keystream, opts)
+        let xts = config
+            .content_mode()
+            .xts_cipher()
+            .map(|c| Subkeys::xts_key(master, config.key_bits(), c));
+        Self::build(cipherdir, config, keys, keystream, xts, opts)
     }
 
-    /// Open with a given keystream backend.
+    /// Open with a given keystream backend (not for `xts` volumes, whose
+    /// key comes from the master key: use [`Volume::open`]).
     pub fn with_keystream(
         cipherdir: &Path,
         config: &Config,
         keys: Subkeys,
         keystream: Arc<dyn Keystream>,
+        opts: Options,
+    ) -> std::result::Result<Volume, String> {
+        Self::build(cipherdir, config, keys, keystream, None, opts)
+    }
+
+    fn build(
+        cipherdir: &Path,
+        config: &Config,
+        keys: Subkeys,
+        keystream: Arc<dyn Keystream>,
+        xts: Option<XtsKey>,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
         let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
@@ -78,9 +94,14 @@ impl Volume {
         let mode = match config.content_mode() {
             ContentMode::Ctr => Mode::Ctr,
             ContentMode::Gcm => Mode::Gcm,
+            ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
         };
         let tagger = GcmTagger::new(&keys.content);
-        let cipher = Arc::new(Cipher::new(mode, keystream, tagger));
+        let cipher = Arc::new(match (mode, xts) {
+            (Mode::Xts, Some(x)) => Cipher::new_xts(x, keystream, tagger),
+            (Mode::Xts, None) => return Err("an xts volume is opened with Volume::open".into()),
+            (m, _) => Cipher::new(m, keystream, tagger),
+        });
         let content_key = keys.content;
         let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
         Ok(Volume {
@@ -104,10 +125,16 @@ impl Volume {
     /// keystream backend, so every write's mask comes from the pool, and
     /// each file opened from now on reads through its own read window. Call
     /// it before any file is opened (at mount). `master` is needed only when
-    /// the engine forces software AES (`WARPFS_NO_AESNI=1`): the engine then
-    /// expands the raw content key itself.
+    /// the engine forces software AES (`WARPFS_NO_AESNI=1`) or makes masks
+    /// on a device (GPU backends): the engine then expands the raw content
+    /// key itself (a device backend uploads its round keys).
     pub fn use_engine(&mut self, engine: Arc<Engine>, master: &MasterKey) -> std::result::Result<(), String> {
-        let key = if engine.config().software_aes {
+        if self.mode == Mode::Xts {
+            // XTS has no keystream to make ahead; the engine stays idle.
+            self.engine = Some(engine);
+            return Ok(());
+        }
+        let key = if engine.config().software_aes || engine.is_device() {
             let raw = Subkeys::content_key_bytes(master, self.content_key.bits());
             engine.add_raw_key(&raw).map_err(|e| e.to_string())?
         } else {

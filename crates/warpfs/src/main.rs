@@ -2,6 +2,7 @@
 //! `warpfs passwd`, `warpfs info`. See README.md.
 
 mod cli;
+mod container;
 mod fuse;
 
 fn main() {

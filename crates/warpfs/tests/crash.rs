@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mode_tests!(sigkill_during_concurrent_writes);
+mode_tests!(nonce: sigkill_during_concurrent_writes);
 
 const WRITERS: usize = 4;
 const FILES_PER_WRITER: usize = 2;

@@ -39,6 +39,7 @@ fn write_then_read(v: &Volume, mib: usize) {
 }
 
 mode_tests!(
+    nonce:
     stats_show_ready_hits_after_a_sequential_read,
     speculation_off_makes_every_mask_inline
 );

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-mode_tests!(no_nonce_is_used_twice_across_remounts);
+mode_tests!(nonce: no_nonce_is_used_twice_across_remounts);
 
 /// Where a nonce was seen: file, block, ciphertext.
 type Seen = HashMap<[u8; 12], (PathBuf, u64, Vec<u8>)>;

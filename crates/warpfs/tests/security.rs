@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mode_tests!(
+    nonce:
     no_plaintext_in_cipher_dir,
     headers_and_nonces,
     corrupt_cipher_files,

@@ -13,6 +13,10 @@ pub const KEY: [u8; 32] = [0x42; 32];
 pub fn cipher(mode: Mode) -> Arc<Cipher> {
     let key = ContentKey::new(&KEY).unwrap();
     let tagger = GcmTagger::new(&key);
+    if mode == Mode::Xts {
+        let x = warpfs_crypto::XtsKey::new(warpfs_crypto::XtsCipher::Aes, &[0x43; 64]).unwrap();
+        return Arc::new(Cipher::new_xts(x, Arc::new(Direct::new(key)), tagger));
+    }
     Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger))
 }
 

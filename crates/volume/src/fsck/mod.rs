@@ -149,3 +149,66 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
     repair::sidecars(vol, &mut report.findings, opts.repairs);
     report
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Caller, Options as VolOptions};
+    use std::ffi::OsStr;
+    use std::path::Path;
+    use warpfs_config::{Config, ContentMode, KdfParams};
+
+    fn volume(dir: &Path, mode: ContentMode) -> Volume {
+        let (cfg, master) = Config::create(dir, b"pw", mode, 256, KdfParams::MIN).unwrap();
+        Volume::init_root(dir).unwrap();
+        Volume::open(dir, &cfg, &master, VolOptions::default()).unwrap()
+    }
+
+    fn write(v: &Volume, name: &str, blocks: usize) {
+        let who = Caller { uid: 0, gid: 0 };
+        let (_, _, f) = v
+            .create(Path::new(""), OsStr::new(name), 0o644, libc::O_RDWR, who, name.into())
+            .unwrap();
+        f.write_at(0, &vec![0x5a; blocks * 4096]).unwrap();
+    }
+
+    #[test]
+    fn clean_then_flipped_block_named_by_path() {
+        let t = tempfile::tempdir().unwrap();
+        let v = volume(t.path(), ContentMode::Gcm);
+        write(&v, "f", 4);
+        let mut seen = (0, 0);
+        let r = check(&v, Options::default(), &mut |d, t| seen = (d, t));
+        assert!(r.clean(), "{:?}", r.findings);
+        assert_eq!((r.files, r.blocks, r.written), (1, 4, 4));
+        assert_eq!(seen, (4 * 4096, 4 * 4096));
+        let back = crate::names::encode(&v.names, &crate::diriv::read(v.root()).unwrap(), OsStr::new("f")).unwrap();
+        let p = v.root().join(crate::names::file_of(&back));
+        let mut raw = std::fs::read(&p).unwrap();
+        let off = warpfs_content::layout::data_offset(v.mode, 2) as usize;
+        raw[off] ^= 1;
+        std::fs::write(&p, &raw).unwrap();
+        let r = check(&v, Options::default(), &mut |_, _| {});
+        assert_eq!(r.findings.len(), 1);
+        assert_eq!(r.findings[0].path, "/f");
+        assert_eq!(r.findings[0].block(), Some(2));
+        assert_eq!(r.findings[0].fix, Fix::NotAsked("--zero-bad-blocks"));
+        assert!(!r.all_repaired());
+    }
+
+    #[test]
+    fn volume_nonce_cap_is_a_note() {
+        let t = tempfile::tempdir().unwrap();
+        let v = volume(t.path(), ContentMode::Ctr);
+        write(&v, "a", 3);
+        write(&v, "b", 3);
+        let opts = Options {
+            volume_nonce_cap: 4,
+            ..Options::default()
+        };
+        let r = check(&v, opts, &mut |_, _| {});
+        assert!(r.clean());
+        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
+        assert!(r.notes[0].contains("first 4 only"));
+    }
+}

@@ -27,7 +27,7 @@ pub(super) fn file(vol: &Volume, abs: &Path, findings: &mut [Finding], want: Rep
         if rw.is_none() {
             rw = Some(std::fs::OpenOptions::new().read(true).write(true).open(abs)?);
         }
-        Ok(rw.as_ref().expect("just opened").try_clone()?)
+        rw.as_ref().expect("just opened").try_clone()
     };
     // Zero bad blocks first: a torn-tail cut never touches a readable block.
     for f in findings.iter_mut() {

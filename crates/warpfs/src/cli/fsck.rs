@@ -60,9 +60,9 @@ fn unescape(s: &str) -> Vec<u8> {
     out
 }
 
-/// The mount point of a warpfs mount of `cipherdir`, if any: a
-/// `fuse.warpfs` entry of the mount table whose source (the canonical
-/// cipher dir `warpfs mount` gives as fsname) is this directory.
+/// The mount point of a warpfs mount of `cipherdir`, if any: a FUSE entry
+/// of the mount table whose source (the canonical cipher dir `warpfs mount`
+/// gives as fsname) is this directory.
 pub fn mounted_at(cipherdir: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt;
     let canon = std::fs::canonicalize(cipherdir).ok()?;
@@ -72,7 +72,9 @@ pub fn mounted_at(cipherdir: &Path) -> Option<String> {
     let table = std::fs::read_to_string("/proc/self/mounts").ok()?;
     table.lines().find_map(|line| {
         let f: Vec<&str> = line.split(' ').collect();
-        if f.len() < 3 || !(f[2] == "fuse.warpfs" || f[2] == "fuseblk.warpfs") {
+        // A root mount made by fuser shows type `fuse` (no subtype); any
+        // FUSE mount whose source is this cipher dir counts.
+        if f.len() < 3 || !(f[2] == "fuse" || f[2].starts_with("fuse.") || f[2].starts_with("fuseblk")) {
             return None;
         }
         let src = unescape(f[0]);

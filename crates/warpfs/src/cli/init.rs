@@ -15,6 +15,17 @@ pub enum ModeArg {
     Gcm,
     /// AES-CTR per 4 KiB block (the EncFS++ paper's mode; no integrity).
     Ctr,
+    /// XTS per 4 KiB block (IEEE 1619, as disk encryption; no integrity, no nonce table).
+    Xts,
+}
+
+/// Block cipher of the `xts` mode.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CipherArg {
+    /// AES (hardware-accelerated with AES-NI).
+    Aes,
+    /// Twofish (as TrueCrypt offers it; software, slow).
+    Twofish,
 }
 
 /// Arguments of `warpfs init`.
@@ -25,9 +36,12 @@ pub struct InitArgs {
     /// Content mode.
     #[arg(long, value_enum, default_value = "gcm")]
     mode: ModeArg,
-    /// AES key size for content.
+    /// Content key size in bits (xts: each of its two keys).
     #[arg(long, default_value_t = 256, value_parser = parse_key_bits)]
     key_bits: u32,
+    /// Block cipher for `--mode xts`.
+    #[arg(long, value_enum, default_value = "aes")]
+    cipher: CipherArg,
     /// Argon2id memory in KiB (at least 32768).
     #[arg(long, value_name = "KIB")]
     kdf_memory: Option<u32>,
@@ -51,6 +65,18 @@ fn parse_key_bits(s: &str) -> Result<u32, String> {
 
 pub fn run(a: InitArgs) -> Result<(), CliError> {
     let dir = &a.cipherdir;
+    let mode = match (a.mode, a.cipher) {
+        (ModeArg::Gcm, CipherArg::Aes) => ContentMode::Gcm,
+        (ModeArg::Ctr, CipherArg::Aes) => ContentMode::Ctr,
+        (ModeArg::Xts, CipherArg::Aes) => ContentMode::Xts,
+        (ModeArg::Xts, CipherArg::Twofish) => ContentMode::XtsTwofish,
+        (_, CipherArg::Twofish) => {
+            return Err(CliError::new(
+                super::exit::USAGE,
+                "--cipher twofish needs --mode xts (gcm and ctr are AES only)",
+            ))
+        }
+    };
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
             if it.next().is_some() {
@@ -75,17 +101,14 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let mode = match a.mode {
-        ModeArg::Gcm => ContentMode::Gcm,
-        ModeArg::Ctr => ContentMode::Ctr,
-    };
     let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(
-        "Created warpfs volume in {} (mode {:?}, AES-{}).",
+        "Created warpfs volume in {} (mode {}, {}-{}).",
         dir.display(),
         mode,
+        mode.cipher_name(),
         a.key_bits
     );
     if !a.quiet {

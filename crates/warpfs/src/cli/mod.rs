@@ -1,6 +1,7 @@
 //! warpfs layer 1: the command line. Argument parsing, password prompts,
 //! exit codes; no file-system logic.
 
+mod container;
 mod exit;
 mod fsck;
 mod info;
@@ -31,6 +32,13 @@ pub struct PassArgs {
     /// Run this shell command and use the first line it prints as the password.
     #[arg(long, value_name = "CMD")]
     extpass: Option<String>,
+    /// Also require this file's bytes (e.g. 32 random bytes on a USB stick):
+    /// combined with the password through HKDF-SHA256.
+    #[arg(long, value_name = "FILE")]
+    keyfile: Option<PathBuf>,
+    /// Use the keyfile alone, without a password.
+    #[arg(long, requires = "keyfile", conflicts_with_all = ["passfile", "extpass"])]
+    keyfile_only: bool,
 }
 
 impl PassArgs {
@@ -38,6 +46,8 @@ impl PassArgs {
         password::Source {
             passfile: self.passfile.clone(),
             extpass: self.extpass.clone(),
+            keyfile: self.keyfile.clone(),
+            keyfile_only: self.keyfile_only,
         }
     }
 }
@@ -56,6 +66,8 @@ enum Cmd {
     Stats(stats::StatsArgs),
     /// Check an unmounted volume (config, names, headers, nonces, GCM tags); repair when asked.
     Fsck(fsck::FsckArgs),
+    /// Encrypted container: one XTS-encrypted image exposed as MOUNTPOINT/volume.
+    Container(container::ContainerArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -74,6 +86,7 @@ pub fn run() -> i32 {
         Cmd::Info(a) => info::run(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Fsck(a) => fsck::run(a),
+        Cmd::Container(a) => container::run(a),
     };
     match res {
         Ok(()) => exit::OK,

@@ -12,6 +12,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_config::Config;
 use warpfs_crypto::keys::MasterKey;
+use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
 use warpfs_volume::{Options, Volume};
 
@@ -65,11 +66,20 @@ pub struct MountArgs {
     /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 256].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     window_max: Option<u32>,
+    /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
+    /// an OpenCL GPU, else cpu); an unavailable engine falls back to cpu with
+    /// a warning [default: $WARPFS_ENGINE, else cpu].
+    #[arg(long, value_name = "cpu|opencl|cuda|auto", value_parser = parse_engine)]
+    engine: Option<EngineKind>,
     /// Nice value of the keystream workers; lowering it needs root, otherwise
     /// they keep the daemon's [default: -19].
     #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     engine_nice: Option<i32>,
+    /// Mount with the master key instead of the password (recovery): `stdin`
+    /// reads the key as `warpfs init` printed it from standard input.
+    #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
+    masterkey: Option<String>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
@@ -87,7 +97,28 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
-/// The engine settings the arguments ask for.
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
+}
+
+/// Environment variable naming the engine when `--engine` is not given.
+pub const ENV_ENGINE: &str = "WARPFS_ENGINE";
+
+/// The engine `--engine` or `WARPFS_ENGINE` asks for (cpu by default; an
+/// unparsable variable is a usage error).
+fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
+    if let Some(k) = a.engine {
+        return Ok(k);
+    }
+    match std::env::var(ENV_ENGINE) {
+        Ok(v) if !v.trim().is_empty() => v
+            .parse()
+            .map_err(|e| CliError::new(super::exit::USAGE, format!("{ENV_ENGINE}: {e}"))),
+        _ => Ok(EngineKind::Cpu),
+    }
+}
+
+/// The engine settings the arguments ask for (speculation: see `serve`).
 fn engine_config(a: &MountArgs) -> EngineConfig {
     EngineConfig {
         threads: a.engine_threads.map_or(0, usize::from),
@@ -101,8 +132,25 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
 
 /// Start the keystream engine, attach it to the volume and wrap the volume
 /// for FUSE. Starts threads: in the daemon, only after the fork.
-fn serve(mut vol: Volume, master: &MasterKey, cfg: EngineConfig) -> Result<WarpFs, String> {
-    let engine = Engine::new(cfg).map_err(|e| format!("keystream engine: {e}"))?;
+/// The backend is opened here (after the daemon's fork: drivers start
+/// threads). A device backend turns speculation on unless `--speculation`
+/// said otherwise: look-ahead is what goes to the device.
+fn serve(
+    mut vol: Volume,
+    master: &MasterKey,
+    mut cfg: EngineConfig,
+    kind: EngineKind,
+    speculation: Option<bool>,
+) -> Result<WarpFs, String> {
+    let sel = select_backend(kind);
+    if let Some(w) = &sel.warning {
+        tracing::warn!("{w}");
+    }
+    tracing::info!("{}", sel.note);
+    if sel.device && speculation.is_none() {
+        cfg.speculation = true;
+    }
+    let engine = Engine::with_backend(cfg, sel.backend).map_err(|e| format!("keystream engine: {e}"))?;
     vol.use_engine(engine.clone(), master)
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
@@ -115,6 +163,45 @@ fn serve(mut vol: Volume, master: &MasterKey, cfg: EngineConfig) -> Result<WarpF
         c.window_max
     );
     WarpFs::new(vol).map_err(|e| e.to_string())
+}
+
+/// The master key from standard input (the recovery text `warpfs init`
+/// printed; dashes and whitespace ignored), for `--masterkey stdin`.
+fn read_master_key_stdin() -> Result<MasterKey, CliError> {
+    let mut text = zeroize::Zeroizing::new(String::new());
+    std::io::stdin()
+        .take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::new(ERROR, format!("cannot read the master key from stdin: {e}")))?;
+    MasterKey::from_recovery_text(&text)
+        .map_err(|e| CliError::new(super::exit::WRONG_PASSWORD, format!("bad master key: {e}")))
+}
+
+/// A master key given directly cannot be checked against the wrapped one;
+/// refuse it when CIPHERDIR's root has entries and none of their names
+/// decrypts under it.
+fn check_master_key(vol: &Volume, cipherdir: &std::path::Path) -> Result<(), CliError> {
+    let entries = std::fs::read_dir(cipherdir)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
+        })
+        .count();
+    if entries > 0
+        && vol
+            .readdir(std::path::Path::new(""))
+            .map(|v| v.is_empty())
+            .unwrap_or(true)
+    {
+        return Err(CliError::new(
+            super::exit::WRONG_PASSWORD,
+            "wrong master key: no name in the volume's root decrypts with it",
+        ));
+    }
+    Ok(())
 }
 
 fn cores() -> usize {
@@ -157,10 +244,17 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             ))
         }
     }
+    // No core dumps or ptrace by others of a process that holds keys.
+    if !warpfs_crypto::make_non_dumpable() {
+        eprintln!("warpfs: warning: cannot make the process non-dumpable");
+    }
     let cfg = Config::load(&a.cipherdir)?;
-    let pw = a.pass.source().read("Password: ", false)?;
-    let master = cfg.unlock(pw.bytes())?;
-    drop(pw);
+    let master = if a.masterkey.is_some() {
+        read_master_key_stdin()?
+    } else {
+        let pw = a.pass.source().read("Password: ", false)?;
+        cfg.unlock(pw.bytes())?
+    };
     let vol = Volume::open(
         &a.cipherdir,
         &cfg,
@@ -170,7 +264,11 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         },
     )
     .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    if a.masterkey.is_some() {
+        check_master_key(&vol, &a.cipherdir)?;
+    }
     let engine_cfg = engine_config(&a);
+    let engine_kind = engine_kind(&a)?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
     let config = mount_config(&mo, &cipherdir);
     // SAFETY: umask has no preconditions. Modes are applied exactly as the
@@ -183,8 +281,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             None => logging::Target::Stderr,
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        let fs = serve(vol, &master, engine_cfg).map_err(|e| CliError::new(ERROR, e))?;
+        let fs = serve(vol, &master, engine_cfg, engine_kind, a.speculation).map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
+        report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
         raise_read_ahead(&a.mountpoint);
@@ -254,7 +353,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, &master, engine_cfg) {
+    let fs = match serve(vol, &master, engine_cfg, engine_kind, a.speculation) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());
@@ -262,6 +361,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         }
     };
     drop(master);
+    // The fork dropped the parent's memory locks: lock the keys again.
+    report_key_locking();
     let session = match fuser::Session::new(fs, &a.mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -285,7 +386,15 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     std::process::exit(code);
 }
 
-fn redirect_stdio() {
+/// Lock all key memory in RAM (again, after a fork) and log the outcome.
+fn report_key_locking() {
+    match warpfs_crypto::locked::lock_all() {
+        Ok(n) => tracing::info!("key memory locked in RAM ({n} bytes), excluded from core dumps"),
+        Err(e) => tracing::warn!("cannot lock key memory in RAM ({e}); keys may be swapped out (raise RLIMIT_MEMLOCK)"),
+    }
+}
+
+pub(super) fn redirect_stdio() {
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {

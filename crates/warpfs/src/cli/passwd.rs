@@ -31,6 +31,9 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
     let new_src = super::password::Source {
         passfile: a.new_passfile.clone(),
         extpass: a.new_extpass.clone(),
+        // The keyfile stays: it is combined with the new password too.
+        keyfile: a.pass.keyfile.clone(),
+        keyfile_only: a.pass.keyfile_only,
     };
     let new = new_src.read("New password: ", true)?;
     cfg.change_password(&a.cipherdir, old.bytes(), new.bytes())?;

@@ -1,5 +1,7 @@
 //! Where passwords come from: `--passfile F` (first line), `--extpass CMD`
-//! (first line of its output), or the terminal.
+//! (first line of its output), or the terminal; with `--keyfile F` the
+//! secret is the password combined with the keyfile's bytes (or the
+//! keyfile alone with `--keyfile-only`).
 
 use super::exit::{CliError, ERROR};
 use std::io::{BufRead, BufReader};
@@ -13,6 +15,10 @@ pub struct Source {
     pub passfile: Option<PathBuf>,
     /// Run this shell command and read the first line it prints.
     pub extpass: Option<String>,
+    /// Combine the password with this file's bytes.
+    pub keyfile: Option<PathBuf>,
+    /// No password: the keyfile alone.
+    pub keyfile_only: bool,
 }
 
 /// A password, wiped from memory when dropped.
@@ -47,6 +53,20 @@ fn first_line(mut data: Vec<u8>) -> Vec<u8> {
 impl Source {
     /// Get the password; `prompt` is shown on the terminal; `confirm` asks twice.
     pub fn read(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
+        let pw = if self.keyfile_only {
+            Password(Vec::new())
+        } else {
+            self.read_password(prompt, confirm)?
+        };
+        let Some(kf) = &self.keyfile else {
+            return Ok(pw);
+        };
+        let data = read_keyfile(kf)?;
+        let secret = warpfs_crypto::kdf::combine_keyfile(pw.bytes(), &data);
+        Ok(Password(secret.to_vec()))
+    }
+
+    fn read_password(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
         let pw = if let Some(f) = &self.passfile {
             let data = std::fs::read(f)
                 .map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
@@ -85,6 +105,33 @@ impl Source {
     }
 }
 
+/// A keyfile's bytes (wiped on drop): 1 byte to 1 MiB.
+fn read_keyfile(path: &std::path::Path) -> Result<Password, CliError> {
+    use std::io::Read;
+    let max = warpfs_crypto::kdf::MAX_KEYFILE_LEN;
+    let f = std::fs::File::open(path)
+        .map_err(|e| CliError::new(ERROR, format!("cannot read keyfile {}: {e}", path.display())))?;
+    let mut data = Vec::new();
+    f.take(max as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| CliError::new(ERROR, format!("cannot read keyfile {}: {e}", path.display())))?;
+    let data = Password(data);
+    if data.0.is_empty() || data.0.len() > max {
+        return Err(CliError::new(
+            ERROR,
+            format!("keyfile {} must hold 1 byte to 1 MiB", path.display()),
+        ));
+    }
+    Ok(data)
+}
+
+impl std::ops::Deref for Password {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +144,7 @@ mod tests {
         let s = Source {
             passfile: Some(p),
             extpass: None,
+            ..Default::default()
         };
         assert_eq!(s.read("", false).unwrap().bytes(), b"secret");
     }
@@ -106,11 +154,13 @@ mod tests {
         let s = Source {
             passfile: None,
             extpass: Some("echo hunter2".into()),
+            ..Default::default()
         };
         assert_eq!(s.read("", false).unwrap().bytes(), b"hunter2");
         let bad = Source {
             passfile: None,
             extpass: Some("exit 3".into()),
+            ..Default::default()
         };
         assert!(bad.read("", false).is_err());
     }
@@ -122,7 +172,8 @@ mod tests {
         std::fs::write(&p, "\n").unwrap();
         assert!(Source {
             passfile: Some(p),
-            extpass: None
+            extpass: None,
+            ..Default::default()
         }
         .read("", false)
         .is_err());

@@ -33,7 +33,10 @@ pub struct WarpFs {
     handles: Handles,
 }
 
+/// The errno for the kernel; a backing fault (disk full, read-only,
+/// permission denied, I/O error) also gets a rate-limited log line.
 fn errno(e: Error) -> Errno {
+    warpfs_volume::faultlog::fault("request", "on the backing file system", e.errno());
     Errno::from_i32(e.errno())
 }
 
@@ -96,7 +99,14 @@ impl WarpFs {
             return self.vol.getattr_open(&f).map_err(errno);
         }
         match self.nodes.locate(ino.0) {
-            Some(l) => self.vol.getattr(&l.backing).map_err(errno),
+            Some(l) => match self.vol.getattr(&l.backing) {
+                // Deleted under an open handle: the open file answers.
+                Err(e) if e.errno() == libc::ENOENT => match self.vol.open_file_of(self.nodes.backing_ino(ino.0)) {
+                    Some(f) => self.vol.getattr_open(&f).map_err(errno),
+                    None => Err(errno(e)),
+                },
+                r => r.map_err(errno),
+            },
             // Unlinked or replaced, but still open through some handle.
             None => match self.vol.open_file_of(self.nodes.backing_ino(ino.0)) {
                 Some(f) => self.vol.getattr_open(&f).map_err(errno),
@@ -177,48 +187,46 @@ impl Filesystem for WarpFs {
         reply: ReplyAttr,
     ) {
         let loc = self.nodes.locate(ino.0);
-        let open = fh.and_then(|fh| self.handles.file(fh.0)).or_else(|| match loc {
-            None => self.vol.open_file_of(self.nodes.backing_ino(ino.0)),
-            Some(_) => None,
-        });
+        // An open file is changed through its fd, never its path: the
+        // backing file may have been deleted or replaced under the handle.
+        let by_fh = fh.and_then(|fh| self.handles.file(fh.0));
+        let open = by_fh
+            .clone()
+            .or_else(|| self.vol.open_file_of(self.nodes.backing_ino(ino.0)));
         let res = (|| -> Result<(), Error> {
-            match (&loc, &open) {
-                (Some(l), _) => {
-                    if let Some(m) = mode {
-                        self.vol.chmod(&l.backing, m)?;
-                    }
-                    if uid.is_some() || gid.is_some() {
-                        self.vol.chown(&l.backing, uid, gid)?;
-                    }
-                    if let Some(s) = size {
-                        match &open {
-                            Some(f) => {
-                                self.vol_writable()?;
-                                f.set_len(s)?
-                            }
-                            None => self.vol.truncate(&l.backing, s, l.plain.clone())?,
-                        }
-                    }
-                    if atime.is_some() || mtime.is_some() {
-                        self.vol.utimens(&l.backing, time_spec(atime), time_spec(mtime))?;
-                    }
+            if loc.is_none() && open.is_none() {
+                return Err(Error(libc::ENOENT));
+            }
+            if let Some(m) = mode {
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.chmod_open(f, m)?,
+                    (None, Some(l)) => self.vol.chmod(&l.backing, m)?,
+                    (None, None) => {}
                 }
-                (None, Some(f)) => {
-                    if let Some(m) = mode {
-                        self.vol.chmod_open(f, m)?;
-                    }
-                    if uid.is_some() || gid.is_some() {
-                        self.vol.chown_open(f, uid, gid)?;
-                    }
-                    if let Some(s) = size {
-                        self.vol_writable()?;
-                        f.set_len(s)?;
-                    }
-                    if atime.is_some() || mtime.is_some() {
-                        self.vol.utimens_open(f, time_spec(atime), time_spec(mtime))?;
-                    }
+            }
+            if uid.is_some() || gid.is_some() {
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.chown_open(f, uid, gid)?,
+                    (None, Some(l)) => self.vol.chown(&l.backing, uid, gid)?,
+                    (None, None) => {}
                 }
-                (None, None) => return Err(Error(libc::ENOENT)),
+            }
+            if let Some(s) = size {
+                self.vol_writable()?;
+                // Through the caller's handle, else by path (opened for
+                // writing), else through any open file of a deleted inode.
+                match (&by_fh, &loc, &open) {
+                    (Some(f), _, _) | (None, None, Some(f)) => f.set_len(s)?,
+                    (None, Some(l), _) => self.vol.truncate(&l.backing, s, l.plain.clone())?,
+                    (None, None, None) => {}
+                }
+            }
+            if atime.is_some() || mtime.is_some() {
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.utimens_open(f, time_spec(atime), time_spec(mtime))?,
+                    (None, Some(l)) => self.vol.utimens(&l.backing, time_spec(atime), time_spec(mtime))?,
+                    (None, None) => {}
+                }
             }
             Ok(())
         })();

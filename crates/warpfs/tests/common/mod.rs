@@ -12,6 +12,7 @@
 //! `warpfs mount` the tests run (unless the test passes `--speculation`
 //! itself), so the whole suite can run with the keystream engine's
 //! look-ahead on and off; unset, mounts use the binary's default.
+//! `WARPFS_TEST_ENGINE=cpu|opencl|cuda|auto` likewise adds `--engine X`.
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
@@ -76,7 +77,8 @@ macro_rules! require_fuse {
 /// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`.
 #[allow(unused_macros)]
 macro_rules! mode_tests {
-    ($($name:ident),* $(,)?) => {
+    // Tests about nonce entries, tags or masks: gcm and ctr only.
+    (nonce: $($name:ident),* $(,)?) => {
         $(
             mod $name {
                 #[test]
@@ -90,6 +92,24 @@ macro_rules! mode_tests {
             }
         )*
     };
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+                #[test]
+                fn xts() {
+                    super::$name($crate::common::Mode::Xts)
+                }
+            }
+        )*
+    };
 }
 
 // ---------------------------------------------------------------------------
@@ -99,6 +119,8 @@ macro_rules! mode_tests {
 pub enum Mode {
     Gcm,
     Ctr,
+    /// XTS: no nonce entries (E = 0), data right after the 32-byte header.
+    Xts,
 }
 
 impl Mode {
@@ -106,6 +128,7 @@ impl Mode {
         match self {
             Mode::Gcm => "gcm",
             Mode::Ctr => "ctr",
+            Mode::Xts => "xts",
         }
     }
     /// The content-mode byte at header offset 6.
@@ -113,6 +136,7 @@ impl Mode {
         match self {
             Mode::Ctr => 1,
             Mode::Gcm => 2,
+            Mode::Xts => 3,
         }
     }
     /// Nonce entry size E.
@@ -120,6 +144,7 @@ impl Mode {
         match self {
             Mode::Ctr => 16,
             Mode::Gcm => 32,
+            Mode::Xts => 0,
         }
     }
     /// H = 32 + 16·E.
@@ -351,6 +376,20 @@ pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
         .any(|a| a == "--speculation" || a.as_bytes().starts_with(b"--speculation="));
     if let (true, false, Some(v)) = (is_mount, has, test_speculation()) {
         args.splice(1..1, [OsString::from("--speculation"), OsString::from(v)]);
+    }
+    with_test_engine(args)
+}
+
+/// `args` with `--engine X` from `WARPFS_TEST_ENGINE` (cpu, opencl, cuda,
+/// auto) inserted after a leading `mount` that does not set it already.
+pub fn with_test_engine(mut args: Vec<OsString>) -> Vec<OsString> {
+    let is_mount = args.first().is_some_and(|a| a == "mount");
+    let has = args
+        .iter()
+        .any(|a| a == "--engine" || a.as_bytes().starts_with(b"--engine="));
+    let v = std::env::var("WARPFS_TEST_ENGINE").unwrap_or_default();
+    if is_mount && !has && !v.trim().is_empty() {
+        args.splice(1..1, [OsString::from("--engine"), OsString::from(v.trim())]);
     }
     args
 }
@@ -587,10 +626,11 @@ impl Drop for Watchdog {
 /// An initialised cipher dir per mode, made once per test binary and copied
 /// into each `Volume` (saves one KDF run per test).
 fn template(mode: Mode) -> &'static Path {
-    static T: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    static T: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match mode {
         Mode::Gcm => &T[0],
         Mode::Ctr => &T[1],
+        Mode::Xts => &T[2],
     };
     slot.get_or_init(|| {
         let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("warpfs-templates");

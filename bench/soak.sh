@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# bench/soak.sh — long soak of a warpfs mount: random mixed operations
+# (writes, reads, truncates, hole punches, fsyncs, renames, unlink +
+# recreate, whole-file verifies) checked against an in-memory model, with a
+# remount every 25,000 operations and a full verify after each; half the
+# time in gcm, half in ctr (crates/warpfs/tests/soak.rs).
+#
+#   bash bench/soak.sh [--minutes N]     (default 10)
+#
+# Needs root and /dev/fuse. Writes bench/results/soak-<UTC time>.json
+# ({seconds, ops, failures, remounts, ...}); exit status 1 on any failure.
+set -euo pipefail
+
+WF_NAME=soak
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+cd "$WF_REPO"
+
+MINUTES=10
+while (($#)); do
+    case "$1" in
+        --minutes) MINUTES="$2"; shift 2 ;;
+        --minutes=*) MINUTES="${1#*=}"; shift ;;
+        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) wf_die "unknown argument: $1" ;;
+    esac
+done
+[[ $MINUTES =~ ^[0-9]+(\.[0-9]+)?$ ]] || wf_die "--minutes takes a number"
+if ! wf_is_root || [[ ! -c /dev/fuse ]]; then
+    wf_log "skipped: needs root and /dev/fuse"
+    exit 0
+fi
+SECS=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
+mkdir -p bench/results
+OUT="bench/results/soak-$(date -u +%Y%m%dT%H%M%SZ).json"
+wf_log "soak for $SECS s; result in $OUT"
+WARPFS_SOAK_SECS="$SECS" WARPFS_SOAK_JSON="$WF_REPO/$OUT" WARPFS_TEST_WATCHDOG_SECS=$((SECS + 600)) \
+    cargo test --release -p warpfs --test soak -- --ignored --nocapture soak 2>&1 |
+    grep -E '^(soak|SOAK|test |thread|---)|panicked' || true
+if [[ -f $OUT ]]; then
+    cat "$OUT"
+    grep -q '"failures": 0,' "$OUT"
+else
+    wf_die "soak did not finish (no $OUT)"
+fi

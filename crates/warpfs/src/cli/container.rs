@@ -1,0 +1,181 @@
+//! `warpfs container create|open|resize`: an encrypted container image
+//! (FORMAT.md 9) exposed as one plaintext file, MOUNTPOINT/volume.
+
+use super::exit::{CliError, ERROR, MOUNT_FAILED, USAGE};
+use super::PassArgs;
+use crate::container::fs::ContainerFs;
+use crate::container::image::{self, Image, HEADER, SECTOR};
+use clap::{Args, Subcommand};
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use warpfs_config::KdfParams;
+
+/// `warpfs container ...`.
+#[derive(Args, Debug)]
+pub struct ContainerArgs {
+    #[command(subcommand)]
+    cmd: ContainerCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum ContainerCmd {
+    /// Create a sparse container image of --size bytes (XTS-AES-256 sectors).
+    Create {
+        #[command(flatten)]
+        pass: PassArgs,
+        /// Size of the exposed file: bytes, or with K, M, G, T (multiple of 4096).
+        #[arg(long, value_parser = image::parse_size)]
+        size: u64,
+        /// Argon2id memory in KiB (at least 32768).
+        #[arg(long, value_name = "KIB")]
+        kdf_memory: Option<u32>,
+        /// Argon2id iterations (at least 2).
+        #[arg(long, value_name = "N")]
+        kdf_iterations: Option<u32>,
+        /// The image file to create (must not exist).
+        file: PathBuf,
+    },
+    /// Mount the container: MOUNTPOINT/volume is the plaintext (daemonizes).
+    Open {
+        #[command(flatten)]
+        pass: PassArgs,
+        /// The image file.
+        file: PathBuf,
+        /// An empty directory.
+        mountpoint: PathBuf,
+    },
+    /// Grow or shrink a closed container to --size (shrinking drops the end).
+    Resize {
+        /// New size: bytes, or with K, M, G, T (multiple of 4096).
+        #[arg(long, value_parser = image::parse_size)]
+        size: u64,
+        /// The image file.
+        file: PathBuf,
+    },
+}
+
+fn err(e: impl std::fmt::Display) -> CliError {
+    CliError::new(ERROR, e.to_string())
+}
+
+pub fn run(a: ContainerArgs) -> Result<(), CliError> {
+    match a.cmd {
+        ContainerCmd::Create {
+            pass,
+            size,
+            kdf_memory,
+            kdf_iterations,
+            file,
+        } => {
+            let mut kdf = KdfParams::DEFAULT;
+            if let Some(m) = kdf_memory {
+                kdf.memory_kib = m;
+            }
+            if let Some(t) = kdf_iterations {
+                kdf.iterations = t;
+            }
+            kdf.validate().map_err(|e| CliError::new(USAGE, e.to_string()))?;
+            if file.symlink_metadata().is_ok() {
+                return Err(CliError::new(
+                    super::exit::NOT_EMPTY,
+                    format!("{} exists", file.display()),
+                ));
+            }
+            let pw = pass.source().read("New password: ", true)?;
+            let master = image::create(&file, pw.bytes(), size, kdf).map_err(err)?;
+            println!(
+                "Created warpfs container {} ({size} bytes, XTS-AES-256).",
+                file.display()
+            );
+            println!();
+            println!("Your master key is:");
+            println!();
+            println!("    {}", master.recovery_text());
+            println!();
+            println!("Keep it somewhere safe and offline; it is not shown again.");
+            Ok(())
+        }
+        ContainerCmd::Resize { size, file } => {
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&file)
+                .map_err(|e| err(format!("{}: {e}", file.display())))?;
+            image::read_header(&f).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+            debug_assert!(size.is_multiple_of(SECTOR));
+            f.set_len(HEADER + size).map_err(err)?;
+            f.sync_all().map_err(err)?;
+            println!("Resized {} to {size} bytes.", file.display());
+            Ok(())
+        }
+        ContainerCmd::Open { pass, file, mountpoint } => open(pass, file, mountpoint),
+    }
+}
+
+fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf) -> Result<(), CliError> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&file)
+        .map_err(|e| err(format!("{}: {e}", file.display())))?;
+    let cfg = image::read_header(&f).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    let pw = pass.source().read("Password: ", false)?;
+    let master = cfg.unlock(pw.bytes())?;
+    drop(pw);
+    let img = Image::new(f, &cfg, &master).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    drop(master);
+    let mut config = fuser::Config::default();
+    let name = std::fs::canonicalize(&file).unwrap_or(file.clone());
+    config.mount_options = vec![
+        fuser::MountOption::FSName(name.to_string_lossy().replace(',', "_")),
+        fuser::MountOption::Subtype("warpfs-container".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::RW,
+    ];
+    config.n_threads = Some(2);
+
+    let mut fds = [0; 2];
+    // SAFETY: fds is a 2-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(err(format!("pipe: {}", std::io::Error::last_os_error())));
+    }
+    // SAFETY: both fds were just created and are owned here.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: single-threaded here (no thread was started).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(err(format!("fork: {}", std::io::Error::last_os_error())));
+    }
+    if pid > 0 {
+        drop(wr);
+        let mut msg = String::new();
+        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
+        return match msg.as_str() {
+            "OK" => Ok(()),
+            "" => Err(CliError::new(
+                MOUNT_FAILED,
+                "the container process died before the mount was ready",
+            )),
+            m => Err(CliError::new(MOUNT_FAILED, m.to_string())),
+        };
+    }
+    drop(rd);
+    let mut wr = std::fs::File::from(wr);
+    // SAFETY: in the child; detach from the terminal.
+    unsafe { libc::setsid() };
+    let session = match fuser::Session::new(ContainerFs::new(img), &mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = wr.write_all(format!("mount failed: {e}").as_bytes());
+            std::process::exit(MOUNT_FAILED);
+        }
+    };
+    super::mount::redirect_stdio();
+    let _ = wr.write_all(b"OK");
+    drop(wr);
+    std::process::exit(match session.run() {
+        Ok(()) => 0,
+        Err(_) => 1,
+    });
+}
