@@ -191,9 +191,8 @@ pub struct XtsDevice {
     context: Context,
 }
 
+/// Find a device; the caller holds `DISCOVERY` and the saved handlers.
 fn pick(want: Want) -> Result<(String, bool, ClDevice), String> {
-    let _one = DISCOVERY.lock().unwrap_or_else(|e| e.into_inner());
-    let _keep = super::signals::SavedHandlers::save();
     let platforms = cl(
         "no OpenCL platform (libOpenCL / ICD)",
         opencl3::platform::get_platforms(),
@@ -231,6 +230,11 @@ impl XtsDevice {
     }
 
     fn open(any: bool, chunk: usize) -> Result<Self, String> {
+        // Discovery, context and kernel build one at a time and with the
+        // process's signal handlers restored afterwards (pocl/LLVM install
+        // their own), as `opencl.rs` does for the mask kernel.
+        let _one = DISCOVERY.lock().unwrap_or_else(|e| e.into_inner());
+        let _keep = super::signals::SavedHandlers::save();
         let (name, pocl, dev) = pick(if any { Want::Any } else { Want::RealGpu })?;
         let context = cl("clCreateContext", Context::from_device(&dev))?;
         let program = Program::create_and_build_from_source(&context, XTS_KERNEL_SRC, "")
