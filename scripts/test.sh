@@ -24,6 +24,7 @@
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
+#   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
 #   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
 #                 installs nightly + cargo-fuzz into target/tools
@@ -106,6 +107,9 @@ step fsx bash scripts/fsx.sh
 # platform fail instead of skip.
 step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
     cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
+# gpu-xts: the XTS kernel (IEEE 1619 vectors, xts-mode, the mount's XTS) on
+# pocl; built by step 3 already, so this is ~1 s. A missing platform fails.
+step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --no-fail-fast
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else

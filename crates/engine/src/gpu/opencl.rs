@@ -19,7 +19,7 @@ use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
 use std::sync::Mutex;
 
 /// Platform discovery is not thread-safe on pocl: one at a time.
-static DISCOVERY: Mutex<()> = Mutex::new(());
+pub(super) static DISCOVERY: Mutex<()> = Mutex::new(());
 
 /// What kind of OpenCL device to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct OpenClDevice {
     context: Context,
 }
 
-fn cl<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
+pub(super) fn cl<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
 
