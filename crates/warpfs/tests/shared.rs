@@ -24,7 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mode_tests!(two_mounts_different_files, two_mounts_same_file);
+// Both are about nonce entries and tags (epochs, torn blocks): gcm and ctr.
+mode_tests!(nonce: two_mounts_different_files, two_mounts_same_file);
 
 /// A second mount of `v`'s cipher dir at `root/mnt2`, unmounted on drop.
 struct Second {
