@@ -230,6 +230,17 @@ fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
         // Mid-rekey: the volume mounts, reads old and new files, and writes.
         v.mount();
         check_all(&v, &m);
+        let listed: Vec<String> = fs::read_dir(&v.mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        assert_eq!(
+            listed,
+            m.keys().cloned().collect::<Vec<_>>(),
+            "a rekey temp file shows in the mount"
+        );
         let d = data(999, 12345);
         write_file(&v.p("written-mid-rekey"), &d);
         m.insert("written-mid-rekey".into(), d);

@@ -9,6 +9,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 use warpfs_config::Config;
 use warpfs_volume::rekey;
@@ -19,6 +21,9 @@ use warpfs_volume::{Options, Volume};
 pub struct RekeyArgs {
     #[command(flatten)]
     pass: PassArgs,
+    /// Files re-encrypted at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
     /// The volume's cipher directory (must not be mounted).
     cipherdir: PathBuf,
 }
@@ -100,31 +105,68 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     );
     let start = Instant::now();
     let (kill_after, kill_rename) = (hook("WARPFS_REKEY_KILL_AFTER"), hook("WARPFS_REKEY_KILL_BEFORE_RENAME"));
-    let (mut moved, mut bytes, mut n) = (0u64, 0u64, 0u64);
-    for p in &files {
-        n += 1;
-        let before_rename = || {
-            if kill_rename == Some(moved + 1) {
-                die();
-            }
-        };
-        let mut on_bytes = |b: u64| {
-            bar.inc(b);
-            bytes += b;
-        };
-        if rekey::rekey_file(&vol, p, &mut on_bytes, &before_rename).map_err(|m| CliError::new(ERROR, m))? {
-            moved += 1;
-            if kill_after == Some(moved) {
-                die();
-            }
+    // Files are independent: one worker per core (one when a test hook
+    // needs an exact count).
+    let jobs = match a.jobs {
+        Some(j) => j.max(1),
+        None if kill_after.is_some() || kill_rename.is_some() => 1,
+        None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    }
+    .min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let moved = AtomicU64::new(0);
+    let bytes = AtomicU64::new(0);
+    let failed: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|sc| {
+        for _ in 0..jobs {
+            sc.spawn(|| loop {
+                if failed.lock().map(|f| f.is_some()).unwrap_or(true) {
+                    return;
+                }
+                let Some(p) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                    return;
+                };
+                let before_rename = || {
+                    if kill_rename == Some(moved.load(Ordering::SeqCst) + 1) {
+                        die();
+                    }
+                };
+                let mut on_bytes = |b: u64| {
+                    bar.inc(b);
+                    bytes.fetch_add(b, Ordering::Relaxed);
+                };
+                match rekey::rekey_file(&vol, p, &mut on_bytes, &before_rename) {
+                    Ok(true) => {
+                        let m = moved.fetch_add(1, Ordering::SeqCst) + 1;
+                        if kill_after == Some(m) {
+                            die();
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(m) => {
+                        if let Ok(mut f) = failed.lock() {
+                            f.get_or_insert(m);
+                        }
+                        return;
+                    }
+                }
+            });
         }
+    });
+    let (moved, bytes, n) = (moved.into_inner(), bytes.into_inner(), files.len());
+    if let Some(m) = failed.into_inner().ok().flatten() {
+        bar.abandon();
+        return Err(CliError::new(
+            ERROR,
+            format!("{m}\nwarpfs: rekey stopped; files already moved keep their new key; run it again to finish"),
+        ));
     }
     bar.finish_and_clear();
     drop(vol);
     cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     println!(
-        "rekeyed {moved} of {n} files ({:.1} MiB) to key generation {target} in {secs:.2} s: {:.1} MB/s",
+        "rekeyed {moved} of {n} files ({:.1} MiB) to key generation {target} in {secs:.2} s: {:.1} MB/s ({jobs} jobs)",
         bytes as f64 / (1 << 20) as f64,
         bytes as f64 / 1e6 / secs
     );
