@@ -227,6 +227,9 @@ fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
         if hook.0.contains("RENAME") {
             assert_eq!(leftovers(&v).len(), 1, "the killed copy is left behind");
         }
+        // fsck checks files of both generations (and ignores the temp file).
+        let o = warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]);
+        o.expect_ok("fsck mid-rekey");
         // Mid-rekey: the volume mounts, reads old and new files, and writes.
         v.mount();
         check_all(&v, &m);
@@ -249,6 +252,7 @@ fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
         m.insert("f00".into(), d);
         v.unmount();
         rekey(&v).expect_ok("rerun");
+        warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]).expect_ok("fsck after rekey");
         assert!(leftovers(&v).is_empty());
         assert!(content_files(&v).iter().all(|p| header_gen(p) == Some(1)));
         assert!(info(&v).contains("key generation: 1"));
