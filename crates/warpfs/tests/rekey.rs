@@ -289,3 +289,27 @@ fn rekey_refuses_wrong_password_mounted_volume_and_hard_links() {
         "config untouched"
     );
 }
+
+#[test]
+fn a_running_rekey_locks_out_mounts_and_other_rekeys() {
+    use std::os::fd::AsRawFd;
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let (mut v, m) = many_files(2);
+    // Hold the lock a running rekey holds (flock LOCK_EX on CIPHERDIR).
+    let d = fs::File::open(&v.cipher).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(d.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let o = v.try_mount(&[]);
+    assert!(!o.ok() && o.stderr.contains("rekey is running"), "{o}");
+    assert!(!v.is_mounted());
+    let o = rekey(&v);
+    o.expect_code(1, "second rekey");
+    assert!(o.stderr.contains("another warpfs rekey is running"), "{o}");
+    drop(d);
+    rekey(&v).expect_ok("rekey after the lock is gone");
+    v.mount();
+    check_all(&v, &m);
+}

@@ -43,6 +43,26 @@ fn die() {
     }
 }
 
+/// Lock CIPHERDIR (flock on the directory; FORMAT.md 10) for the whole rekey: `warpfs
+/// mount` and a second `warpfs rekey` refuse while it is held. `exclusive`
+/// is the rekey's lock; a mount only checks for one (shared, then released).
+/// `Ok(None)`: someone else holds the lock.
+pub fn lock_cipherdir(dir: &std::path::Path, exclusive: bool) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir)?;
+    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
+        return Ok(Some(f));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(e)
+    }
+}
+
 pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     if let Some(mnt) = super::fsck::mounted_at(&a.cipherdir) {
         return Err(CliError::new(
@@ -50,6 +70,14 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
             format!("{} is mounted at {mnt}: unmount it first", a.cipherdir.display()),
         ));
     }
+    let _lock = lock_cipherdir(&a.cipherdir, true)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
+        .ok_or_else(|| {
+            CliError::new(
+                ERROR,
+                format!("{}: another warpfs rekey is running", a.cipherdir.display()),
+            )
+        })?;
     let mut cfg = Config::load(&a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
     cfg.unlock(pw.bytes())?;
