@@ -24,24 +24,17 @@
 set -euo pipefail
 
 WF_NAME=engine-bench
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$WF_REPO"
-
-SECS=0.3
+# shellcheck source=bench/lib-engine.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-engine.sh"
 THREADS="$(nproc 2>/dev/null || echo 1)"
 OSSL_SECS=1
-OUT="$WF_REPO/bench/results"
 RENDER=""
 while (($#)); do
     case "$1" in
-        --secs) SECS="$2"; shift 2 ;;
         --threads) THREADS="$2"; shift 2 ;;
         --openssl-secs) OSSL_SECS="$2"; shift 2 ;;
-        --out) OUT="$2"; shift 2 ;;
         --render) RENDER="$2"; shift 2 ;;
-        -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
-        *) wf_die "unknown argument: $1 (see --help)" ;;
+        *) engine_args "$@"; shift "$NARGS" ;;
     esac
 done
 
@@ -83,9 +76,7 @@ mkdir -p "$OUT"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 
-wf_log "building engine-bench"
-cargo build --release --quiet -p warpfs-engine --bin engine-bench
-BIN="${CARGO_TARGET_DIR:-$WF_REPO/target}/release/engine-bench"
+engine_bin engine-bench
 wf_log "engine-bench --secs $SECS --threads $THREADS"
 "$BIN" --secs "$SECS" --threads "$THREADS" >"$TMP/engine.json"
 

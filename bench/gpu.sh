@@ -13,27 +13,16 @@
 set -euo pipefail
 
 WF_NAME=gpu-bench
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-cd "$WF_REPO"
-
-SECS=0.3
-OUT="$WF_REPO/bench/results"
+# shellcheck source=bench/lib-engine.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-engine.sh"
 while (($#)); do
-    case "$1" in
-        --secs) SECS="$2"; shift 2 ;;
-        --out) OUT="$2"; shift 2 ;;
-        -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
-        *) wf_die "unknown argument: $1 (see --help)" ;;
-    esac
+    engine_args "$@"
+    shift "$NARGS"
 done
 
 wf_ensure ocl-icd-libopencl1 pocl-opencl-icd || wf_warn "no OpenCL ICD / pocl: the opencl rows will say why"
 
-
-wf_log "building gpu-bench"
-cargo build --release --quiet -p warpfs-engine --bin gpu-bench
-BIN="${CARGO_TARGET_DIR:-$WF_REPO/target}/release/gpu-bench"
+engine_bin gpu-bench
 wf_log "gpu-bench --secs $SECS --out $OUT"
 "$BIN" --secs "$SECS" --out "$OUT"
 wf_log "wrote $OUT/gpu.json and $OUT/gpu.md"

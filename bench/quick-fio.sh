@@ -56,9 +56,8 @@
 set -euo pipefail
 
 WF_NAME=quick-fio
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-BENCH="$WF_REPO/bench"
+# shellcheck source=bench/lib-peers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-peers.sh"
 
 # render_md JSON MD — the Markdown table: median (min–max) per peer, ratio
 # warpfs/gocryptfs when both ran.
@@ -106,171 +105,31 @@ PEERS="" REPS=3 RUNTIME=10 SIZE_MIB=1024 OUT="$BENCH/results"
 RENDER=""
 while (($#)); do
     case "$1" in
-    --peers) PEERS="$2"; shift 2 ;;
-    --reps) REPS="$2"; shift 2 ;;
-    --runtime) RUNTIME="$2"; shift 2 ;;
-    --size-mib) SIZE_MIB="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
     --quick) REPS=1 RUNTIME=2 SIZE_MIB=256; shift ;;
-    --render) RENDER="$2"; shift 2 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) wf_die "unknown argument $1 (see --help)" ;;
+    *) parse_common "$@"; shift "$NARGS" ;;
     esac
 done
 
-if [[ -n $RENDER ]]; then
-    # Only re-render the Markdown of an existing JSON (e.g. after changing the table).
-    wf_ensure jq:jq || wf_die "jq is missing"
-    render_md "$RENDER" "${RENDER%.json}.md"
-    cat "${RENDER%.json}.md"
-    exit 0
-fi
+[[ -z $RENDER ]] || render_only "$RENDER"
 
-wf_is_root || wf_die "needs root (tmpfs mounts, drop_caches)"
-[[ -c /dev/fuse ]] || wf_die "/dev/fuse is missing"
-wf_ensure fio:fio jq:jq taskset:util-linux fusermount3:fuse3 || wf_die "missing tools"
-
-NCPU=$(nproc)
-FIO_CPU="${FIO_CPU:-0}"
-if ((NCPU > 1)); then FS_CPUS="${FS_CPUS:-1}"; else FS_CPUS="${FS_CPUS:-0}"; fi
-# shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
-PIN=(taskset -c "$FS_CPUS")
-FIO_PIN=(taskset -c "$FIO_CPU")
+preflight "tmpfs mounts, drop_caches"
 
 # ---- peers -------------------------------------------------------------------
-explicit=1
-if [[ -z $PEERS ]]; then PEERS="warpfs,gocryptfs" explicit=0; fi
-IFS=, read -ra WANT <<<"$PEERS"
-ACTIVE=()
-for p in "${WANT[@]}"; do
-    [[ $p =~ ^[a-z0-9_]+$ && -f $BENCH/peers/$p.sh ]] || wf_die "unknown peer '$p' (no bench/peers/$p.sh)"
-    # shellcheck disable=SC1090
-    . "$BENCH/peers/$p.sh"
-    if "${p}_available"; then
-        ACTIVE+=("$p")
-    elif ((explicit)); then
-        wf_die "peer $p is not available"
-    else
-        wf_warn "peer $p is not available; skipping it"
-    fi
-done
-((${#ACTIVE[@]})) || wf_die "no peer available"
+ON_MISSING=peer_missing_die # a peer named in --peers must work
+if [[ -z $PEERS ]]; then PEERS="warpfs,gocryptfs" ON_MISSING=peer_missing_warn; fi
+load_peers "$PEERS" "$ON_MISSING"
 wf_log "peers: ${ACTIVE[*]}; ${REPS} reps x ${RUNTIME}s; file ${SIZE_MIB} MiB;" \
     "fio on CPU $FIO_CPU, daemons on CPU(s) $FS_CPUS"
 
 # ---- work dir, mount helpers, cleanup ----------------------------------------
-WORK="$(mktemp -d /tmp/warpfs-bench.XXXXXX)"
-RAW="$WF_REPO/target/bench/quick-fio-raw" # fio JSON and daemon logs of the last run
-rm -rf "$RAW"
-mkdir -p "$RAW"
-declare -A PID=()
-
-peer_umount() {
-    local p="$1" mnt="$WORK/$1/mnt"
-    if declare -F "${p}_umount" >/dev/null; then "${p}_umount" "$mnt"; else wf_unmount "$mnt"; fi
-    wf_stop_daemon "${PID[$p]:-}" 5
-    PID[$p]=""
-}
-
-peer_mount() {
-    local p="$1"
-    PEER_PID=""
-    "${p}_mount" "$WORK/$p/backing/vol" "$WORK/$p/mnt" "$WORK/$p/passfile" "$WORK/$p/daemon.log"
-    PID[$p]="$PEER_PID"
-    wf_wait_mounted "$WORK/$p/mnt" 30 "$PEER_PID" || {
-        tail -n 20 "$WORK/$p"/daemon.log* >&2
-        wf_die "$p: mount failed"
-    }
-    t stat "$WORK/$p/mnt" >/dev/null || wf_die "$p: the mount does not answer"
-}
-
-# Anything touching a mount runs under a timeout: a stuck daemon must not hang
-# the benchmark (the EXIT trap then unmounts and kills it).
-t() { timeout -k 5 120 "$@"; }
-
-drop_caches() {
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
-}
-
-remount_cold() {
-    peer_umount "$1"
-    drop_caches
-    peer_mount "$1"
-}
-
-cleanup() {
-    local rc=$? p
-    set +e
-    for p in "${ACTIVE[@]}"; do
-        peer_umount "$p"
-        for f in "$WORK/$p"/daemon.log*; do [[ -f $f ]] && cp "$f" "$RAW/$p-${f##*/}"; done
-        wf_unmount "$WORK/$p/backing"
-    done
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Process CPU time (user + system, all threads) in seconds.
-cpu_seconds() {
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
-    stat="${stat##*) }" # fields after "pid (comm) "
-    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($12 + $13) / hz }' <<<"$stat"
-}
-
-# What else is using the CPUs right now: busy % over 2 s (/proc/stat), before
-# we start anything. The load average lags by minutes, so it is not used.
-cpu_busy_pct() {
-    local b0 i0 b1 i1 # busy and idle(+iowait) jiffies
-    read -r b0 i0 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    sleep 2
-    read -r b1 i1 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    awk -v bu=$((b1 - b0)) -v id=$((i1 - i0)) 'BEGIN { printf "%.0f", (bu + id) ? 100 * bu / (bu + id) : 0 }'
-}
-BUSY_BEFORE="$(cpu_busy_pct)"
-((BUSY_BEFORE < 20)) || wf_warn "the CPUs are ${BUSY_BEFORE}% busy before the run: results will be noisy"
-GIT_COMMIT="$(git -C "$WF_REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
-GIT_DIRTY=false
-[[ -n "$(git -C "$WF_REPO" status --porcelain 2>/dev/null)" ]] && GIT_DIRTY=true
+work_setup bench
+measure_busy_before
+git_state
 
 # ---- set up every peer -------------------------------------------------------
-declare -A VERSION=()
-for p in "${ACTIVE[@]}"; do
-    mkdir -p "$WORK/$p/backing" "$WORK/$p/mnt"
-    mount -t tmpfs -o "size=$((SIZE_MIB * 2 + 1024))m" "bench-$p" "$WORK/$p/backing"
-    mkdir "$WORK/$p/backing/vol"
-    printf 'bench-%s-%s\n' "$p" "$RANDOM$RANDOM" >"$WORK/$p/passfile"
-    chmod 0600 "$WORK/$p/passfile"
-    VERSION[$p]="$("${p}_version")"
-    wf_log "$p: ${VERSION[$p]}"
-    "${p}_init" "$WORK/$p/backing/vol" "$WORK/$p/passfile" >"$WORK/$p/init.log" 2>&1 ||
-        { cat "$WORK/$p/init.log" >&2; wf_die "$p: init failed"; }
-    peer_mount "$p"
-
-    # Round trip: data survives unmount + cold cache; no plaintext in backing.
-    marker="warpfs-bench-plaintext-marker-$RANDOM$RANDOM"
-    head -c $((4 << 20)) /dev/urandom >"$WORK/$p/probe"
-    t cp "$WORK/$p/probe" "$WORK/$p/mnt/probe" || wf_die "$p: writing through the mount failed"
-    printf '%s\n' "$marker" >"$WORK/$p/marker.txt"
-    t cp "$WORK/$p/marker.txt" "$WORK/$p/mnt/marker.txt" || wf_die "$p: writing through the mount failed"
-    remount_cold "$p"
-    t cmp -s "$WORK/$p/probe" "$WORK/$p/mnt/probe" || wf_die "$p: round trip returned different data"
-    t grep -qx "$marker" "$WORK/$p/mnt/marker.txt" || wf_die "$p: round trip lost the marker file"
-    if "${p}_crypto" && grep -rqa "$marker" "$WORK/$p/backing"; then
-        wf_die "$p: plaintext marker found in the backing dir"
-    fi
-    t rm -f "$WORK/$p/mnt/probe" "$WORK/$p/mnt/marker.txt"
-    rm -f "$WORK/$p/probe" "$WORK/$p/marker.txt"
-
-    # The file that read workloads read (written once, not timed).
-    timeout -k 5 600 "${FIO_PIN[@]}" fio --name=layout --filename="$WORK/$p/mnt/read.dat" --rw=write --bs=1m \
-        --size="${SIZE_MIB}m" --ioengine=psync --fallocate=none --end_fsync=1 \
-        --output=/dev/null || wf_die "$p: could not write the read file"
-    wf_log "$p: round trip ok, ${SIZE_MIB} MiB read file ready"
-done
+# Round trip: data survives unmount + cold cache; no plaintext in backing.
+# Then the file that read workloads read (written once, not timed).
+for p in "${ACTIVE[@]}"; do peer_setup "$p"; done
 
 # ---- workloads ---------------------------------------------------------------
 # name rw bs file
@@ -285,40 +144,24 @@ mkdir -p "$OUT"
 TSV="$WORK/results.tsv"
 : >"$TSV"
 T0=$SECONDS
-for ((rep = 1; rep <= REPS; rep++)); do
-    for w in "${WORKLOADS[@]}"; do
-        read -r wname rw bs file <<<"$w"
-        for p in "${ACTIVE[@]}"; do
-            remount_cold "$p"
-            extra=()
-            [[ $rw == write ]] && extra=(--end_fsync=1)
-            json="$RAW/$p-$wname-$rep.json"
-            cpu0=$(cpu_seconds "${PID[$p]}")
-            timeout -k 5 $((RUNTIME + 120)) "${FIO_PIN[@]}" fio --name="$wname" --filename="$WORK/$p/mnt/$file" \
-                --rw="$rw" --bs="$bs" --size="${SIZE_MIB}m" --ioengine=psync --iodepth=1 \
-                --numjobs=1 --direct=0 --invalidate=1 --fallocate=none \
-                --time_based --runtime="$RUNTIME" "${extra[@]}" \
-                --output-format=json --output="$json" ||
-                wf_die "$p: fio $wname failed (daemon log: ${RAW#"$WF_REPO"/}/$p-daemon.log)"
-            cpu1=$(cpu_seconds "${PID[$p]}")
-            dir="read"
-            [[ $rw == write ]] && dir="write"
-            mibs=$(jq -r --arg d "$dir" '.jobs[0][$d].bw_bytes / 1048576 | . * 10 | round / 10' "$json")
-            cpu=$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$wname" "$rw" "$bs" "$rep" "$mibs" "$cpu" >>"$TSV"
-            printf '[quick-fio] rep %d/%d %-14s %-10s %8.1f MiB/s  (daemon CPU %ss)\n' \
-                "$rep" "$REPS" "$wname" "$p" "$mibs" "$cpu" >&2
-        done
-    done
-done
+# workload P REP NAME RW BS FILE — one measurement, a line in $TSV.
+workload() {
+    local p="$1" rep="$2" wname="$3" rw="$4" bs="$5" file="$6" extra=() json dir mibs
+    [[ $rw == write ]] && extra=(--end_fsync=1)
+    json="$RAW/$p-$wname-$rep.json"
+    fio_job "$p" "$wname" "$rw" "$bs" "$file" "$json" $((RUNTIME + 120)) "${extra[@]}"
+    dir="read"
+    [[ $rw == write ]] && dir="write"
+    mibs=$(jq -r --arg d "$dir" '.jobs[0][$d].bw_bytes / 1048576 | . * 10 | round / 10' "$json")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$wname" "$rw" "$bs" "$rep" "$mibs" "$JOB_CPU" >>"$TSV"
+    printf '[quick-fio] rep %d/%d %-14s %-10s %8.1f MiB/s  (daemon CPU %ss)\n' \
+        "$rep" "$REPS" "$wname" "$p" "$mibs" "$JOB_CPU" >&2
+}
+run_jobs workload "${WORKLOADS[@]}"
 wf_log "measured in $((SECONDS - T0))s"
 
 # ---- results -----------------------------------------------------------------
-flag() { grep -qw "$1" /proc/cpuinfo && echo true || echo false; }
-VERSIONS_JSON="{}"
-for p in "${ACTIVE[@]}"; do
-    VERSIONS_JSON=$(jq -c --arg p "$p" --arg v "${VERSION[$p]}" '. + {($p): $v}' <<<"$VERSIONS_JSON")
-done
+VERSIONS_JSON="$(versions_json)"
 jq -R -s \
     --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     --arg cpu "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \

@@ -61,9 +61,8 @@ set -euo pipefail
 
 # shellcheck disable=SC2034 # read by scripts/lib.sh
 WF_NAME=bench
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-BENCH="$WF_REPO/bench"
+# shellcheck source=bench/lib-measure.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-measure.sh"
 
 MODE="${1:-}"
 [[ $MODE == quick || $MODE == full ]] || {
@@ -170,16 +169,9 @@ meta() { printf '%s\t%s\n' "$1" "$2" >>"$META"; }
 declare -A PID=() MNT=() VOL=() VERSION=() DEAD=() UP=() CHECKED=()
 INSTANCES=() # "peer@backing"
 
-fn() { printf '%s\n' "${1//-/_}"; } # function prefix of a peer
-
 # Anything touching a mount runs under a timeout: a stuck daemon must not hang
 # the run (the EXIT trap then unmounts and kills it).
 t() { timeout -k 5 300 "$@"; }
-
-drop_caches() {
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
-}
 
 is_nofuse() { declare -F "$(fn "$1")_nofuse" >/dev/null && "$(fn "$1")_nofuse"; }
 
@@ -267,15 +259,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Process CPU time (user + system, all threads) in seconds; 0 without a PID.
-cpu_seconds() {
-    local stat
-    [[ -n $1 ]] || { echo 0; return; }
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
-    stat="${stat##*) }" # fields after "pid (comm) "
-    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($12 + $13) / hz }' <<<"$stat"
-}
-
 # timed I CMD... — run CMD (pinned to the client CPU, under a timeout) against
 # instance I; sets WALL (s), CLIENT (CPU s of CMD and its children) and DAEMON
 # (CPU s of the FS daemon). The client's CPU is the rusage of the children a
@@ -284,7 +267,7 @@ timed() {
     local i="$1" d0 d1 rc=0
     shift
     mounted "$i" || return 1
-    d0=$(cpu_seconds "${PID[$i]}")
+    d0=$(cpu_seconds "${PID[$i]}" 3)
     (
         s=$EPOCHREALTIME rc=0
         "${CPIN[@]}" timeout -k 5 $((RUNTIME * 4 + 600)) "$@" || rc=$?
@@ -295,7 +278,7 @@ timed() {
             '{ printf "%.4f %.3f\n", e - s, ($14 + $15) / hz }' <<<"$st" >"$WORK/timed"
         exit "$rc"
     ) || rc=$?
-    d1=$(cpu_seconds "${PID[$i]}")
+    d1=$(cpu_seconds "${PID[$i]}" 3)
     read -r WALL CLIENT <"$WORK/timed"
     DAEMON=$(awk -v a="$d0" -v b="$d1" 'BEGIN { printf "%.3f", b - a }')
     # A daemon that died (or a mount that went away) during the step makes
@@ -320,34 +303,15 @@ row() {
         "$7" "$8" "$9" "$WALL" "$DAEMON" "$CLIENT" >>"$TSV"
 }
 
-cpu_busy_pct() {
-    local b0 i0 b1 i1
-    read -r b0 i0 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    sleep 2
-    read -r b1 i1 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    awk -v bu=$((b1 - b0)) -v id=$((i1 - i0)) 'BEGIN { printf "%.0f", (bu + id) ? 100 * bu / (bu + id) : 0 }'
-}
-
 # ---- peers ---------------------------------------------------------------------
-IFS=, read -ra WANT <<<"$PEERS"
-ACTIVE=()
-for p in "${WANT[@]}"; do
-    [[ $p =~ ^[a-z0-9-]+$ && -f $BENCH/peers/$p.sh ]] || wf_die "unknown peer '$p' (no bench/peers/$p.sh)"
-    # shellcheck disable=SC1090
-    . "$BENCH/peers/$p.sh"
-    PEER_SKIP_REASON=""
-    if "$(fn "$p")_available"; then
-        ACTIVE+=("$p")
-        VERSION[$p]="$("$(fn "$p")_version")"
-        wf_log "$p: ${VERSION[$p]}"
-    else
-        skip "$p" setup "${PEER_SKIP_REASON:-not available (package missing or binary not buildable; see the warnings above)}"
-    fi
+peer_missing() { skip "$1" setup "${2:-not available (package missing or binary not buildable; see the warnings above)}"; }
+load_peers "$PEERS" peer_missing
+for p in "${ACTIVE[@]}"; do
+    VERSION[$p]="$("$(fn "$p")_version")"
+    wf_log "$p: ${VERSION[$p]}"
 done
-((${#ACTIVE[@]})) || wf_die "no peer available"
 # What else is using the CPUs now (after any warpfs build), before we start.
-BUSY_BEFORE="$(cpu_busy_pct)"
-((BUSY_BEFORE < 20)) || wf_warn "the CPUs are ${BUSY_BEFORE}% busy before the run: results will be noisy"
+measure_busy_before
 
 # ---- instances: volume, round trip, read file ------------------------------------
 # setup_instance P B — sets up P on backing B; returns 1 on failure (recorded).
@@ -555,7 +519,6 @@ done
 [[ -n $MACRO_BACKINGS ]] && wf_log "macro: $((SECONDS - T1))s"
 
 # ---- results -------------------------------------------------------------------
-flag() { grep -qw "$1" /proc/cpuinfo && echo true || echo false; }
 for p in "${ACTIVE[@]}"; do meta "version.$p" "${VERSION[$p]}"; done
 meta mode "$MODE"
 meta date "$(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -31,10 +31,9 @@
 # are searched for panics, which are listed in the results.
 set -euo pipefail
 
-WF_NAME=spec-fio
-# shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-BENCH="$WF_REPO/bench"
+WF_NAME="spec-fio"
+# shellcheck source=bench/lib-peers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib-peers.sh"
 
 render_md() {
     jq -r '
@@ -82,53 +81,17 @@ PEERS="warpfs-specon,warpfs-specoff,gocryptfs,warpfs-nocrypto" REPS=1 RUNTIME=10
 OUT="$BENCH/results" RENDER="" JOBS=""
 while (($#)); do
     case "$1" in
-    --peers) PEERS="$2"; shift 2 ;;
-    --reps) REPS="$2"; shift 2 ;;
-    --runtime) RUNTIME="$2"; shift 2 ;;
-    --size-mib) SIZE_MIB="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
     --quick) RUNTIME=3 SIZE_MIB=256; shift ;;
-    --render) RENDER="$2"; shift 2 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) wf_die "unknown argument $1 (see --help)" ;;
+    *) parse_common "$@"; shift "$NARGS" ;;
     esac
 done
 
-if [[ -n $RENDER ]]; then
-    wf_ensure jq:jq || wf_die "jq is missing"
-    render_md "$RENDER" "${RENDER%.json}.md"
-    cat "${RENDER%.json}.md"
-    exit 0
-fi
+[[ -z $RENDER ]] || render_only "$RENDER"
 
-wf_is_root || wf_die "needs root (tmpfs mounts, drop_caches, warpfs stats)"
-[[ -c /dev/fuse ]] || wf_die "/dev/fuse is missing"
-wf_ensure fio:fio jq:jq taskset:util-linux fusermount3:fuse3 || wf_die "missing tools"
+preflight "tmpfs mounts, drop_caches, warpfs stats"
 
-NCPU=$(nproc)
-FIO_CPU="${FIO_CPU:-0}"
-if ((NCPU > 1)); then FS_CPUS="${FS_CPUS:-1}"; else FS_CPUS="${FS_CPUS:-0}"; fi
-# shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
-PIN=(taskset -c "$FS_CPUS")
-FIO_PIN=(taskset -c "$FIO_CPU")
-
-IFS=, read -ra WANT <<<"$PEERS"
-ACTIVE=()
-for p in "${WANT[@]}"; do
-    [[ $p =~ ^[a-z0-9-]+$ && -f $BENCH/peers/$p.sh ]] || wf_die "unknown peer '$p' (no bench/peers/$p.sh)"
-    # shellcheck disable=SC1090
-    . "$BENCH/peers/$p.sh"
-    f="${p//-/_}"
-    PEER_SKIP_REASON=""
-    if "${f}_available"; then
-        ACTIVE+=("$p")
-    else
-        wf_warn "peer $p is not available${PEER_SKIP_REASON:+: $PEER_SKIP_REASON}; skipping it"
-    fi
-done
-((${#ACTIVE[@]})) || wf_die "no peer available"
-fn() { printf '%s' "${1//-/_}"; }
+load_peers "$PEERS" peer_missing_warn
 
 ALL_JOBS=(
     "seqread-4k read 4k read.dat" "seqread-64k read 64k read.dat" "seqread-128k read 128k read.dat"
@@ -144,66 +107,8 @@ done
 wf_log "peers: ${ACTIVE[*]}; ${#JOBLIST[@]} jobs x ${REPS} rep(s) x ${RUNTIME}s; file ${SIZE_MIB} MiB;" \
     "fio on CPU $FIO_CPU, daemons on CPU(s) $FS_CPUS"
 
-WORK="$(mktemp -d /tmp/warpfs-spec.XXXXXX)"
-RAW="$WF_REPO/target/bench/spec-fio-raw"
-rm -rf "$RAW"
-mkdir -p "$RAW"
-declare -A PID=()
-t() { timeout -k 5 120 "$@"; }
+work_setup spec
 
-peer_umount() {
-    local p="$1" mnt="$WORK/$1/mnt"
-    if declare -F "$(fn "$p")_umount" >/dev/null; then "$(fn "$p")_umount" "$mnt"; else wf_unmount "$mnt"; fi
-    wf_stop_daemon "${PID[$p]:-}" 5
-    PID[$p]=""
-}
-peer_mount() {
-    local p="$1"
-    PEER_PID=""
-    "$(fn "$p")_mount" "$WORK/$p/backing/vol" "$WORK/$p/mnt" "$WORK/$p/passfile" "$WORK/$p/daemon.log"
-    PID[$p]="$PEER_PID"
-    wf_wait_mounted "$WORK/$p/mnt" 30 "$PEER_PID" || {
-        tail -n 20 "$WORK/$p"/daemon.log* >&2
-        wf_die "$p: mount failed"
-    }
-    t stat "$WORK/$p/mnt" >/dev/null || wf_die "$p: the mount does not answer"
-}
-drop_caches() {
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
-}
-remount_cold() {
-    peer_umount "$1"
-    drop_caches
-    peer_mount "$1"
-}
-cleanup() {
-    local rc=$? p
-    set +e
-    for p in "${ACTIVE[@]}"; do
-        peer_umount "$p"
-        for f in "$WORK/$p"/daemon.log*; do [[ -f $f ]] && cp "$f" "$RAW/$p-${f##*/}"; done
-        wf_unmount "$WORK/$p/backing"
-    done
-    rm -rf "$WORK"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-cpu_seconds() {
-    local stat
-    stat="$(cat "/proc/$1/stat" 2>/dev/null)" || { echo 0; return; }
-    stat="${stat##*) }"
-    awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($12 + $13) / hz }' <<<"$stat"
-}
-cpu_busy_pct() {
-    local b0 i0 b1 i1
-    read -r b0 i0 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    sleep 2
-    read -r b1 i1 < <(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    awk -v bu=$((b1 - b0)) -v id=$((i1 - i0)) 'BEGIN { printf "%.0f", (bu + id) ? 100 * bu / (bu + id) : 0 }'
-}
 # Engine counters of a warpfs mount as JSON, or "null" (no engine / not warpfs).
 engine_stats() {
     case "$1" in
@@ -211,88 +116,45 @@ engine_stats() {
     *) echo null ;;
     esac
 }
-BUSY_BEFORE="$(cpu_busy_pct)"
-((BUSY_BEFORE < 20)) || wf_warn "the CPUs are ${BUSY_BEFORE}% busy before the run: results will be noisy"
-GIT_COMMIT="$(git -C "$WF_REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
-GIT_DIRTY=false
-[[ -n "$(git -C "$WF_REPO" status --porcelain 2>/dev/null)" ]] && GIT_DIRTY=true
+measure_busy_before
+git_state
 
-declare -A VERSION=()
-for p in "${ACTIVE[@]}"; do
-    mkdir -p "$WORK/$p/backing" "$WORK/$p/mnt"
-    mount -t tmpfs -o "size=$((SIZE_MIB * 2 + 1024))m" "spec-$p" "$WORK/$p/backing"
-    mkdir "$WORK/$p/backing/vol"
-    printf 'spec-%s-%s\n' "$p" "$RANDOM$RANDOM" >"$WORK/$p/passfile"
-    chmod 0600 "$WORK/$p/passfile"
-    VERSION[$p]="$("$(fn "$p")_version")"
-    wf_log "$p: ${VERSION[$p]}"
-    "$(fn "$p")_init" "$WORK/$p/backing/vol" "$WORK/$p/passfile" >"$WORK/$p/init.log" 2>&1 ||
-        { cat "$WORK/$p/init.log" >&2; wf_die "$p: init failed"; }
-    peer_mount "$p"
-    marker="warpfs-spec-plaintext-marker-$RANDOM$RANDOM"
-    head -c $((4 << 20)) /dev/urandom >"$WORK/$p/probe"
-    t cp "$WORK/$p/probe" "$WORK/$p/mnt/probe" || wf_die "$p: writing through the mount failed"
-    printf '%s\n' "$marker" >"$WORK/$p/marker.txt"
-    t cp "$WORK/$p/marker.txt" "$WORK/$p/mnt/marker.txt" || wf_die "$p: writing through the mount failed"
-    remount_cold "$p"
-    t cmp -s "$WORK/$p/probe" "$WORK/$p/mnt/probe" || wf_die "$p: round trip returned different data"
-    t grep -qx "$marker" "$WORK/$p/mnt/marker.txt" || wf_die "$p: round trip lost the marker file"
-    if "$(fn "$p")_crypto" && grep -rqa "$marker" "$WORK/$p/backing"; then
-        wf_die "$p: plaintext marker found in the backing dir"
-    fi
-    t rm -f "$WORK/$p/mnt/probe" "$WORK/$p/mnt/marker.txt"
-    rm -f "$WORK/$p/probe" "$WORK/$p/marker.txt"
-    timeout -k 5 600 "${FIO_PIN[@]}" fio --name=layout --filename="$WORK/$p/mnt/read.dat" --rw=write --bs=1m \
-        --size="${SIZE_MIB}m" --ioengine=psync --fallocate=none --end_fsync=1 \
-        --output=/dev/null || wf_die "$p: could not write the read file"
-    wf_log "$p: round trip ok, ${SIZE_MIB} MiB read file ready"
-done
+for p in "${ACTIVE[@]}"; do peer_setup "$p"; done
 
 mkdir -p "$OUT"
 ROWS="$WORK/rows.jsonl"
 : >"$ROWS"
 T0=$SECONDS
-for ((rep = 1; rep <= REPS; rep++)); do
-    for j in "${JOBLIST[@]}"; do
-        read -r jname rw bs file <<<"$j"
-        for p in "${ACTIVE[@]}"; do
-            remount_cold "$p"
-            extra=()
-            [[ $rw == write || $rw == randwrite ]] && extra=(--end_fsync=1)
-            [[ $jname == seqwrite-* ]] && t rm -f "$WORK/$p/mnt/$file"
-            json="$RAW/$p-$jname-$rep.json"
-            s0="$(engine_stats "$p")"
-            cpu0=$(cpu_seconds "${PID[$p]}")
-            timeout -k 5 $((RUNTIME + 180)) "${FIO_PIN[@]}" fio --name="$jname" --filename="$WORK/$p/mnt/$file" \
-                --rw="$rw" --bs="$bs" --size="${SIZE_MIB}m" --ioengine=psync --iodepth=1 \
-                --numjobs=1 --direct=0 --invalidate=1 --fallocate=none \
-                --time_based --runtime="$RUNTIME" "${extra[@]}" \
-                --output-format=json --output="$json" ||
-                wf_die "$p: fio $jname failed (daemon log: ${RAW#"$WF_REPO"/}/$p-daemon.log)"
-            cpu1=$(cpu_seconds "${PID[$p]}")
-            s1="$(engine_stats "$p")"
-            dir=read
-            [[ $rw == *write ]] && dir=write
-            jq -c -n --arg peer "$p" --arg job "$jname" --arg rw "$rw" --arg bs "$bs" --argjson rep "$rep" \
-                --slurpfile fio "$json" --argjson s0 "$s0" --argjson s1 "$s1" \
-                --argjson cpu "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { printf "%.2f", b - a }')" --arg dir "$dir" '
-                {peer: $peer, job: $job, rw: $rw, bs: $bs, rep: $rep,
-                 mib_s: ($fio[0].jobs[0][$dir].bw_bytes / 1048576 | . * 10 | round / 10),
-                 daemon_cpu_s: $cpu,
-                 engine: (if $s0 == null or $s1 == null then null else
-                   ({applies: ($s1.applies - $s0.applies), ready_hits: ($s1.ready_hits - $s0.ready_hits),
-                     waits: ($s1.waits - $s0.waits), wait_ms: (($s1.wait_ns - $s0.wait_ns) / 1e6 | round),
-                     inline: ($s1.inline - $s0.inline), direct: ($s1.direct - $s0.direct),
-                     made_by_workers: ($s1.made_by_workers - $s0.made_by_workers),
-                     wasted: ($s1.wasted - $s0.wasted), speculation: $s1.speculation, threads: $s1.threads}
-                    | .hit_rate = (if .applies > 0 then .ready_hits / .applies else null end)) end)}' >>"$ROWS"
-            line="$(tail -n 1 "$ROWS")"
-            printf '[spec-fio] rep %d/%d %-14s %-16s %8.1f MiB/s  hit %s  (daemon CPU %ss)\n' "$rep" "$REPS" "$jname" "$p" \
-                "$(jq -r .mib_s <<<"$line")" "$(jq -r '.engine.hit_rate // "-" | if type == "number" then (. * 1000 | round / 10 | tostring) + "%" else . end' <<<"$line")" \
-                "$(jq -r .daemon_cpu_s <<<"$line")" >&2
-        done
-    done
-done
+# one_job P REP NAME RW BS FILE — one measurement, a line in $ROWS.
+one_job() {
+    local p="$1" rep="$2" jname="$3" rw="$4" bs="$5" file="$6" extra=() json s0 s1 dir line
+    [[ $rw == write || $rw == randwrite ]] && extra=(--end_fsync=1)
+    [[ $jname == seqwrite-* ]] && t rm -f "$WORK/$p/mnt/$file"
+    json="$RAW/$p-$jname-$rep.json"
+    s0="$(engine_stats "$p")"
+    fio_job "$p" "$jname" "$rw" "$bs" "$file" "$json" $((RUNTIME + 180)) "${extra[@]}"
+    s1="$(engine_stats "$p")"
+    dir="read"
+    [[ $rw == *write ]] && dir="write"
+    jq -c -n --arg peer "$p" --arg job "$jname" --arg rw "$rw" --arg bs "$bs" --argjson rep "$rep" \
+        --slurpfile fio "$json" --argjson s0 "$s0" --argjson s1 "$s1" \
+        --argjson cpu "$JOB_CPU" --arg dir "$dir" '
+        {peer: $peer, job: $job, rw: $rw, bs: $bs, rep: $rep,
+         mib_s: ($fio[0].jobs[0][$dir].bw_bytes / 1048576 | . * 10 | round / 10),
+         daemon_cpu_s: $cpu,
+         engine: (if $s0 == null or $s1 == null then null else
+           ({applies: ($s1.applies - $s0.applies), ready_hits: ($s1.ready_hits - $s0.ready_hits),
+             waits: ($s1.waits - $s0.waits), wait_ms: (($s1.wait_ns - $s0.wait_ns) / 1e6 | round),
+             inline: ($s1.inline - $s0.inline), direct: ($s1.direct - $s0.direct),
+             made_by_workers: ($s1.made_by_workers - $s0.made_by_workers),
+             wasted: ($s1.wasted - $s0.wasted), speculation: $s1.speculation, threads: $s1.threads}
+            | .hit_rate = (if .applies > 0 then .ready_hits / .applies else null end)) end)}' >>"$ROWS"
+    line="$(tail -n 1 "$ROWS")"
+    printf '[spec-fio] rep %d/%d %-14s %-16s %8.1f MiB/s  hit %s  (daemon CPU %ss)\n' "$rep" "$REPS" "$jname" "$p" \
+        "$(jq -r .mib_s <<<"$line")" "$(jq -r '.engine.hit_rate // "-" | if type == "number" then (. * 1000 | round / 10 | tostring) + "%" else . end' <<<"$line")" \
+        "$(jq -r .daemon_cpu_s <<<"$line")" >&2
+}
+run_jobs one_job "${JOBLIST[@]}"
 wf_log "measured in $((SECONDS - T0))s"
 
 # Panics in any daemon log (logs are copied to $RAW at exit too).
@@ -305,11 +167,7 @@ for p in "${ACTIVE[@]}"; do
 done
 [[ -s $PANICS ]] && wf_warn "panics in daemon logs:" && cat "$PANICS" >&2
 
-flag() { grep -qw "$1" /proc/cpuinfo && echo true || echo false; }
-VERSIONS_JSON="{}"
-for p in "${ACTIVE[@]}"; do
-    VERSIONS_JSON=$(jq -c --arg p "$p" --arg v "${VERSION[$p]}" '. + {($p): $v}' <<<"$VERSIONS_JSON")
-done
+VERSIONS_JSON="$(versions_json)"
 jq -s \
     --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     --arg cpu "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \

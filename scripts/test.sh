@@ -19,18 +19,24 @@
 #                 tested through the kernel
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
-#   opencl        GPU mask tests on OpenCL (pocl): engine gpu tests + io/namespace/gpu mounts with --engine opencl --speculation on; no platform = failure
-#   6. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
-#   fuzz          scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
-#                 installs nightly + cargo-fuzz into target/tools (SKIP_FUZZ=1 skips)
-#   7. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
-#                 against a model, with remounts; 0 to skip)
+#   6. fsx        scripts/fsx.sh: fsx against real mounts, 3 seeds per content
+#                 mode (gcm, ctr, xts)
+#   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
+#                 io/namespace/gpu mount tests with --engine opencl
+#                 --speculation on; no OpenCL platform = failure
+#   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
+#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#                 installs nightly + cargo-fuzz into target/tools
+#  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#                 against a model, with remounts)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed` (cargo tests of steps 3
 # and 4 + pjdfstest cases on warpfs; M also counts pjdfstest regressions).
 # Logs: target/test-logs/.
 #
-# Environment: SKIP_PJDFSTEST=1 skips step 6; TEST_STEP_TIMEOUT (seconds,
+# Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_FUZZ=1 step 9,
+# SOAK_MINUTES=0 step 10; TEST_STEP_TIMEOUT (seconds,
 # default 1200) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
 set -euo pipefail
@@ -101,6 +107,9 @@ step fsx bash scripts/fsx.sh
 # platform fail instead of skip.
 step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
     cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
+# gpu-xts: the XTS kernel (IEEE 1619 vectors, xts-mode, the mount's XTS) on
+# pocl; built by step 3 already, so this is ~1 s. A missing platform fails.
+step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --no-fail-fast
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else

@@ -360,6 +360,18 @@ fn pattern(writer: u64, b: u64) -> Vec<u8> {
     Rng::new(writer * 1_000_003 + b + 1).bytes(BLOCK as usize)
 }
 
+/// Whether every byte of `blk` (block `b` as a concurrent buffered read
+/// returned it) is that byte of some writer's version of block `b`: a page
+/// the kernel copied out while a write was copying into it, as Linux allows
+/// on any file system (buffered reads take no lock against buffered
+/// writes). Bytes a wrong mask or a mismatched nonce produce match one of
+/// the five versions with probability 5/256 each, so a block of them fails.
+fn spliced_or_none(blk: &[u8], b: u64, pats: &[Vec<Vec<u8>>]) -> bool {
+    blk.iter()
+        .enumerate()
+        .all(|(i, &x)| pats.iter().any(|p| p[b as usize][i] == x))
+}
+
 fn concurrent_writers(mode: Mode) {
     require_fuse!();
     let mut rng = Rng::for_test(&format!("concurrent-{}", mode.name()));
@@ -426,8 +438,23 @@ fn concurrent_writers(mode: Mode) {
             None
         } else {
             let first = blk.iter().position(|x| *x != 0);
+            // Which writer each 16-byte piece matches (a torn block shows
+            // pieces of two writers; a wrong mask matches nobody).
+            let mut pieces = String::new();
+            let mut last = None;
+            for (i, c) in blk.chunks(16).enumerate() {
+                let who = (0..5u64).find(|&w| pats[w as usize][b as usize][i * 16..i * 16 + c.len()] == *c);
+                if Some(who) != last {
+                    pieces.push_str(&format!(
+                        " @{}:{}",
+                        i * 16,
+                        who.map_or("-".to_string(), |w| w.to_string())
+                    ));
+                    last = Some(who);
+                }
+            }
             Some(format!(
-                "block {b} ({} bytes) equals none of writers {allowed:?} (first non-zero byte at {first:?})",
+                "block {b} ({} bytes) equals none of writers {allowed:?} (first non-zero byte at {first:?}; pieces{pieces})",
                 blk.len()
             ))
         }
@@ -451,8 +478,22 @@ fn concurrent_writers(mode: Mode) {
                     Err(e) => problems.lock().unwrap().push(format!("read at block {b0}: {e}")),
                     Ok(buf) => {
                         for (k, blk) in buf.chunks(BLOCK as usize).enumerate() {
-                            if let Some(p) = check_block(blk, b0 + k as u64, &[0, 1, 2, 3, 4], &pats) {
-                                problems.lock().unwrap().push(format!("concurrent read: {p}"));
+                            // A buffered read() racing a buffered write() of the
+                            // same page may see the page half-copied: Linux
+                            // copies page-cache pages in and out without a lock
+                            // (plain ext4 shows the same torn pages; see
+                            // `spliced_or_none`). Each byte must still be that
+                            // byte of some writer's block: a mask made for
+                            // another nonce, or ciphertext and nonce entry of
+                            // two different writes, turn the block into
+                            // bytes no writer wrote.
+                            let b = b0 + k as u64;
+                            if let Some(p) = check_block(blk, b, &[0, 1, 2, 3, 4], &pats) {
+                                if spliced_or_none(blk, b, &pats) {
+                                    eprintln!("concurrent read: torn page (allowed): {p}");
+                                } else {
+                                    problems.lock().unwrap().push(format!("concurrent read: {p}"));
+                                }
                             }
                         }
                     }

@@ -20,7 +20,10 @@ fn warpfs_stdin(args: &[std::ffi::OsString], input: &str) -> (Option<i32>, Strin
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    // A process that refuses its arguments exits without reading stdin.
+    if let Err(e) = child.stdin.take().unwrap().write_all(input.as_bytes()) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing stdin: {e}");
+    }
     let o = child.wait_with_output().unwrap();
     let text = format!(
         "{}{}",

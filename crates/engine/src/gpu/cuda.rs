@@ -6,7 +6,9 @@
 //! Not yet run on an NVIDIA GPU by this project: it builds everywhere and
 //! its kernel logic is the one CI checks on OpenCL (pocl).
 
-use super::device::{Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
+use super::device::{
+    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS,
+};
 use super::tables::{te0, RK_WORDS};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::{Arc, Mutex};
@@ -100,15 +102,8 @@ impl CudaDevice {
         })
     }
 
-    fn run(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
-        let mut guard = self.lanes[lane % self.lanes.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let ln = &mut *guard;
-        if l.items == 0 {
-            take(&[]);
-            return Ok(());
-        }
+    /// One launch on a locked lane (checked by [`launch_on`]).
+    fn run(&self, ln: &mut Lane, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         let st = ln.stream.clone();
         cu(
             "rk upload",
@@ -155,11 +150,10 @@ impl Device for CudaDevice {
     }
 
     fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
-        if l.blocks > MAX_BLOCKS || l.desc.len() > MAX_CONTEXTS * DESC_WORDS || l.rk.len() > MAX_KEYS * RK_WORDS {
-            return Err("launch larger than the lane's buffers".into());
-        }
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(lane, l, take)))
-            .unwrap_or_else(|_| Err("the CUDA driver panicked during a launch".into()))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            launch_on(&self.lanes, lane, l, take, |ln, take| self.run(ln, l, take))
+        }))
+        .unwrap_or_else(|_| Err("the CUDA driver panicked during a launch".into()))
     }
 }
 

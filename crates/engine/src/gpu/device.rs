@@ -15,6 +15,8 @@ pub const MAX_KEYS: usize = 64;
 /// Most counter blocks one launch makes (16 MiB of masks per lane).
 pub const MAX_BLOCKS: usize = 1 << 20;
 
+use std::sync::Mutex;
+
 /// The kernel source shared by OpenCL and NVRTC.
 pub const KERNEL_SRC: &str = include_str!("../../kernels/aes_ctr.cl");
 /// The kernel's entry point.
@@ -44,4 +46,30 @@ pub trait Device: Send + Sync {
     /// Run `l` on lane `lane`, copy the masks back into the lane's pinned
     /// buffer and hand its first `l.blocks * 16` bytes to `take`.
     fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String>;
+}
+
+/// The checks and lane handling every driver's [`Device::launch`] shares:
+/// refuse a launch larger than the buffers allocated at open, lock lane
+/// `lane` (modulo the lane count; a poisoned lock is taken over, since a
+/// lane's buffers stay valid), answer an empty launch with no bytes, and
+/// otherwise hand the locked lane to the driver's `run`.
+pub fn launch_on<L>(
+    lanes: &[Mutex<L>],
+    lane: usize,
+    l: &Launch,
+    take: &mut dyn FnMut(&[u8]),
+    run: impl FnOnce(&mut L, &mut dyn FnMut(&[u8])) -> Result<(), String>,
+) -> Result<(), String> {
+    if l.blocks > MAX_BLOCKS
+        || l.desc.len() > MAX_CONTEXTS * DESC_WORDS
+        || l.rk.len() > MAX_KEYS * super::tables::RK_WORDS
+    {
+        return Err("launch larger than the lane's buffers".into());
+    }
+    let mut guard = lanes[lane % lanes.len()].lock().unwrap_or_else(|e| e.into_inner());
+    if l.items == 0 {
+        take(&[]);
+        return Ok(());
+    }
+    run(&mut guard, take)
 }

@@ -16,9 +16,11 @@ mod opencl;
 mod select;
 mod signals;
 mod tables;
+mod xts;
 
 pub use device::{MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
 pub use select::{select_backend, EngineKind, Selected};
+pub use xts::{XtsCudaDevice, XtsDevice, XtsKeys, XTS_CHUNK, XTS_GROUP};
 
 use crate::backend::{Backend, CpuBackend, MaskJob};
 use crate::MaskCipher;

@@ -3,7 +3,9 @@
 //! buffers and a pinned (CL_MEM_ALLOC_HOST_PTR, mapped once) host buffer,
 //! all allocated when the device opens and reused for every launch.
 
-use super::device::{Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
+use super::device::{
+    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS,
+};
 use super::tables::{te0, RK_WORDS};
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -17,7 +19,7 @@ use opencl3::types::{cl_mem, CL_BLOCKING, CL_NON_BLOCKING};
 use std::sync::Mutex;
 
 /// Platform discovery is not thread-safe on pocl: one at a time.
-static DISCOVERY: Mutex<()> = Mutex::new(());
+pub(super) static DISCOVERY: Mutex<()> = Mutex::new(());
 
 /// What kind of OpenCL device to take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +54,7 @@ pub struct OpenClDevice {
     context: Context,
 }
 
-fn cl<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
+pub(super) fn cl<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
 
@@ -201,17 +203,13 @@ impl Device for OpenClDevice {
     }
 
     fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
-        if l.blocks > MAX_BLOCKS || l.desc.len() > MAX_CONTEXTS * DESC_WORDS || l.rk.len() > MAX_KEYS * RK_WORDS {
-            return Err("launch larger than the lane's buffers".into());
-        }
-        let mut guard = self.lanes[lane % self.lanes.len()]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let ln = &mut *guard;
-        if l.items == 0 {
-            take(&[]);
-            return Ok(());
-        }
+        launch_on(&self.lanes, lane, l, take, |ln, take| self.run(ln, l, take))
+    }
+}
+
+impl OpenClDevice {
+    /// One launch on a locked lane (checked by [`launch_on`]).
+    fn run(&self, ln: &mut Lane, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         let global = (l.items as usize).div_ceil(GROUP) * GROUP;
         // SAFETY: the uploads read `l`, which outlives the blocking read that
         // ends this in-order queue's work; the read writes into the lane's

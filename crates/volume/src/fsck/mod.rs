@@ -72,18 +72,6 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
     for (idx, item) in items.iter().enumerate() {
         report.files += 1;
         let abs = vol.abs(&item.rel);
-        let file = match std::fs::File::open(&abs) {
-            Ok(f) => f,
-            Err(e) => {
-                report.findings.push(Finding {
-                    path: item.path.clone(),
-                    backing: item.rel.clone(),
-                    kind: Kind::Io(e.to_string()),
-                    fix: Fix::None,
-                });
-                continue;
-            }
-        };
         let mut across = Vec::new();
         let mut on_nonce = |block: u64, n: &Nonce| match nonces.get(n) {
             Some(&(other, other_block)) if other as usize != idx => across.push((block, other, other_block)),
@@ -97,13 +85,17 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
             done += n;
             progress(done, total);
         };
-        let s = match scan::scan(&file, &vol.cipher, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes) {
+        // Opening and reading the file fail alike: an I/O finding, no repair.
+        let scanned = std::fs::File::open(&abs).map_err(|e| e.to_string()).and_then(|file| {
+            scan::scan(&file, &vol.cipher, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes).map_err(|e| e.to_string())
+        });
+        let s = match scanned {
             Ok(s) => s,
             Err(e) => {
                 report.findings.push(Finding {
                     path: item.path.clone(),
                     backing: item.rel.clone(),
-                    kind: Kind::Io(e.to_string()),
+                    kind: Kind::Io(e),
                     fix: Fix::None,
                 });
                 continue;
