@@ -152,6 +152,12 @@ struct FileV1 {
     block_size: u32,
     feature_flags: Vec<String>,
     kdf: KdfJson,
+    /// Key generation of the content key (FORMAT.md 10); absent = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_generation: Option<u32>,
+    /// Generation a rekey under way moves every file to; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rekey_target: Option<u32>,
     wrapped_key: WrappedJson,
 }
 
@@ -185,6 +191,8 @@ pub struct Config {
     feature_flags: Vec<FeatureFlag>,
     kdf: KdfParams,
     salt: [u8; SALT_LEN],
+    key_generation: u32,
+    rekey_target: Option<u32>,
     wrapped: Wrapped,
 }
 
@@ -204,6 +212,15 @@ fn check_key_bits(bits: u32) -> Result<()> {
         Err(ConfigError::Unsupported(format!(
             "key size {bits} bits is not supported (supported: 128, 256)"
         )))
+    }
+}
+
+fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<()> {
+    match rekey_target {
+        Some(t) if Some(t) != key_generation.checked_add(1) => Err(ConfigError::parse(format!(
+            "\"rekey_target\" {t} must be \"key_generation\" {key_generation} + 1"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -309,7 +326,22 @@ impl Config {
         master: &MasterKey,
         password: &[u8],
     ) -> Result<Config> {
-        let mut cfg = Config {
+        Self::seal_gens(creator, content_mode, key_bits, feature_flags, kdf, (0, None))?.wrap_under(master, password)
+    }
+
+    /// A config with a fresh salt and the given key generations, master key
+    /// not wrapped yet (see [`Config::wrap_under`]).
+    fn seal_gens(
+        creator: String,
+        content_mode: ContentMode,
+        key_bits: u32,
+        feature_flags: Vec<FeatureFlag>,
+        kdf: KdfParams,
+        gens: (u32, Option<u32>),
+    ) -> Result<Config> {
+        Ok(Config {
+            key_generation: gens.0,
+            rekey_target: gens.1,
             version: FORMAT_VERSION,
             creator,
             content_mode,
@@ -322,10 +354,14 @@ impl Config {
                 nonce: [0; WRAP_NONCE_LEN],
                 ciphertext: Vec::new(),
             },
-        };
-        let kek = cfg.derive_kek(password)?;
-        cfg.wrapped = wrap::wrap(&kek, master, &cfg.aad());
-        Ok(cfg)
+        })
+    }
+
+    /// Wrap `master` under `password` with this config's AAD.
+    fn wrap_under(mut self, master: &MasterKey, password: &[u8]) -> Result<Config> {
+        let kek = self.derive_kek(password)?;
+        self.wrapped = wrap::wrap(&kek, master, &self.aad());
+        Ok(self)
     }
 
     // ---- loading ----
@@ -439,6 +475,11 @@ impl Config {
                 show(&f.wrapped_key.algorithm)
             )));
         }
+        if f.key_generation == Some(0) {
+            return Err(ConfigError::parse("\"key_generation\" 0 must be omitted"));
+        }
+        let key_generation = f.key_generation.unwrap_or(0);
+        check_generations(key_generation, f.rekey_target)?;
         let nonce = decode_fixed::<WRAP_NONCE_LEN>("wrapped_key.nonce", &f.wrapped_key.nonce)?;
         let ct = decode_fixed::<WRAPPED_LEN>("wrapped_key.ciphertext", &f.wrapped_key.ciphertext)?;
         Ok(Config {
@@ -450,6 +491,8 @@ impl Config {
             feature_flags: flags,
             kdf,
             salt,
+            key_generation,
+            rekey_target: f.rekey_target,
             wrapped: Wrapped {
                 nonce,
                 ciphertext: ct.to_vec(),
@@ -474,6 +517,8 @@ impl Config {
                 parallelism: self.kdf.parallelism,
                 salt: B64.encode(self.salt),
             },
+            key_generation: (self.key_generation > 0).then_some(self.key_generation),
+            rekey_target: self.rekey_target,
             wrapped_key: WrappedJson {
                 algorithm: WRAP_ALGORITHM.to_owned(),
                 nonce: B64.encode(self.wrapped.nonce),
@@ -517,6 +562,13 @@ impl Config {
         field(&mut a, "kdf.iterations", self.kdf.iterations.to_string().as_bytes());
         field(&mut a, "kdf.parallelism", self.kdf.parallelism.to_string().as_bytes());
         field(&mut a, "kdf.salt", &self.salt);
+        // Present only after a rekey, so older volumes' AAD is unchanged.
+        if self.key_generation > 0 {
+            field(&mut a, "key_generation", self.key_generation.to_string().as_bytes());
+        }
+        if let Some(t) = self.rekey_target {
+            field(&mut a, "rekey_target", t.to_string().as_bytes());
+        }
         a
     }
 
@@ -545,16 +597,42 @@ impl Config {
     /// is wrong. Only this file changes; the data is untouched.
     pub fn change_password(&self, dir: &Path, old: &[u8], new: &[u8]) -> Result<()> {
         let master = self.unlock(old)?;
-        let cfg = Self::seal(
+        let cfg = Self::seal_gens(
             self.creator.clone(),
             self.content_mode,
             self.key_bits,
             self.feature_flags.clone(),
             self.kdf,
-            &master,
-            new,
-        )?;
+            (self.key_generation, self.rekey_target),
+        )?
+        .wrap_under(&master, new)?;
         write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::Replace)
+    }
+
+    /// Record new key generations (FORMAT.md 10): rewrap the master key under
+    /// `password` (which must unlock this config; fresh salt) with
+    /// `key_generation` and `rekey_target` and atomically replace
+    /// `dir/warpfs.conf`. Returns the new config.
+    pub fn set_generations(
+        &self,
+        dir: &Path,
+        password: &[u8],
+        key_generation: u32,
+        rekey_target: Option<u32>,
+    ) -> Result<Config> {
+        let master = self.unlock(password)?;
+        check_generations(key_generation, rekey_target)?;
+        let cfg = Self::seal_gens(
+            self.creator.clone(),
+            self.content_mode,
+            self.key_bits,
+            self.feature_flags.clone(),
+            self.kdf,
+            (key_generation, rekey_target),
+        )?
+        .wrap_under(&master, password)?;
+        write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::Replace)?;
+        Ok(cfg)
     }
 
     // ---- accessors ----
@@ -586,6 +664,19 @@ impl Config {
     /// Whether `flag` is set.
     pub fn has_feature(&self, flag: FeatureFlag) -> bool {
         self.feature_flags.contains(&flag)
+    }
+    /// Key generation of the content key (0 until the first rekey).
+    pub fn key_generation(&self) -> u32 {
+        self.key_generation
+    }
+    /// The generation an unfinished rekey moves files to, if one is under way.
+    pub fn rekey_target(&self) -> Option<u32> {
+        self.rekey_target
+    }
+    /// The generation new files get: the rekey target while a rekey is under
+    /// way, else the key generation.
+    pub fn write_generation(&self) -> u32 {
+        self.rekey_target.unwrap_or(self.key_generation)
     }
     /// The program that created the volume, e.g. `warpfs 0.1.0`.
     pub fn creator(&self) -> &str {
@@ -625,6 +716,14 @@ impl fmt::Display for Config {
             "password KDF:  argon2id, {} KiB memory, {} iterations, parallelism {}",
             self.kdf.memory_kib, self.kdf.iterations, self.kdf.parallelism
         )?;
+        match self.rekey_target {
+            Some(t) => writeln!(
+                f,
+                "key generation: {} (rekey to {t} unfinished: run warpfs rekey again)",
+                self.key_generation
+            )?,
+            None => writeln!(f, "key generation: {}", self.key_generation)?,
+        }
         write!(f, "key wrapping:  {WRAP_ALGORITHM}")
     }
 }

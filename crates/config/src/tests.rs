@@ -535,3 +535,54 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn key_generations_are_recorded_authenticated_and_checked() {
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, master) = Config::create(d.path(), PW, ContentMode::Ctr, 128, fast()).unwrap();
+    assert_eq!(
+        (cfg.key_generation(), cfg.rekey_target(), cfg.write_generation()),
+        (0, None, 0)
+    );
+    assert!(!cfg.to_json().contains("key_generation"), "generation 0 is not written");
+    // Start a rekey, then finish it; the master key stays.
+    let mid = cfg.set_generations(d.path(), PW, 0, Some(1)).unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, mid);
+    assert_eq!(
+        (
+            loaded.key_generation(),
+            loaded.rekey_target(),
+            loaded.write_generation()
+        ),
+        (0, Some(1), 1)
+    );
+    assert!(loaded.to_string().contains("unfinished"));
+    assert_eq!(loaded.unlock(PW).unwrap(), master);
+    let done = loaded.set_generations(d.path(), PW, 1, None).unwrap();
+    let text = std::fs::read_to_string(config_path(d.path())).unwrap();
+    assert!(
+        text.contains("\"key_generation\": 1") && !text.contains("rekey_target"),
+        "{text}"
+    );
+    assert_eq!(Config::load(d.path()).unwrap(), done);
+    assert_eq!(done.unlock(PW).unwrap(), master);
+    // A password change keeps the generation.
+    done.change_password(d.path(), PW, b"other").unwrap();
+    assert_eq!(Config::load(d.path()).unwrap().key_generation(), 1);
+    // The fields are authenticated: editing one breaks the unwrap.
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["key_generation"] = json!(2);
+    let tampered = Config::from_json(v.to_string().as_bytes()).unwrap();
+    assert!(matches!(tampered.unlock(PW), Err(ConfigError::WrongPassword)));
+    // Hostile values are refused before any key derivation.
+    assert!(matches!(
+        cfg.set_generations(d.path(), b"wrong", 0, Some(1)),
+        Err(ConfigError::WrongPassword)
+    ));
+    assert!(edited(|v| v["key_generation"] = json!(0)).is_err());
+    assert!(edited(|v| v["rekey_target"] = json!(2)).is_err());
+    assert!(edited(|v| v["key_generation"] = json!(-1)).is_err());
+    assert!(edited(|v| v["key_generation"] = json!("1")).is_err());
+    assert!(edited(|v| v["rekey_target"] = json!(1)).is_ok());
+}

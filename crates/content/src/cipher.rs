@@ -17,6 +17,11 @@ pub struct Cipher {
     tagger: GcmTagger,
     /// The XTS key (`xts` mode only).
     xts: Option<XtsKey>,
+    /// Key generation of this cipher's content key (FORMAT.md 10).
+    generation: u32,
+    /// Ciphers of other key generations still in use by some files (while a
+    /// rekey is under way), each with its own generation.
+    others: Vec<Arc<Cipher>>,
     #[cfg(feature = "bench-nocrypto")]
     copy_nonces: warpfs_keystream::NonceSource,
 }
@@ -48,6 +53,8 @@ impl Cipher {
             keystream,
             tagger,
             xts: None,
+            generation: 0,
+            others: Vec::new(),
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
@@ -61,9 +68,41 @@ impl Cipher {
             keystream,
             tagger,
             xts: Some(key),
+            generation: 0,
+            others: Vec::new(),
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
+    }
+
+    /// This cipher for key generation `generation` (new files' headers
+    /// record it), able to open files of the generations of `others` too.
+    pub fn with_generation(mut self, generation: u32, others: Vec<Arc<Cipher>>) -> Self {
+        self.generation = generation;
+        self.others = others;
+        self
+    }
+
+    /// Key generation of this cipher's content key.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// Borrowing form of [`Cipher::for_generation`].
+    pub fn of_generation(&self, g: u32) -> Option<&Cipher> {
+        if self.generation == g {
+            return Some(self);
+        }
+        self.others.iter().find(|c| c.generation == g).map(|c| &**c)
+    }
+
+    /// The cipher for a file whose header records key generation `g`:
+    /// `this` or one of its others; `None` if the volume has no such key.
+    pub fn for_generation(this: &Arc<Cipher>, g: u32) -> Option<Arc<Cipher>> {
+        if this.generation == g {
+            return Some(this.clone());
+        }
+        this.others.iter().find(|c| c.generation == g).cloned()
     }
 
     /// The content mode.

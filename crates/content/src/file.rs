@@ -106,8 +106,19 @@ impl CipherFile {
                     hdr.mode, mode
                 )));
             }
-            Some(hdr.file_id)
+            Some(hdr)
         };
+        // A file keeps the key generation its header records (FORMAT.md 10).
+        let cipher = match file_id {
+            Some(h) => Cipher::for_generation(&cipher, h.generation).ok_or_else(|| {
+                ContentError::corrupt(format!(
+                    "cipher file uses key generation {}, which this volume's config does not have",
+                    h.generation
+                ))
+            })?,
+            None => cipher,
+        };
+        let file_id = file_id.map(|h| h.file_id);
         let reader = cipher.reader();
         Ok(Self {
             file,
@@ -117,6 +128,11 @@ impl CipherFile {
             read_only,
             lock: RangeLock::new(FileState { size, file_id }),
         })
+    }
+
+    /// Key generation of the content key this file's blocks use.
+    pub fn generation(&self) -> u32 {
+        self.cipher.generation()
     }
 
     /// Current plaintext size.
@@ -419,7 +435,7 @@ impl CipherFile {
     /// Write the header with an all-zero nnode (one pwrite).
     fn create_header(&self, sc: &mut Scratch) -> Result<[u8; 16], ContentError> {
         let mode = self.mode();
-        let hdr = Header::new_random(mode);
+        let hdr = Header::new_random_gen(mode, self.cipher.generation());
         let buf = sized(&mut sc.entries, layout::header_len(mode) as usize);
         buf.fill(0);
         buf[..header::LEN].copy_from_slice(&hdr.to_bytes());

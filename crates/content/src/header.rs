@@ -1,5 +1,5 @@
 //! The 32-byte cipher-file header (FORMAT.md 3.1): magic, version, mode,
-//! flags, file ID, reserved.
+//! flags, file ID, key generation (FORMAT.md 10), reserved.
 
 use crate::{ContentError, Mode};
 
@@ -19,14 +19,23 @@ pub struct Header {
     pub mode: Mode,
     /// 128 random bits drawn when the header is first written.
     pub file_id: [u8; FILE_ID_LEN],
+    /// Key generation of the content key the file's blocks use (FORMAT.md
+    /// 10); 0 until the volume is rekeyed.
+    pub generation: u32,
 }
 
 impl Header {
     /// A header with a fresh random file ID.
     pub fn new_random(mode: Mode) -> Self {
+        Self::new_random_gen(mode, 0)
+    }
+
+    /// A header with a fresh random file ID for key generation `generation`.
+    pub fn new_random_gen(mode: Mode, generation: u32) -> Self {
         Self {
             mode,
             file_id: warpfs_crypto::rand::array(),
+            generation,
         }
     }
 
@@ -50,12 +59,17 @@ impl Header {
         if b[7] != 0 {
             return Err(ContentError::corrupt(format!("unknown header flags {:#x}", b[7])));
         }
-        if b[24..32].iter().any(|&x| x != 0) {
+        if b[28..32].iter().any(|&x| x != 0) {
             return Err(ContentError::corrupt("nonzero reserved header bytes"));
         }
+        let generation = u32::from_le_bytes([b[24], b[25], b[26], b[27]]);
         let mut file_id = [0u8; FILE_ID_LEN];
         file_id.copy_from_slice(&b[8..24]);
-        Ok(Self { mode, file_id })
+        Ok(Self {
+            mode,
+            file_id,
+            generation,
+        })
     }
 
     /// The 32 bytes on disk.
@@ -66,6 +80,7 @@ impl Header {
         b[6] = self.mode.to_byte();
         b[7] = 0;
         b[8..24].copy_from_slice(&self.file_id);
+        b[24..28].copy_from_slice(&self.generation.to_le_bytes());
         b
     }
 }
@@ -80,6 +95,7 @@ mod tests {
         let h = Header {
             mode: Mode::Gcm,
             file_id: [0xab; 16],
+            generation: 0,
         };
         let b = h.to_bytes();
         assert_eq!(
@@ -92,6 +108,12 @@ mod tests {
         assert_eq!(Header::parse(&c.to_bytes()).unwrap(), c);
         assert_ne!(Header::new_random(Mode::Ctr).file_id, c.file_id);
         assert_eq!(Header::new_random(Mode::Xts).to_bytes()[6], 3);
+        let g = Header {
+            generation: 0x0102_0304,
+            ..h
+        };
+        assert_eq!(&g.to_bytes()[24..32], &[4, 3, 2, 1, 0, 0, 0, 0]);
+        assert_eq!(Header::parse(&g.to_bytes()).unwrap().generation, 0x0102_0304);
     }
 
     #[test]
@@ -110,7 +132,7 @@ mod tests {
         assert!(bad(6, 0)); // mode 0
         assert!(bad(6, 4)); // mode 4
         assert!(bad(7, 1)); // flags
-        for i in 24..32 {
+        for i in 28..32 {
             assert!(bad(i, 1)); // reserved
         }
         // Trailing bytes beyond 32 are not the header's business.

@@ -146,8 +146,17 @@ pub fn scan(
         out.problems.push(Problem::Header(e.to_string()));
         return Ok(out);
     }
-    let id = match Header::parse(&h) {
-        Ok(hdr) if hdr.mode == mode => hdr.file_id,
+    let (id, cipher) = match Header::parse(&h) {
+        Ok(hdr) if hdr.mode == mode => match cipher.of_generation(hdr.generation) {
+            Some(c) => (hdr.file_id, c),
+            None => {
+                out.problems.push(Problem::Header(format!(
+                    "key generation {} is not one of the volume's",
+                    hdr.generation
+                )));
+                return Ok(out);
+            }
+        },
         Ok(hdr) => {
             out.problems.push(Problem::Header(format!(
                 "mode {:?} differs from the volume's {:?}",

@@ -137,6 +137,12 @@ impl Subkeys {
     /// If `content_key_bits` is neither 128 nor 256. The config loader
     /// refuses any other value, so a volume can never reach this.
     pub fn derive(master: &MasterKey, content_key_bits: u32) -> Subkeys {
+        Self::derive_gen(master, content_key_bits, 0)
+    }
+
+    /// [`derive`](Self::derive) with the content key of key generation
+    /// `generation` (FORMAT.md 10; generation 0 is the original key).
+    pub fn derive_gen(master: &MasterKey, content_key_bits: u32, generation: u32) -> Subkeys {
         let content_len = content_len(content_key_bits);
         let hk = Hkdf::<Sha256>::new(None, master.as_bytes());
         let mut okm = Zeroizing::new([0u8; 64]);
@@ -146,7 +152,7 @@ impl Subkeys {
                 .expect("HKDF-SHA256 output length is within bounds");
         };
 
-        expand(INFO_CONTENT, &mut okm[..content_len]);
+        expand(&gen_info(INFO_CONTENT, generation), &mut okm[..content_len]);
         let content = ContentKey::new(&okm[..content_len]).expect("content key length is 16 or 32");
         expand(INFO_NAMES, &mut okm[..]);
         let names = NameCipher::new(&okm);
@@ -161,9 +167,14 @@ impl Subkeys {
     /// # Panics
     /// As [`derive`](Self::derive), for a key size other than 128 or 256.
     pub fn xts_key(master: &MasterKey, key_bits: u32, cipher: crate::XtsCipher) -> crate::XtsKey {
+        Self::xts_key_gen(master, key_bits, cipher, 0)
+    }
+
+    /// [`xts_key`](Self::xts_key) of key generation `generation`.
+    pub fn xts_key_gen(master: &MasterKey, key_bits: u32, cipher: crate::XtsCipher, generation: u32) -> crate::XtsKey {
         let mut okm = Zeroizing::new(vec![0u8; 2 * content_len(key_bits)]);
         Hkdf::<Sha256>::new(None, master.as_bytes())
-            .expand(INFO_CONTENT_XTS, &mut okm)
+            .expand(&gen_info(INFO_CONTENT_XTS, generation), &mut okm)
             .expect("HKDF-SHA256 output length is within bounds");
         crate::XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
     }
@@ -176,12 +187,27 @@ impl Subkeys {
     /// # Panics
     /// As [`derive`](Self::derive), for a key size other than 128 or 256.
     pub fn content_key_bytes(master: &MasterKey, content_key_bits: u32) -> Zeroizing<Vec<u8>> {
+        Self::content_key_bytes_gen(master, content_key_bits, 0)
+    }
+
+    /// [`content_key_bytes`](Self::content_key_bytes) of key generation `generation`.
+    pub fn content_key_bytes_gen(master: &MasterKey, content_key_bits: u32, generation: u32) -> Zeroizing<Vec<u8>> {
         let mut out = Zeroizing::new(vec![0u8; content_len(content_key_bits)]);
         Hkdf::<Sha256>::new(None, master.as_bytes())
-            .expand(INFO_CONTENT, &mut out)
+            .expand(&gen_info(INFO_CONTENT, generation), &mut out)
             .expect("HKDF-SHA256 output length is within bounds");
         out
     }
+}
+
+/// The HKDF info of a content key of key generation `g`: the base info for
+/// generation 0, `base ‖ " gen " ‖ decimal g` after a rekey (FORMAT.md 10).
+pub fn gen_info(base: &[u8], g: u32) -> Vec<u8> {
+    let mut v = base.to_vec();
+    if g > 0 {
+        v.extend_from_slice(format!(" gen {g}").as_bytes());
+    }
+    v
 }
 
 fn content_len(content_key_bits: u32) -> usize {
@@ -195,6 +221,25 @@ fn content_len(content_key_bits: u32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_generations_give_distinct_keys() {
+        let m = MasterKey::from_bytes(&[7u8; 32]).unwrap();
+        assert_eq!(gen_info(INFO_CONTENT, 0), INFO_CONTENT);
+        assert_eq!(gen_info(INFO_CONTENT, 12), b"warpfs v1 content gen 12");
+        let g0 = Subkeys::content_key_bytes_gen(&m, 256, 0);
+        assert_eq!(*g0, *Subkeys::content_key_bytes(&m, 256));
+        let g1 = Subkeys::content_key_bytes_gen(&m, 256, 1);
+        let g2 = Subkeys::content_key_bytes_gen(&m, 256, 2);
+        assert_ne!(*g0, *g1);
+        assert_ne!(*g1, *g2);
+        // Known answer: HKDF-SHA256(ikm = master, info = "warpfs v1 content gen 1").
+        let mut want = [0u8; 32];
+        Hkdf::<Sha256>::new(None, &[7u8; 32])
+            .expand(b"warpfs v1 content gen 1", &mut want)
+            .unwrap();
+        assert_eq!(&g1[..], &want[..]);
+    }
 
     #[test]
     fn master_key_debug_hides_bytes() {

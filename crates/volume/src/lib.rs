@@ -12,6 +12,7 @@ pub mod fsck;
 pub mod meta;
 mod names;
 mod namespace;
+pub mod rekey;
 mod sys;
 mod volume;
 mod xattr;

@@ -31,6 +31,11 @@ pub struct Volume {
     pub(crate) mode: Mode,
     /// The content key (for [`Volume::use_engine`] and GHASH).
     content_key: ContentKey,
+    /// Its key generation (FORMAT.md 10): the one new files get.
+    generation: u32,
+    /// Ciphers of the older generation files may still use while a rekey
+    /// is under way.
+    older: Vec<Arc<Cipher>>,
     /// The speculative engine every mask comes from, once attached.
     engine: Option<Arc<Engine>>,
     pub(crate) files: FileTable,
@@ -59,13 +64,29 @@ impl Volume {
         master: &MasterKey,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
-        let keys = Subkeys::derive(master, config.key_bits());
+        let generation = config.write_generation();
+        let keys = Subkeys::derive_gen(master, config.key_bits(), generation);
         let keystream: Arc<dyn Keystream> = Arc::new(Direct::new(keys.content.clone()));
         let xts = config
             .content_mode()
             .xts_cipher()
-            .map(|c| Subkeys::xts_key(master, config.key_bits(), c));
-        Self::build(cipherdir, config, keys, keystream, xts, opts)
+            .map(|c| Subkeys::xts_key_gen(master, config.key_bits(), c, generation));
+        // Mid-rekey, files not yet moved still use the old generation.
+        let older = match config.rekey_target() {
+            Some(_) => {
+                let g = config.key_generation();
+                let k = Subkeys::derive_gen(master, config.key_bits(), g).content;
+                let tagger = GcmTagger::new(&k);
+                let ks: Arc<dyn Keystream> = Arc::new(Direct::new(k));
+                let c = match config.content_mode().xts_cipher() {
+                    Some(x) => Cipher::new_xts(Subkeys::xts_key_gen(master, config.key_bits(), x, g), ks, tagger),
+                    None => Cipher::new(content_mode(config.content_mode()), ks, tagger),
+                };
+                vec![Arc::new(c.with_generation(g, Vec::new()))]
+            }
+            None => Vec::new(),
+        };
+        Self::build(cipherdir, config, keys, keystream, xts, (generation, older), opts)
     }
 
     /// Open with a given keystream backend (not for `xts` volumes, whose
@@ -77,7 +98,7 @@ impl Volume {
         keystream: Arc<dyn Keystream>,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
-        Self::build(cipherdir, config, keys, keystream, None, opts)
+        Self::build(cipherdir, config, keys, keystream, None, (0, Vec::new()), opts)
     }
 
     fn build(
@@ -86,22 +107,22 @@ impl Volume {
         keys: Subkeys,
         keystream: Arc<dyn Keystream>,
         xts: Option<XtsKey>,
+        (generation, older): (u32, Vec<Arc<Cipher>>),
         opts: Options,
     ) -> std::result::Result<Volume, String> {
         let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
         crate::diriv::read(&root)
             .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
-        let mode = match config.content_mode() {
-            ContentMode::Ctr => Mode::Ctr,
-            ContentMode::Gcm => Mode::Gcm,
-            ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
-        };
+        let mode = content_mode(config.content_mode());
         let tagger = GcmTagger::new(&keys.content);
-        let cipher = Arc::new(match (mode, xts) {
-            (Mode::Xts, Some(x)) => Cipher::new_xts(x, keystream, tagger),
-            (Mode::Xts, None) => return Err("an xts volume is opened with Volume::open".into()),
-            (m, _) => Cipher::new(m, keystream, tagger),
-        });
+        let cipher = Arc::new(
+            match (mode, xts) {
+                (Mode::Xts, Some(x)) => Cipher::new_xts(x, keystream, tagger),
+                (Mode::Xts, None) => return Err("an xts volume is opened with Volume::open".into()),
+                (m, _) => Cipher::new(m, keystream, tagger),
+            }
+            .with_generation(generation, older.clone()),
+        );
         let content_key = keys.content;
         let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
         Ok(Volume {
@@ -112,6 +133,8 @@ impl Volume {
             cipher,
             mode,
             content_key,
+            generation,
+            older,
             engine: None,
             files: FileTable::default(),
             opts,
@@ -135,13 +158,16 @@ impl Volume {
             return Ok(());
         }
         let key = if engine.config().software_aes || engine.is_device() {
-            let raw = Subkeys::content_key_bytes(master, self.content_key.bits());
+            let raw = Subkeys::content_key_bytes_gen(master, self.content_key.bits(), self.generation);
             engine.add_raw_key(&raw).map_err(|e| e.to_string())?
         } else {
             engine.add_key(self.content_key.clone())
         };
         let pool: Arc<dyn Keystream> = Arc::new(WritePool::new(engine.clone(), key).map_err(|e| e.to_string())?);
-        self.cipher = Arc::new(Cipher::new(self.mode, pool, GcmTagger::new(&self.content_key)));
+        self.cipher = Arc::new(
+            Cipher::new(self.mode, pool, GcmTagger::new(&self.content_key))
+                .with_generation(self.generation, self.older.clone()),
+        );
         self.engine = Some(engine);
         Ok(())
     }
@@ -201,7 +227,26 @@ impl Volume {
     }
 }
 
+fn content_mode(m: ContentMode) -> Mode {
+    match m {
+        ContentMode::Ctr => Mode::Ctr,
+        ContentMode::Gcm => Mode::Gcm,
+        ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
+    }
+}
+
 impl Volume {
+    /// The volume's cipher: the current key generation's, able to open
+    /// files of an older one mid-rekey (for `warpfs rekey`).
+    pub fn cipher(&self) -> &Arc<Cipher> {
+        &self.cipher
+    }
+
+    /// The key generation new files get.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
     /// The open file of a backing inode on the root's device, if any handle
     /// has it open (serves unlinked or replaced files).
     pub fn open_file_of(&self, backing_ino: u64) -> Option<crate::files::OpenFile> {

@@ -10,6 +10,7 @@ mod logging;
 mod mount;
 mod passwd;
 mod password;
+mod rekey;
 mod stats;
 
 use clap::{Args, Parser, Subcommand};
@@ -68,6 +69,8 @@ enum Cmd {
     Fsck(fsck::FsckArgs),
     /// Encrypted container: one XTS-encrypted image exposed as MOUNTPOINT/volume.
     Container(container::ContainerArgs),
+    /// Re-encrypt every file of an unmounted volume under a new content key (resumable).
+    Rekey(rekey::RekeyArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -87,6 +90,7 @@ pub fn run() -> i32 {
         Cmd::Stats(a) => stats::run(a),
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Container(a) => container::run(a),
+        Cmd::Rekey(a) => rekey::run(a),
     };
     match res {
         Ok(()) => exit::OK,

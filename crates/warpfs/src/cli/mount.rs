@@ -248,6 +248,15 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if !warpfs_crypto::make_non_dumpable() {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
     }
+    if let Ok(None) = super::rekey::lock_cipherdir(&a.cipherdir, false) {
+        return Err(CliError::new(
+            MOUNT_FAILED,
+            format!(
+                "{}: warpfs rekey is running; mount when it has finished",
+                a.cipherdir.display()
+            ),
+        ));
+    }
     let cfg = Config::load(&a.cipherdir)?;
     let master = if a.masterkey.is_some() {
         read_master_key_stdin()?
