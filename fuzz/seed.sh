@@ -12,13 +12,17 @@ VOLS="$FUZZ/../crates/warpfs/tests/volumes"
 C="$FUZZ/corpus"
 mkdir -p "$C/config" "$C/header" "$C/names" "$C/cipher_file"
 n=0
-for mode in gcm ctr; do
+for mode in gcm ctr xts; do
     v="$VOLS/v1-$mode/cipher"
     [[ -f $v/warpfs.conf ]] || { echo "seed.sh: $v/warpfs.conf missing" >&2; exit 1; }
     cp "$v/warpfs.conf" "$C/config/seed-$mode.conf"
     sed -e 's/"memory_kib": [0-9]*/"memory_kib": 32768/' -e 's/"iterations": [0-9]*/"iterations": 2/' \
         "$v/warpfs.conf" >"$C/config/seed-$mode-min.conf"
-    if [[ $mode == gcm ]]; then mb='\x00' hl=544; else mb='\x01' hl=288; fi
+    case $mode in
+        gcm) mb='\x00' hl=544 ;;
+        ctr) mb='\x01' hl=288 ;;
+        xts) mb='\x02' hl=32 ;; # no nonce table: the header alone
+    esac
     # Read ranges (offset u32 le, length u16 le) x 4: [0,4096) [5000,+9000) [65000,+10000) [100,+65535)
     ranges='\x00\x00\x00\x00\x00\x10\x88\x13\x00\x00\x28\x23\xe8\xfd\x00\x00\x10\x27\x64\x00\x00\x00\xff\xff'
     while IFS= read -r -d '' f; do

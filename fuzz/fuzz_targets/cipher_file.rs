@@ -1,5 +1,5 @@
 //! Fuzz the block read path of the content crate on random cipher files:
-//! input = mode (1) ‖ 4 × (offset u32, length u16) ‖ cipher file bytes. The
+//! input = mode (1: 0 gcm, 1 ctr, 2 xts; mod 3) ‖ 4 × (offset u32, length u16) ‖ cipher file bytes. The
 //! file is opened as a `CipherFile` with the example volume's content key
 //! (so seeds made from that volume decrypt) and read at the given ranges:
 //! every read returns data or an error (never a panic, never more bytes than
@@ -23,9 +23,23 @@ use warpfs_keystream::Direct;
 fn cipher(mode: Mode) -> Arc<Cipher> {
     static GCM: OnceLock<Arc<Cipher>> = OnceLock::new();
     static CTR: OnceLock<Arc<Cipher>> = OnceLock::new();
+    static XTS: OnceLock<Arc<Cipher>> = OnceLock::new();
     let (cell, name) = match mode {
         Mode::Gcm => (&GCM, "gcm"),
         Mode::Ctr => (&CTR, "ctr"),
+        Mode::Xts => {
+            return XTS
+                .get_or_init(|| {
+                    let (keys, xts) = common::xts_keys();
+                    let k = &keys.content;
+                    Arc::new(Cipher::new_xts(
+                        xts.clone(),
+                        Arc::new(Direct::new(k.clone())),
+                        GcmTagger::new(k),
+                    ))
+                })
+                .clone()
+        }
     };
     cell.get_or_init(|| {
         let k = &common::keys(name).content;
@@ -48,7 +62,11 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 25 {
         return;
     }
-    let mode = if data[0] & 1 == 0 { Mode::Gcm } else { Mode::Ctr };
+    let mode = match data[0] % 3 {
+        0 => Mode::Gcm,
+        1 => Mode::Ctr,
+        _ => Mode::Xts,
+    };
     let ranges: Vec<(u64, usize)> = data[1..25]
         .chunks_exact(6)
         .map(|c| {
