@@ -4,9 +4,10 @@
 #   bash scripts/fuzz.sh [TARGET...]        (default: all four targets)
 #
 # Targets (fuzz/fuzz_targets/): config (warpfs.conf parse + unlock with a
-# fixed password), header (cipher-file header, nonce entries, size
-# arithmetic), names (encrypted names incl. long-name sidecars), cipher_file
-# (the content crate's block read path on random cipher files, gcm and ctr).
+# fixed password), header (cipher-file header, nonce entries, rekey undo
+# records, size arithmetic), names (encrypted names incl. long-name
+# sidecars), cipher_file (the content crate's block read path and fsck's
+# scan on random cipher files, gcm, ctr and xts, mid-rekey keyring).
 # fuzz/ is its own cargo workspace: it needs nightly and libFuzzer. This
 # script installs, when missing, a minimal nightly toolchain (rustup) and
 # cargo-fuzz 0.13 into target/tools (cargo install --locked), makes the seed

@@ -6,6 +6,9 @@
 //! asked, zeros on error), and a read that succeeds returns the same bytes
 //! as block-by-block reads. fsck's per-file scan runs on the same bytes:
 //! it must not panic, and a file it finds clean must read without error.
+//! The keyring is mid-rekey (generation 1, a fixed test key, after the
+//! example volume's generation 0), so headers with a rekey watermark take
+//! the two-generation paths.
 #![no_main]
 
 #[path = "common.rs"]
@@ -16,8 +19,8 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::sync::{Arc, OnceLock};
-use warpfs_content::{Cipher, CipherFile, Mode};
-use warpfs_crypto::GcmTagger;
+use warpfs_content::{Cipher, CipherFile, Keyring, Mode};
+use warpfs_crypto::{ContentKey, GcmTagger, XtsCipher, XtsKey};
 use warpfs_keystream::Direct;
 
 fn cipher(mode: Mode) -> Arc<Cipher> {
@@ -48,6 +51,21 @@ fn cipher(mode: Mode) -> Arc<Cipher> {
     .clone()
 }
 
+/// Generation 1 of `mode` (a fixed key) over the example volume's generation 0.
+fn keyring(mode: Mode) -> Arc<Keyring> {
+    let k = ContentKey::new(&[7u8; 32]).expect("a 32-byte key");
+    let ks = Arc::new(Direct::new(k.clone()));
+    let g1 = match mode {
+        Mode::Xts => Cipher::new_xts(
+            XtsKey::new(XtsCipher::Aes, &[8u8; 64]).expect("a 64-byte XTS key"),
+            ks,
+            GcmTagger::new(&k),
+        ),
+        m => Cipher::new(m, ks, GcmTagger::new(&k)),
+    };
+    Arc::new(Keyring::new(Arc::new(g1.with_generation(1)), Some(cipher(mode))))
+}
+
 /// An anonymous in-memory file holding `bytes`.
 fn memfile(bytes: &[u8]) -> File {
     // SAFETY: memfd_create with a NUL-terminated name; the fd is checked and owned by the File.
@@ -76,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     let body = &data[25..];
-    let c = cipher(mode);
+    let c = keyring(mode);
     let mem = memfile(body);
     let scan = warpfs_content::scan::scan(&mem, &c, 1 << 16, &mut |_, _| {}, &mut |_| {}).expect("fstat of a memfd");
     let Ok(f) = CipherFile::open(mem, c, "fuzz".into()) else {

@@ -1,13 +1,18 @@
-//! Fuzz cipher-file header and nonce-entry parsing (FORMAT.md 3.1, 3.2)
-//! and the size arithmetic of 3.3/3.4: errors, never panics, and
-//! `plain_size(backing_len(s)) == s` for every size warpfs writes.
+//! Fuzz cipher-file header and nonce-entry parsing (FORMAT.md 3.1, 3.2),
+//! the size arithmetic of 3.3/3.4 and the rekey undo record (10.3):
+//! errors, never panics, `plain_size(backing_len(s)) == s` for every size
+//! warpfs writes, and a record that parses encodes back to the same bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use warpfs_content::header::Header;
+use warpfs_content::undo::{Content, Record};
 use warpfs_content::{entry, layout, Mode};
 
 fuzz_target!(|data: &[u8]| {
+    if let Ok(Content::Record(r)) = Record::decode(data) {
+        assert_eq!(r.encode(), data);
+    }
     if let Ok(h) = Header::parse(data) {
         assert_eq!(&h.to_bytes()[..], &data[..32]);
     }

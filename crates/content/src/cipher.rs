@@ -8,7 +8,7 @@ use crate::{ContentError, Mode};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use warpfs_crypto::{file_block_tweak, GcmTagger, XtsKey};
-use warpfs_keystream::{BlockReader, Keystream};
+use warpfs_keystream::{BlockReader, Keystream, OnDemand};
 
 /// The per-volume encryption context shared by all open files.
 pub struct Cipher {
@@ -17,11 +17,11 @@ pub struct Cipher {
     tagger: GcmTagger,
     /// The XTS key (`xts` mode only).
     xts: Option<XtsKey>,
+    /// Masks made on the calling thread, for blocks the open file's reader
+    /// was not made for (another key generation, mid-rekey).
+    on_demand: OnDemand<dyn Keystream>,
     /// Key generation of this cipher's content key (FORMAT.md 10).
     generation: u32,
-    /// Ciphers of other key generations still in use by some files (while a
-    /// rekey is under way), each with its own generation.
-    others: Vec<Arc<Cipher>>,
     #[cfg(feature = "bench-nocrypto")]
     copy_nonces: warpfs_keystream::NonceSource,
 }
@@ -50,11 +50,11 @@ impl Cipher {
         assert!(mode != Mode::Xts, "an xts cipher needs its XTS key: Cipher::new_xts");
         Self {
             mode,
+            on_demand: OnDemand::new(keystream.clone()),
             keystream,
             tagger,
             xts: None,
             generation: 0,
-            others: Vec::new(),
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
@@ -65,44 +65,26 @@ impl Cipher {
     pub fn new_xts(key: XtsKey, keystream: Arc<dyn Keystream>, tagger: GcmTagger) -> Self {
         Self {
             mode: Mode::Xts,
+            on_demand: OnDemand::new(keystream.clone()),
             keystream,
             tagger,
             xts: Some(key),
             generation: 0,
-            others: Vec::new(),
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
     }
 
-    /// This cipher for key generation `generation` (new files' headers
-    /// record it), able to open files of the generations of `others` too.
-    pub fn with_generation(mut self, generation: u32, others: Vec<Arc<Cipher>>) -> Self {
+    /// This cipher as the one of key generation `generation` (FORMAT.md 10;
+    /// headers and rekey watermarks record it).
+    pub fn with_generation(mut self, generation: u32) -> Self {
         self.generation = generation;
-        self.others = others;
         self
     }
 
     /// Key generation of this cipher's content key.
     pub fn generation(&self) -> u32 {
         self.generation
-    }
-
-    /// Borrowing form of [`Cipher::for_generation`].
-    pub fn of_generation(&self, g: u32) -> Option<&Cipher> {
-        if self.generation == g {
-            return Some(self);
-        }
-        self.others.iter().find(|c| c.generation == g).map(|c| &**c)
-    }
-
-    /// The cipher for a file whose header records key generation `g`:
-    /// `this` or one of its others; `None` if the volume has no such key.
-    pub fn for_generation(this: &Arc<Cipher>, g: u32) -> Option<Arc<Cipher>> {
-        if this.generation == g {
-            return Some(this.clone());
-        }
-        this.others.iter().find(|c| c.generation == g).cloned()
     }
 
     /// The content mode.
@@ -114,6 +96,11 @@ impl Cipher {
     /// engine; on-demand masks with the direct backend).
     pub fn reader(&self) -> Box<dyn BlockReader> {
         self.keystream.clone().reader()
+    }
+
+    /// A reader without look-ahead: every mask made by the caller.
+    pub(crate) fn on_demand(&self) -> &dyn BlockReader {
+        &self.on_demand
     }
 
     /// Encrypt one block's plaintext in place under a fresh nonce and write

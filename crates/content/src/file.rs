@@ -5,6 +5,7 @@
 use crate::cipher::Cipher;
 use crate::entry;
 use crate::header::{self, Header};
+use crate::keyring::{IntoKeyring, Keyring};
 use crate::layout::{
     self, backing_len, block_count, block_len, data_offset, entry_offset, segment_end, segment_runs, BLOCK,
     BLOCK_USIZE, MAX_PLAIN_SIZE, NNODE_BLOCKS, PAGE_BLOCKS,
@@ -15,26 +16,76 @@ use crate::sysio;
 use crate::{ContentError, Mode};
 use std::fs::File;
 use std::io::IoSliceMut;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use warpfs_keystream::BlockReader;
 
-/// Size and file ID; changed only while the whole file is held.
+/// Size and header; changed only while the whole file is held, except the
+/// rekey watermark (`hdr.rekeyed`, see `rekeystep.rs`).
 #[derive(Debug, Clone, Copy)]
-struct FileState {
-    size: u64,
+pub(crate) struct FileState {
+    pub(crate) size: u64,
     /// `None` while the backing file is empty (no header yet).
-    file_id: Option<[u8; 16]>,
+    pub(crate) hdr: Option<Header>,
 }
 
-/// One open backing file, shared by all handles of one inode.
-pub struct CipherFile {
-    file: File,
-    cipher: Arc<Cipher>,
-    /// This file's reads' masks (a read window with a speculative engine).
-    reader: Box<dyn BlockReader>,
+/// What every handle of one inode shares: the keys, the read window, the
+/// range lock with size and header.
+pub(crate) struct Shared {
+    pub(crate) keys: Arc<Keyring>,
+    mode: Mode,
+    /// This file's reads' masks (a read window with a speculative engine),
+    /// made with the key of the generation it names.
+    reader: RwLock<(u32, Arc<dyn BlockReader>)>,
     label: Mutex<String>,
-    read_only: bool,
-    lock: RangeLock<FileState>,
+    pub(crate) lock: RangeLock<FileState>,
+}
+
+/// One open backing file. Handles of one inode share one; a read-only one
+/// and a writable one of the same inode share their state (see
+/// [`CipherFile::share`]).
+pub struct CipherFile {
+    pub(crate) file: File,
+    pub(crate) read_only: bool,
+    pub(crate) sh: Arc<Shared>,
+}
+
+/// What one request needs to encrypt and decrypt its blocks: the file ID,
+/// the cipher of each block's key generation and the file's reader.
+pub(crate) struct Ctx {
+    pub(crate) id: [u8; 16],
+    /// Blocks from `split` on.
+    pub(crate) base: Arc<Cipher>,
+    /// Blocks before `split` (mid-rekey; `None` when `split` is 0).
+    pub(crate) next: Option<Arc<Cipher>>,
+    pub(crate) split: u64,
+    reader: Arc<dyn BlockReader>,
+    reader_gen: u32,
+}
+
+impl Ctx {
+    /// The cipher of block `x`'s key generation.
+    pub(crate) fn cipher(&self, x: u64) -> &Cipher {
+        match &self.next {
+            Some(n) if x < self.split => n,
+            _ => &self.base,
+        }
+    }
+
+    /// Whether block `x`'s masks come from the file's read window (made
+    /// for the block's key generation).
+    fn windowed(&self, x: u64) -> bool {
+        self.cipher(x).generation() == self.reader_gen
+    }
+
+    /// The reader for block `x`: the file's read window when it was made
+    /// for the block's key, else masks made on the calling thread.
+    pub(crate) fn reader(&self, x: u64) -> &dyn BlockReader {
+        if self.windowed(x) {
+            &*self.reader
+        } else {
+            self.cipher(x).on_demand()
+        }
+    }
 }
 
 impl std::fmt::Debug for CipherFile {
@@ -43,6 +94,7 @@ impl std::fmt::Debug for CipherFile {
             .field("label", &self.label())
             .field("size", &self.size())
             .field("read_only", &self.read_only)
+            .field("generation", &self.generation())
             .finish_non_exhaustive()
     }
 }
@@ -87,14 +139,16 @@ fn efbig() -> ContentError {
 
 impl CipherFile {
     /// Take over an open backing file (O_RDWR, or O_RDONLY: writes then
-    /// fail with `ReadOnly`). Checks the header when the file is not empty;
-    /// the size follows from the backing length.
-    pub fn open(file: File, cipher: Arc<Cipher>, label: String) -> Result<Self, ContentError> {
+    /// fail with `ReadOnly`), with the volume's keyring (or one cipher).
+    /// Checks the header when the file is not empty (its key generations
+    /// must be in the keyring); the size follows from the backing length.
+    pub fn open(file: File, keys: impl IntoKeyring, label: String) -> Result<Self, ContentError> {
+        let keys = keys.into_keyring();
         let read_only = sysio::is_read_only(&file)?;
-        let mode = cipher.mode();
+        let mode = keys.mode();
         let len = file.metadata()?.len();
         let size = layout::plain_size(mode, len)?;
-        let file_id = if len == 0 {
+        let hdr = if len == 0 {
             None
         } else {
             let mut h = [0u8; header::LEN];
@@ -108,45 +162,71 @@ impl CipherFile {
             }
             Some(hdr)
         };
-        // A file keeps the key generation its header records (FORMAT.md 10).
-        let cipher = match file_id {
-            Some(h) => Cipher::for_generation(&cipher, h.generation).ok_or_else(|| {
-                ContentError::corrupt(format!(
-                    "cipher file uses key generation {}, which this volume's config does not have",
-                    h.generation
-                ))
-            })?,
-            None => cipher,
+        // A file keeps the key generations its header records (FORMAT.md 10).
+        let gen = match hdr {
+            Some(h) => {
+                let missing = |g: u32| {
+                    ContentError::corrupt(format!(
+                        "cipher file uses key generation {g}, which this volume's config does not have"
+                    ))
+                };
+                keys.get(h.generation).ok_or_else(|| missing(h.generation))?;
+                if h.rekeyed != 0 {
+                    keys.get(h.generation + 1).ok_or_else(|| missing(h.generation + 1))?;
+                }
+                h.generation
+            }
+            None => keys.write_generation(),
         };
-        let file_id = file_id.map(|h| h.file_id);
-        let reader = cipher.reader();
+        let reader: Arc<dyn BlockReader> = match keys.get(gen) {
+            Some(c) => Arc::from(c.reader()),
+            None => Arc::from(keys.write_cipher().reader()),
+        };
         Ok(Self {
             file,
-            cipher,
-            reader,
-            label: Mutex::new(label),
             read_only,
-            lock: RangeLock::new(FileState { size, file_id }),
+            sh: Arc::new(Shared {
+                keys,
+                mode,
+                reader: RwLock::new((gen, reader)),
+                label: Mutex::new(label),
+                lock: RangeLock::new(FileState { size, hdr }),
+            }),
         })
     }
 
-    /// Key generation of the content key this file's blocks use.
+    /// Another handle on the same inode (e.g. opened read-write where this
+    /// one is read-only) sharing this one's size, header, keys, read window
+    /// and range lock, so both see one file.
+    pub fn share(&self, file: File) -> Result<Self, ContentError> {
+        Ok(Self {
+            read_only: sysio::is_read_only(&file)?,
+            file,
+            sh: self.sh.clone(),
+        })
+    }
+
+    /// Key generation of the content key this file's blocks use (from the
+    /// rekey watermark on, mid-rekey); the write generation when empty.
     pub fn generation(&self) -> u32 {
-        self.cipher.generation()
+        match self.sh.lock.state().hdr {
+            Some(h) => h.generation,
+            None => self.sh.keys.write_generation(),
+        }
     }
 
     /// Current plaintext size.
     pub fn size(&self) -> u64 {
-        self.lock.state().size
+        self.sh.lock.state().size
     }
 
     /// The plaintext path used in log lines (changes on rename).
     pub fn set_label(&self, label: String) {
-        *self.label.lock().unwrap_or_else(|e| e.into_inner()) = label;
+        *self.sh.label.lock().unwrap_or_else(|e| e.into_inner()) = label;
     }
 
-    fn label(&self) -> String {
-        self.label.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    pub(crate) fn label(&self) -> String {
+        self.sh.label.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The backing file (for fstat/fchmod by the volume layer).
@@ -154,8 +234,51 @@ impl CipherFile {
         &self.file
     }
 
-    fn mode(&self) -> Mode {
-        self.cipher.mode()
+    pub(crate) fn mode(&self) -> Mode {
+        self.sh.mode
+    }
+
+    /// The ciphers and reader for a request on a file with header `hdr`.
+    pub(crate) fn ctx(&self, hdr: &Header) -> Result<Ctx, ContentError> {
+        let missing = |g: u32| {
+            ContentError::corrupt(format!(
+                "cipher file uses key generation {g}, which this volume's config does not have"
+            ))
+        };
+        let base = self
+            .sh
+            .keys
+            .get(hdr.generation)
+            .ok_or_else(|| missing(hdr.generation))?;
+        let (next, split) = if hdr.rekeyed == 0 {
+            (None, 0)
+        } else {
+            let g = hdr.generation + 1;
+            (
+                Some(self.sh.keys.get(g).ok_or_else(|| missing(g))?),
+                layout::segment_start(hdr.rekeyed),
+            )
+        };
+        let (reader_gen, reader) = self.sh.reader.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Ok(Ctx {
+            id: hdr.file_id,
+            base,
+            next,
+            split,
+            reader,
+            reader_gen,
+        })
+    }
+
+    /// Make the read window one for key generation `gen` (the file's
+    /// generation changed). Only while the whole file is held.
+    pub(crate) fn retune_reader(&self, gen: u32) {
+        let mut r = self.sh.reader.write().unwrap_or_else(|e| e.into_inner());
+        if r.0 != gen {
+            if let Some(c) = self.sh.keys.get(gen) {
+                *r = (gen, Arc::from(c.reader()));
+            }
+        }
     }
 
     fn log(&self, op: &str, e: ContentError) -> ContentError {
@@ -175,6 +298,7 @@ impl CipherFile {
         }
         let req_end = offset.saturating_add(buf.len() as u64);
         let (guard, st) = self
+            .sh
             .lock
             .acquire(|st| (offset < st.size).then(|| Want::shared(offset / BLOCK, block_count(req_end.min(st.size)))));
         if guard.is_none() {
@@ -183,19 +307,28 @@ impl CipherFile {
         let end = req_end.min(st.size);
         let n = (end - offset) as usize;
         let out = &mut buf[..n];
-        let r = match st.file_id {
+        let r = match st.hdr {
             None => Err(ContentError::corrupt("no header")),
-            Some(id) => scratch::with(|sc| {
-                let (first, last) = (offset / BLOCK, block_count(end));
-                let planned = Planned::new(&*self.reader, first, last - first);
-                let ents =
-                    self.read_entries_planned(st.size, first, last, planned.end, &mut sc.entries, &mut sc.nonces)?;
-                for (a, b) in segment_runs(first, last) {
-                    let e = self.mode().entry_len();
-                    let run_ents = &ents[(a - first) as usize * e..(b - first) as usize * e];
-                    self.read_run(st.size, &id, a, b, offset, out, run_ents, &mut sc.head, &mut sc.tail)?;
-                }
-                Ok(())
+            Some(hdr) => self.ctx(&hdr).and_then(|cx| {
+                scratch::with(|sc| {
+                    let (first, last) = (offset / BLOCK, block_count(end));
+                    let planned = Planned::new(&*cx.reader, first, last - first);
+                    let ents = self.read_entries_planned(
+                        &cx,
+                        st.size,
+                        first,
+                        last,
+                        planned.end,
+                        &mut sc.entries,
+                        &mut sc.nonces,
+                    )?;
+                    for (a, b) in segment_runs(first, last) {
+                        let e = self.mode().entry_len();
+                        let run_ents = &ents[(a - first) as usize * e..(b - first) as usize * e];
+                        self.read_run(&cx, st.size, a, b, offset, out, run_ents, &mut sc.head, &mut sc.tail)?;
+                    }
+                    Ok(())
+                })
             }),
         };
         drop(guard);
@@ -217,8 +350,11 @@ impl CipherFile {
     /// hint: they are read without the range lock (a concurrent write may
     /// change them; the reader only uses a mask whose nonce matches the one
     /// read under the lock) and any failure there only shortens the hint.
+    /// Mid-rekey, only blocks of the window's key generation are handed on.
+    #[allow(clippy::too_many_arguments)]
     fn read_entries_planned<'s>(
         &self,
+        cx: &Ctx,
         size: u64,
         first: u64,
         last: u64,
@@ -258,11 +394,13 @@ impl CipherFile {
             let x = first + i as u64;
             // Holes have no mask; a corrupt entry fails (or not) when read.
             if let Ok(Some(en)) = entry::parse(mode, ent, x) {
-                nonces.push((x, en.nonce));
+                if cx.windowed(x) {
+                    nonces.push((x, en.nonce));
+                }
             }
         }
         if !nonces.is_empty() {
-            self.reader.prefetch(nonces);
+            cx.reader.prefetch(nonces);
         }
         Ok(&ents[..(last - first) as usize * e])
     }
@@ -274,8 +412,8 @@ impl CipherFile {
     #[allow(clippy::too_many_arguments)]
     fn read_run(
         &self,
+        cx: &Ctx,
         size: u64,
-        id: &[u8; 16],
         a: u64,
         b: u64,
         rs: u64,
@@ -336,19 +474,20 @@ impl CipherFile {
             sysio::preadv_exact(&self.file, &mut iovs, data_offset(mode, w0))?;
         }
         let label = || self.label();
-        let r = &*self.reader;
+        let id = &cx.id;
         for x in w0..=w1 {
             let ent = &ents[(x - a) as usize * e..][..e];
             let (s, t) = part(x);
+            let (c, r) = (cx.cipher(x), cx.reader(x));
             if x == w0 && head_partial {
-                self.cipher.open_block(r, id, x, ent, head, &label)?;
+                c.open_block(r, id, x, ent, head, &label)?;
                 let off = (s as u64 + rs - x * BLOCK) as usize;
                 out[s..t].copy_from_slice(&head[off..off + (t - s)]);
             } else if x == w1 && tail_partial {
-                self.cipher.open_block(r, id, x, ent, tail, &label)?;
+                c.open_block(r, id, x, ent, tail, &label)?;
                 out[s..t].copy_from_slice(&tail[..t - s]);
             } else {
-                self.cipher.open_block(r, id, x, ent, &mut out[s..t], &label)?;
+                c.open_block(r, id, x, ent, &mut out[s..t], &label)?;
             }
         }
         Ok(())
@@ -356,7 +495,7 @@ impl CipherFile {
 
     /// Read and decrypt block `x` (current length `dst.len()`). Returns
     /// whether the block was ever written (unwritten: zeros).
-    fn read_block(&self, id: &[u8; 16], x: u64, dst: &mut [u8]) -> Result<bool, ContentError> {
+    fn read_block(&self, cx: &Ctx, x: u64, dst: &mut [u8]) -> Result<bool, ContentError> {
         let mode = self.mode();
         if dst.is_empty() {
             return Ok(false);
@@ -368,8 +507,8 @@ impl CipherFile {
             if dst.len() == BLOCK_USIZE && dst.iter().all(|&v| v == 0) {
                 return Ok(false);
             }
-            self.cipher
-                .open_block(&*self.reader, id, x, ent, dst, &|| self.label())?;
+            cx.cipher(x)
+                .open_block(cx.reader(x), &cx.id, x, ent, dst, &|| self.label())?;
             return Ok(true);
         }
         sysio::read_exact_at(&self.file, ent, entry_offset(mode, x))?;
@@ -378,18 +517,18 @@ impl CipherFile {
             return Ok(false);
         }
         sysio::read_exact_at(&self.file, dst, data_offset(mode, x))?;
-        self.cipher
-            .open_block(&*self.reader, id, x, ent, dst, &|| self.label())?;
+        cx.cipher(x)
+            .open_block(cx.reader(x), &cx.id, x, ent, dst, &|| self.label())?;
         Ok(true)
     }
 
     /// Encrypt `plain` (block `x`'s full new content) under a fresh nonce
     /// and write data, then entry.
-    fn write_block(&self, id: &[u8; 16], x: u64, plain: &mut [u8]) -> Result<(), ContentError> {
+    fn write_block(&self, cx: &Ctx, x: u64, plain: &mut [u8]) -> Result<(), ContentError> {
         let mode = self.mode();
         let mut ent = [0u8; 32];
         let ent = &mut ent[..mode.entry_len()];
-        self.cipher.seal_block(id, x, plain, ent);
+        cx.cipher(x).seal_block(&cx.id, x, plain, ent);
         sysio::write_all_at(&self.file, plain, data_offset(mode, x))?;
         sysio::write_all_at(&self.file, ent, entry_offset(mode, x))
     }
@@ -398,18 +537,18 @@ impl CipherFile {
     /// or cut).
     fn rewrite_block(
         &self,
-        id: &[u8; 16],
+        cx: &Ctx,
         x: u64,
         old_len: usize,
         new_len: usize,
         sc: &mut Scratch,
     ) -> Result<(), ContentError> {
         let buf = sized(&mut sc.head, old_len.max(new_len));
-        self.read_block(id, x, &mut buf[..old_len])?;
+        self.read_block(cx, x, &mut buf[..old_len])?;
         if new_len > old_len {
             buf[old_len..new_len].fill(0);
         }
-        self.write_block(id, x, &mut buf[..new_len])
+        self.write_block(cx, x, &mut buf[..new_len])
     }
 
     /// Zero the entries of blocks `[from, to)` (one segment) with one pwrite.
@@ -432,10 +571,12 @@ impl CipherFile {
         self.zero_entries(n, segment_end(n).min(upto), sc)
     }
 
-    /// Write the header with an all-zero nnode (one pwrite).
-    fn create_header(&self, sc: &mut Scratch) -> Result<[u8; 16], ContentError> {
+    /// Write the header (of the keyring's write generation) with an
+    /// all-zero nnode (one pwrite), and make the read window one for that
+    /// generation. Only while the whole file is held.
+    fn create_header(&self, sc: &mut Scratch) -> Result<Header, ContentError> {
         let mode = self.mode();
-        let hdr = Header::new_random_gen(mode, self.cipher.generation());
+        let hdr = Header::new_random_gen(mode, self.sh.keys.write_generation());
         let buf = sized(&mut sc.entries, layout::header_len(mode) as usize);
         buf.fill(0);
         buf[..header::LEN].copy_from_slice(&hdr.to_bytes());
@@ -444,7 +585,8 @@ impl CipherFile {
             let _ = self.file.set_len(0);
             return Err(e);
         }
-        Ok(hdr.file_id)
+        self.retune_reader(hdr.generation);
+        Ok(hdr)
     }
 
     /// Write `data` at `offset`, extending the file if needed (holes stay
@@ -460,8 +602,8 @@ impl CipherFile {
             .checked_add(data.len() as u64)
             .filter(|&e| e <= MAX_PLAIN_SIZE)
             .ok_or_else(efbig)?;
-        let (guard, st) = self.lock.acquire(|st| {
-            Some(if end > st.size || st.file_id.is_none() {
+        let (guard, st) = self.sh.lock.acquire(|st| {
+            Some(if end > st.size || st.hdr.is_none() {
                 Want::whole()
             } else {
                 Want::exclusive(offset / BLOCK, block_count(end))
@@ -470,14 +612,13 @@ impl CipherFile {
         let Some(guard) = guard else {
             return Err(ContentError::corrupt("range lock"));
         };
-        let r = scratch::with(|sc| {
-            if end > st.size || st.file_id.is_none() {
-                self.write_extending(&guard, st, offset, data, sc)
-            } else {
-                let id = st.file_id.unwrap_or_default();
+        let r = scratch::with(|sc| match st.hdr {
+            Some(hdr) if end <= st.size => {
+                let cx = self.ctx(&hdr)?;
                 let mut committed = st.size;
-                self.write_runs(&id, st.size, st.size, offset, data, &mut committed, sc)
+                self.write_runs(&cx, st.size, st.size, offset, data, &mut committed, sc)
             }
+            _ => self.write_extending(&guard, st, offset, data, sc),
         });
         r.map_err(|e| self.log("write", e))
     }
@@ -493,7 +634,7 @@ impl CipherFile {
         let old = st.size;
         let end = offset + data.len() as u64;
         let new_size = old.max(end);
-        let fresh = st.file_id.is_none();
+        let fresh = st.hdr.is_none();
         // The old partial last block grows past the old end: allocate that
         // part first, so a full disk fails the write before the block is
         // touched instead of half way through it (which would tear it).
@@ -505,17 +646,15 @@ impl CipherFile {
             let to = (data_offset(mode, lb) + BLOCK).min(backing_len(mode, new_size));
             sysio::reserve(&self.file, backing_len(mode, old), to)?;
         }
-        let id = match st.file_id {
-            Some(id) => id,
+        let hdr = match st.hdr {
+            Some(h) => h,
             None => {
-                let id = self.create_header(sc)?;
-                guard.set_state(FileState {
-                    size: 0,
-                    file_id: Some(id),
-                });
-                id
+                let h = self.create_header(sc)?;
+                guard.set_state(FileState { size: 0, hdr: Some(h) });
+                h
             }
         };
+        let cx = self.ctx(&hdr)?;
         let mut committed = old;
         let r = (|| {
             let old_n = block_count(old);
@@ -523,20 +662,20 @@ impl CipherFile {
             // Pad a partial last block that the write does not touch.
             if old % BLOCK != 0 && first > old_n - 1 {
                 let lb = old_n - 1;
-                self.rewrite_block(&id, lb, block_len(old, lb), BLOCK_USIZE, sc)?;
+                self.rewrite_block(&cx, lb, block_len(old, lb), BLOCK_USIZE, sc)?;
                 committed = old_n * BLOCK;
             }
             // Stale entries in the old last segment's page must not revive.
             if first > old_n && !fresh {
                 self.clear_tail_entries(old_n, first, sc)?;
             }
-            self.write_runs(&id, old, new_size, offset, data, &mut committed, sc)
+            self.write_runs(&cx, old, new_size, offset, data, &mut committed, sc)
         })();
         match r {
             Ok(()) => {
                 guard.set_state(FileState {
                     size: new_size,
-                    file_id: Some(id),
+                    hdr: Some(hdr),
                 });
                 Ok(())
             }
@@ -546,7 +685,7 @@ impl CipherFile {
                 let _ = self.file.set_len(backing_len(self.mode(), committed));
                 guard.set_state(FileState {
                     size: committed,
-                    file_id: if committed == 0 { None } else { Some(id) },
+                    hdr: if committed == 0 { None } else { Some(hdr) },
                 });
                 if committed == 0 {
                     let _ = self.file.set_len(0);
@@ -563,7 +702,7 @@ impl CipherFile {
     #[allow(clippy::too_many_arguments)]
     fn write_runs(
         &self,
-        id: &[u8; 16],
+        cx: &Ctx,
         old_size: u64,
         new_size: u64,
         offset: u64,
@@ -583,7 +722,7 @@ impl CipherFile {
             if offset > rstart {
                 let ol = block_len(old_size, a);
                 let nl = block_len(new_size, a);
-                self.read_block(id, a, &mut buf[..ol])?;
+                self.read_block(cx, a, &mut buf[..ol])?;
                 buf[ol..nl].fill(0);
             }
             // (read_block of a 0-length block reads nothing.)
@@ -592,7 +731,7 @@ impl CipherFile {
                 let s = ((lb - a) * BLOCK) as usize;
                 if !(offset > rstart && lb == a) {
                     let ol = block_len(old_size, lb);
-                    self.read_block(id, lb, &mut buf[s..s + ol])?;
+                    self.read_block(cx, lb, &mut buf[s..s + ol])?;
                 }
             }
             let cs = offset.max(rstart);
@@ -602,7 +741,8 @@ impl CipherFile {
             let ents = sized(&mut sc.entries, (b - a) as usize * e);
             for (i, blk) in buf.chunks_mut(BLOCK_USIZE).enumerate() {
                 let ent = &mut ents[i * e..(i + 1) * e];
-                self.cipher.seal_block(id, a + i as u64, blk, ent);
+                let x = a + i as u64;
+                cx.cipher(x).seal_block(&cx.id, x, blk, ent);
             }
             if let Err((done, err)) = sysio::write_all_at_progress(&self.file, buf, data_offset(mode, a)) {
                 // Full disk (or other fault) part-way: blocks whose new data
@@ -634,7 +774,7 @@ impl CipherFile {
         if size > MAX_PLAIN_SIZE {
             return Err(efbig());
         }
-        let (guard, st) = self.lock.acquire(|_| Some(Want::whole()));
+        let (guard, st) = self.sh.lock.acquire(|_| Some(Want::whole()));
         let Some(guard) = guard else {
             return Err(ContentError::corrupt("range lock"));
         };
@@ -651,69 +791,70 @@ impl CipherFile {
     ) -> Result<(), ContentError> {
         let mode = self.mode();
         let old = st.size;
-        if new == old && (new != 0 || st.file_id.is_none()) {
+        if new == old && (new != 0 || st.hdr.is_none()) {
             return Ok(());
         }
         if new == 0 {
             self.file.set_len(0)?;
-            guard.set_state(FileState { size: 0, file_id: None });
+            guard.set_state(FileState { size: 0, hdr: None });
             return Ok(());
         }
         let (old_n, new_n) = (block_count(old), block_count(new));
         if new > old {
-            let id = match st.file_id {
-                Some(id) => id,
+            let hdr = match st.hdr {
+                Some(h) => h,
                 None => {
-                    let id = self.create_header(sc)?;
-                    guard.set_state(FileState {
-                        size: 0,
-                        file_id: Some(id),
-                    });
-                    id
+                    let h = self.create_header(sc)?;
+                    guard.set_state(FileState { size: 0, hdr: Some(h) });
+                    h
                 }
             };
+            let cx = self.ctx(&hdr)?;
             if old % BLOCK != 0 {
                 let lb = old_n - 1;
                 // The padded block grows past the old end: allocate first.
                 let to = data_offset(mode, lb) + block_len(new, lb) as u64;
                 sysio::reserve(&self.file, backing_len(mode, old), to)?;
-                self.rewrite_block(&id, lb, block_len(old, lb), block_len(new, lb), sc)?;
+                self.rewrite_block(&cx, lb, block_len(old, lb), block_len(new, lb), sc)?;
             }
             self.clear_tail_entries(old_n, new_n, sc)?;
             self.file.set_len(backing_len(mode, new))?;
             guard.set_state(FileState {
                 size: new,
-                file_id: Some(id),
+                hdr: Some(hdr),
             });
             // xts: only a full 4 KiB block of zeros is a hole, so a new
             // partial last block is written (encrypted zeros).
             if mode == Mode::Xts && new % BLOCK != 0 && new_n > old_n {
                 let buf = sized(&mut sc.head, block_len(new, new_n - 1));
                 buf.fill(0);
-                self.write_block(&id, new_n - 1, buf)?;
+                self.write_block(&cx, new_n - 1, buf)?;
             }
             return Ok(());
         }
         // Shrink. Masks made ahead for blocks past the new end are useless.
-        self.reader.clear();
-        let id = st.file_id.unwrap_or_default();
+        let Some(hdr) = st.hdr else {
+            return Err(ContentError::corrupt("no header"));
+        };
+        let cx = self.ctx(&hdr)?;
+        cx.reader.clear();
         let keep = block_len(new, new_n - 1);
         let partial = keep < BLOCK_USIZE;
         let mut written = false;
         if partial {
             let buf = sized(&mut sc.head, block_len(old, new_n - 1));
-            written = self.read_block(&id, new_n - 1, buf)?;
+            written = self.read_block(&cx, new_n - 1, buf)?;
         }
         self.clear_tail_entries(new_n, old_n, sc)?;
         self.file.set_len(backing_len(mode, new))?;
         guard.set_state(FileState {
             size: new,
-            file_id: Some(id),
+            hdr: Some(hdr),
         });
         // xts: a partial last block must hold data even if it was a hole.
         if partial && (written || mode == Mode::Xts) {
             let mut head = std::mem::take(&mut sc.head);
-            let r = self.write_block(&id, new_n - 1, &mut head[..keep]);
+            let r = self.write_block(&cx, new_n - 1, &mut head[..keep]);
             sc.head = head;
             r?;
         }
@@ -731,16 +872,16 @@ impl CipherFile {
             return Ok(());
         }
         let req_end = offset.saturating_add(len);
-        let (guard, st) = self.lock.acquire(|st| {
+        let (guard, st) = self.sh.lock.acquire(|st| {
             (offset < st.size).then(|| Want::exclusive(offset / BLOCK, block_count(req_end.min(st.size))))
         });
-        if guard.is_none() {
+        let (Some(guard), Some(hdr)) = (guard, st.hdr) else {
             return Ok(());
-        }
+        };
         let end = req_end.min(st.size);
-        let id = st.file_id.unwrap_or_default();
         let mode = self.mode();
         let r = scratch::with(|sc| -> Result<(), ContentError> {
+            let cx = self.ctx(&hdr)?;
             let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
             // xts: a partial last block cannot be a hole; it is rewritten.
             let covers = |x: u64| {
@@ -766,11 +907,11 @@ impl CipherFile {
             for x in partial.into_iter().flatten() {
                 let bl = block_len(st.size, x);
                 let buf = sized(&mut sc.head, bl);
-                if self.read_block(&id, x, buf)? {
+                if self.read_block(&cx, x, buf)? {
                     let s = offset.max(x * BLOCK) - x * BLOCK;
                     let t = end.min(x * BLOCK + bl as u64) - x * BLOCK;
                     buf[s as usize..t as usize].fill(0);
-                    self.write_block(&id, x, buf)?;
+                    self.write_block(&cx, x, buf)?;
                 }
             }
             Ok(())

@@ -1,5 +1,5 @@
 //! The 32-byte cipher-file header (FORMAT.md 3.1): magic, version, mode,
-//! flags, file ID, key generation (FORMAT.md 10), reserved.
+//! flags, file ID, key generation and rekey watermark (FORMAT.md 10).
 
 use crate::{ContentError, Mode};
 
@@ -20,8 +20,12 @@ pub struct Header {
     /// 128 random bits drawn when the header is first written.
     pub file_id: [u8; FILE_ID_LEN],
     /// Key generation of the content key the file's blocks use (FORMAT.md
-    /// 10); 0 until the volume is rekeyed.
+    /// 10); 0 until the volume is rekeyed. Mid-rekey, only the blocks from
+    /// the watermark on.
     pub generation: u32,
+    /// Rekey watermark (FORMAT.md 10): the blocks of the first
+    /// `rekeyed` segments use generation `generation + 1`. 0 outside a rekey.
+    pub rekeyed: u32,
 }
 
 impl Header {
@@ -36,6 +40,7 @@ impl Header {
             mode,
             file_id: warpfs_crypto::rand::array(),
             generation,
+            rekeyed: 0,
         }
     }
 
@@ -59,16 +64,18 @@ impl Header {
         if b[7] != 0 {
             return Err(ContentError::corrupt(format!("unknown header flags {:#x}", b[7])));
         }
-        if b[28..32].iter().any(|&x| x != 0) {
-            return Err(ContentError::corrupt("nonzero reserved header bytes"));
-        }
         let generation = u32::from_le_bytes([b[24], b[25], b[26], b[27]]);
+        let rekeyed = u32::from_le_bytes([b[28], b[29], b[30], b[31]]);
+        if rekeyed != 0 && generation == u32::MAX {
+            return Err(ContentError::corrupt("rekey watermark past the last key generation"));
+        }
         let mut file_id = [0u8; FILE_ID_LEN];
         file_id.copy_from_slice(&b[8..24]);
         Ok(Self {
             mode,
             file_id,
             generation,
+            rekeyed,
         })
     }
 
@@ -81,7 +88,18 @@ impl Header {
         b[7] = 0;
         b[8..24].copy_from_slice(&self.file_id);
         b[24..28].copy_from_slice(&self.generation.to_le_bytes());
+        b[28..32].copy_from_slice(&self.rekeyed.to_le_bytes());
         b
+    }
+
+    /// Key generation of block `x`'s key: `generation + 1` below the
+    /// rekey watermark, `generation` from it on.
+    pub fn block_generation(&self, x: u64) -> u32 {
+        if x < crate::layout::segment_start(self.rekeyed) {
+            self.generation + 1
+        } else {
+            self.generation
+        }
     }
 }
 
@@ -96,6 +114,7 @@ mod tests {
             mode: Mode::Gcm,
             file_id: [0xab; 16],
             generation: 0,
+            rekeyed: 0,
         };
         let b = h.to_bytes();
         assert_eq!(
@@ -114,6 +133,25 @@ mod tests {
         };
         assert_eq!(&g.to_bytes()[24..32], &[4, 3, 2, 1, 0, 0, 0, 0]);
         assert_eq!(Header::parse(&g.to_bytes()).unwrap().generation, 0x0102_0304);
+        let w = Header {
+            generation: 2,
+            rekeyed: 0x0a0b_0c0d,
+            ..h
+        };
+        assert_eq!(&w.to_bytes()[24..32], &[2, 0, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a]);
+        assert_eq!(Header::parse(&w.to_bytes()).unwrap(), w);
+    }
+
+    #[test]
+    fn blocks_below_the_watermark_use_the_next_generation() {
+        let mut h = Header::new_random_gen(Mode::Ctr, 4);
+        assert_eq!(h.block_generation(0), 4);
+        h.rekeyed = 1; // the nnode segment: blocks 0..16
+        assert_eq!(h.block_generation(15), 5);
+        assert_eq!(h.block_generation(16), 4);
+        h.rekeyed = 3; // nnode + two pages: blocks 0..528
+        assert_eq!(h.block_generation(527), 5);
+        assert_eq!(h.block_generation(528), 4);
     }
 
     #[test]
@@ -132,9 +170,11 @@ mod tests {
         assert!(bad(6, 0)); // mode 0
         assert!(bad(6, 4)); // mode 4
         assert!(bad(7, 1)); // flags
-        for i in 28..32 {
-            assert!(bad(i, 1)); // reserved
-        }
+                            // A watermark on the last possible generation has no next key.
+        let mut last = Header::new_random_gen(Mode::Gcm, u32::MAX).to_bytes();
+        assert!(Header::parse(&last).is_ok());
+        last[28] = 1;
+        assert!(Header::parse(&last).is_err());
         // Trailing bytes beyond 32 are not the header's business.
         let mut long = good.to_vec();
         long.extend_from_slice(&[9; 10]);

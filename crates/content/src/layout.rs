@@ -130,6 +130,26 @@ pub const fn segment_end(b: u64) -> u64 {
     }
 }
 
+/// The first block of segment `k` (segment 0 is the nnode's blocks 0–15,
+/// segment `k ≥ 1` the `k`-th run of 256 blocks).
+pub const fn segment_start(k: u32) -> u64 {
+    if k == 0 {
+        0
+    } else {
+        NNODE_BLOCKS + (k as u64 - 1) * PAGE_BLOCKS
+    }
+}
+
+/// The segment holding block `b` (saturating at `u32::MAX` for blocks of
+/// files larger than any rekey watermark can describe, about 4 PiB).
+pub fn segment_of(b: u64) -> u32 {
+    if b < NNODE_BLOCKS {
+        0
+    } else {
+        u32::try_from(1 + (b - NNODE_BLOCKS) / PAGE_BLOCKS).unwrap_or(u32::MAX)
+    }
+}
+
 /// Split the block range `[first, end)` into runs that each lie inside one
 /// segment (contiguous entries and contiguous data).
 pub fn segment_runs(first: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
@@ -212,6 +232,13 @@ mod tests {
     #[test]
     fn segments() {
         assert_eq!(segment_end(0), 16);
+        assert_eq!(segment_start(0), 0);
+        assert_eq!(segment_start(1), 16);
+        assert_eq!(segment_start(2), 272);
+        for b in [0u64, 15, 16, 271, 272, 100_000] {
+            let k = segment_of(b);
+            assert!(segment_start(k) <= b && b < segment_end(segment_start(k)), "block {b}");
+        }
         assert_eq!(segment_end(15), 16);
         assert_eq!(segment_end(16), 272);
         assert_eq!(segment_end(271), 272);

@@ -2,7 +2,8 @@
 //! section 3): the 32-byte header, the block/offset arithmetic of the nnode
 //! and nonce pages, nonce entries, block encryption through a [`Keystream`]
 //! engine, read–modify–write of partial blocks and per-file block range
-//! locks so reads of different blocks run together.
+//! locks so reads of different blocks run together; the in-place rekey of
+//! a file segment by segment with its undo journal (FORMAT.md 10).
 //!
 //! All keystream comes from the seam in `warpfs-keystream`: writes seal
 //! through the volume's `Keystream`, reads open through the open file's
@@ -20,15 +21,19 @@ pub mod error;
 pub mod faultlog;
 pub mod file;
 pub mod header;
+pub mod keyring;
 pub mod layout;
 mod rangelock;
+pub mod rekeystep;
 pub mod scan;
 mod scratch;
 mod sysio;
+pub mod undo;
 
 pub use cipher::Cipher;
 pub use error::ContentError;
 pub use file::CipherFile;
+pub use keyring::{IntoKeyring, Keyring};
 pub use layout::BLOCK;
 
 /// Content mode of a volume (FORMAT.md 3.1, 3.2).

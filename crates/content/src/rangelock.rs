@@ -108,6 +108,13 @@ impl<T: Copy> RangeGuard<'_, T> {
         debug_assert!(self.whole);
         self.lock.lock().state = s;
     }
+
+    /// Change the state while holding only part of the file. Only for a
+    /// change no holder of another range depends on: the rekey watermark,
+    /// which moves over exactly the blocks this guard holds (rekeystep.rs).
+    pub fn update(&self, f: impl FnOnce(&mut T)) {
+        f(&mut self.lock.lock().state);
+    }
 }
 
 impl<T> Drop for RangeGuard<'_, T> {

@@ -3,9 +3,9 @@
 //! of stopping at the first; and the two block-level repairs fsck may make
 //! (zero a bad block's entry, cut a torn tail).
 
-use crate::cipher::Cipher;
 use crate::entry;
 use crate::header::{self, Header};
+use crate::keyring::Keyring;
 use crate::layout::{self, block_count, block_len, data_offset, entry_offset, segment_runs};
 use crate::{ContentError, Mode};
 use std::collections::HashMap;
@@ -123,12 +123,12 @@ pub struct Scan {
 /// length cannot be read.
 pub fn scan(
     file: &File,
-    cipher: &Cipher,
+    keys: &Keyring,
     nonce_cap: usize,
     on_nonce: &mut dyn FnMut(u64, &Nonce),
     on_bytes: &mut dyn FnMut(u64),
 ) -> Result<Scan, ContentError> {
-    let mode = cipher.mode();
+    let mode = keys.mode();
     let len = file.metadata()?.len();
     let mut out = Scan::default();
     if len == 0 {
@@ -146,17 +146,24 @@ pub fn scan(
         out.problems.push(Problem::Header(e.to_string()));
         return Ok(out);
     }
-    let (id, cipher) = match Header::parse(&h) {
-        Ok(hdr) if hdr.mode == mode => match cipher.of_generation(hdr.generation) {
-            Some(c) => (hdr.file_id, c),
-            None => {
-                out.problems.push(Problem::Header(format!(
-                    "key generation {} is not one of the volume's",
-                    hdr.generation
-                )));
-                return Ok(out);
+    // The ciphers of the blocks from the rekey watermark on and before it.
+    let (hdr, ciphers) = match Header::parse(&h) {
+        Ok(hdr) if hdr.mode == mode => {
+            let base = keys.get(hdr.generation);
+            let next = (hdr.rekeyed != 0).then(|| keys.get(hdr.generation + 1));
+            match (base, next) {
+                (Some(b), None) => (hdr, [b.clone(), b]),
+                (Some(b), Some(Some(n))) => (hdr, [b, n]),
+                (None, _) | (_, Some(None)) => {
+                    out.problems.push(Problem::Header(format!(
+                        "key generation {}{} is not one of the volume's",
+                        hdr.generation,
+                        if hdr.rekeyed != 0 { " (or the next one)" } else { "" }
+                    )));
+                    return Ok(out);
+                }
             }
-        },
+        }
         Ok(hdr) => {
             out.problems.push(Problem::Header(format!(
                 "mode {:?} differs from the volume's {:?}",
@@ -177,8 +184,8 @@ pub fn scan(
             fixed_len,
         });
     }
+    let id = hdr.file_id;
     let e = mode.entry_len();
-    let reader = cipher.reader();
     let mut seen: HashMap<Nonce, u64> = HashMap::new();
     let (mut ents, mut data) = (Vec::new(), Vec::new());
     for (a, b) in segment_runs(0, block_count(size)) {
@@ -225,7 +232,8 @@ pub fn scan(
                 out.nonce_cap_hit = true;
             }
             if mode == Mode::Gcm {
-                match cipher.open_block_quiet(&*reader, &id, x, ent, buf) {
+                let c = &ciphers[usize::from(hdr.block_generation(x) != hdr.generation)];
+                match c.open_block_quiet(c.on_demand(), &id, x, ent, buf) {
                     Ok(()) => {}
                     Err(ContentError::BadTag { block }) => out.problems.push(Problem::BadTag { block }),
                     Err(err) => out.problems.push(Problem::Entry {
@@ -271,6 +279,7 @@ pub fn fix_torn_tail(file: &File, mode: Mode, fixed_len: u64) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cipher::Cipher;
     use crate::CipherFile;
     use std::sync::Arc;
     use warpfs_crypto::{ContentKey, GcmTagger};
@@ -295,11 +304,12 @@ mod tests {
         (t, c)
     }
 
-    fn run(t: &tempfile::NamedTempFile, c: &Cipher) -> (Scan, Vec<u64>, u64) {
+    fn run(t: &tempfile::NamedTempFile, c: &Arc<Cipher>) -> (Scan, Vec<u64>, u64) {
         let f = File::open(t.path()).unwrap();
         let mut blocks = Vec::new();
         let mut bytes = 0;
-        let s = scan(&f, c, 1 << 20, &mut |b, _| blocks.push(b), &mut |n| bytes += n).unwrap();
+        let k = Keyring::new(c.clone(), None);
+        let s = scan(&f, &k, 1 << 20, &mut |b, _| blocks.push(b), &mut |n| bytes += n).unwrap();
         (s, blocks, bytes)
     }
 
@@ -429,7 +439,7 @@ mod tests {
     fn nonce_cap_is_reported() {
         let (t, c) = file_with(Mode::Gcm, &data(10 * 4096));
         let f = File::open(t.path()).unwrap();
-        let s = scan(&f, &c, 4, &mut |_, _| {}, &mut |_| {}).unwrap();
+        let s = scan(&f, &Keyring::new(c, None), 4, &mut |_, _| {}, &mut |_| {}).unwrap();
         assert!(s.nonce_cap_hit);
         assert!(s.problems.is_empty());
     }

@@ -5,7 +5,7 @@ use crate::error::Result;
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex, Weak};
-use warpfs_content::{Cipher, CipherFile};
+use warpfs_content::{CipherFile, Keyring};
 
 /// A handle's view of an open regular file.
 pub type OpenFile = Arc<CipherFile>;
@@ -22,21 +22,44 @@ pub(crate) struct FileTable {
 impl FileTable {
     /// The open file for the inode of `file`: the existing one if any handle
     /// has it open (then `file` is closed), else a new one around `file`.
-    /// `writable` says whether `file` was opened read-write; a read-only
-    /// shared file is replaced when a writer arrives.
-    pub(crate) fn open(&self, file: File, writable: bool, cipher: &Arc<Cipher>, label: String) -> Result<OpenFile> {
+    /// `writable` says whether `file` was opened read-write; when only
+    /// read-only handles had the inode open, a writer gets a new writable
+    /// file sharing their state (size, header, locks), so all see one file.
+    pub(crate) fn open(&self, file: File, writable: bool, keys: &Arc<Keyring>, label: String) -> Result<OpenFile> {
+        self.open_labelled(file, writable, keys, label, true)
+    }
+
+    /// [`FileTable::open`] that keeps the plaintext label of a file some
+    /// handle has open (for the rekey, which knows only the backing path).
+    pub(crate) fn open_keep_label(&self, file: File, keys: &Arc<Keyring>, label: String) -> Result<OpenFile> {
+        self.open_labelled(file, true, keys, label, false)
+    }
+
+    fn open_labelled(
+        &self,
+        file: File,
+        writable: bool,
+        keys: &Arc<Keyring>,
+        label: String,
+        relabel: bool,
+    ) -> Result<OpenFile> {
         let st = crate::sys::fstat(&file)?;
         let key = (st.st_dev, st.st_ino);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((w, was_writable)) = map.get(&key) {
             if let Some(f) = w.upgrade() {
-                if *was_writable || !writable {
+                if relabel {
                     f.set_label(label);
+                }
+                if *was_writable || !writable {
                     return Ok(f);
                 }
+                let g = Arc::new(f.share(file)?);
+                map.insert(key, (Arc::downgrade(&g), true));
+                return Ok(g);
             }
         }
-        let f = match CipherFile::open(file, cipher.clone(), label.clone()) {
+        let f = match CipherFile::open(file, keys.clone(), label.clone()) {
             Ok(f) => Arc::new(f),
             Err(e) => {
                 // A bad header or length: name the file in the log.

@@ -9,6 +9,7 @@ mod diriv;
 mod error;
 mod files;
 pub mod fsck;
+mod keysource;
 pub mod meta;
 mod names;
 mod namespace;

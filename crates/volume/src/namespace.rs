@@ -83,7 +83,7 @@ impl Volume {
         if !existed {
             self.own(&p, &adir, who)?;
         }
-        let of = self.files.open(f, true, &self.cipher, label)?;
+        let of = self.files.open(f, true, &self.keys, label)?;
         if existed && flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }
@@ -123,7 +123,7 @@ impl Volume {
             }
             Err(e) => return Err(e.into()),
         };
-        let of = self.files.open(f, writable, &self.cipher, label)?;
+        let of = self.files.open(f, writable, &self.keys, label)?;
         if flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }

@@ -3,16 +3,15 @@
 use crate::diriv::DirIvCache;
 use crate::error::{Error, Result};
 use crate::files::FileTable;
+use crate::keysource::KeySource;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use warpfs_config::{Config, ContentMode};
-use warpfs_content::{Cipher, Mode};
+use warpfs_content::{Cipher, Keyring, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
 use warpfs_crypto::names::NameCipher;
 use warpfs_crypto::seal::Sealer;
-use warpfs_crypto::{ContentKey, GcmTagger, XtsKey};
-use warpfs_engine::{Engine, StatsSnapshot, WritePool};
-use warpfs_keystream::{Direct, Keystream};
+use warpfs_engine::{Engine, StatsSnapshot};
 
 /// Mount-time options of a volume.
 #[derive(Debug, Clone, Default)]
@@ -27,23 +26,22 @@ pub struct Volume {
     pub(crate) names: NameCipher,
     pub(crate) ivs: DirIvCache,
     pub(crate) sealer: Sealer,
-    pub(crate) cipher: Arc<Cipher>,
+    /// The content ciphers by key generation (FORMAT.md 10), shared with
+    /// every open file; an online rekey adds the next generation.
+    pub(crate) keys: Arc<Keyring>,
     pub(crate) mode: Mode,
-    /// The content key (for [`Volume::use_engine`] and GHASH).
-    content_key: ContentKey,
-    /// Its key generation (FORMAT.md 10): the one new files get.
-    generation: u32,
-    /// Ciphers of the older generation files may still use while a rekey
-    /// is under way.
-    older: Vec<Arc<Cipher>>,
+    /// Makes the ciphers of further key generations (an online rekey).
+    keysource: KeySource,
     /// The speculative engine every mask comes from, once attached.
     engine: Option<Arc<Engine>>,
-    pub(crate) files: FileTable,
+    pub(crate) files: Arc<FileTable>,
     pub(crate) opts: Options,
     /// The daemon runs as root: new entries are given to the caller.
     pub(crate) chown_new: bool,
     /// Device of the backing root.
     pub(crate) root_dev: u64,
+    /// The online rekey's state (FORMAT.md 10, `warpfs rekey` on a mount).
+    pub(crate) online: crate::rekey::Online,
 }
 
 /// Who asks for an operation (for ownership of new entries).
@@ -56,119 +54,73 @@ pub struct Caller {
 }
 
 impl Volume {
-    /// Open CIPHERDIR with its loaded config and unlocked master key, using
-    /// the direct keystream backend.
+    /// Open CIPHERDIR with its loaded config and unlocked master key. Masks
+    /// are made on the calling thread until [`Volume::use_engine`]. Mid-rekey
+    /// (the config has a rekey target) files of the old key generation stay
+    /// readable.
     pub fn open(
         cipherdir: &Path,
         config: &Config,
         master: &MasterKey,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
-        let generation = config.write_generation();
-        let keys = Subkeys::derive_gen(master, config.key_bits(), generation);
-        let keystream: Arc<dyn Keystream> = Arc::new(Direct::new(keys.content.clone()));
-        let xts = config
-            .content_mode()
-            .xts_cipher()
-            .map(|c| Subkeys::xts_key_gen(master, config.key_bits(), c, generation));
-        // Mid-rekey, files not yet moved still use the old generation.
-        let older = match config.rekey_target() {
-            Some(_) => {
-                let g = config.key_generation();
-                let k = Subkeys::derive_gen(master, config.key_bits(), g).content;
-                let tagger = GcmTagger::new(&k);
-                let ks: Arc<dyn Keystream> = Arc::new(Direct::new(k));
-                let c = match config.content_mode().xts_cipher() {
-                    Some(x) => Cipher::new_xts(Subkeys::xts_key_gen(master, config.key_bits(), x, g), ks, tagger),
-                    None => Cipher::new(content_mode(config.content_mode()), ks, tagger),
-                };
-                vec![Arc::new(c.with_generation(g, Vec::new()))]
-            }
-            None => Vec::new(),
-        };
-        Self::build(cipherdir, config, keys, keystream, xts, (generation, older), opts)
-    }
-
-    /// Open with a given keystream backend (not for `xts` volumes, whose
-    /// key comes from the master key: use [`Volume::open`]).
-    pub fn with_keystream(
-        cipherdir: &Path,
-        config: &Config,
-        keys: Subkeys,
-        keystream: Arc<dyn Keystream>,
-        opts: Options,
-    ) -> std::result::Result<Volume, String> {
-        Self::build(cipherdir, config, keys, keystream, None, (0, Vec::new()), opts)
-    }
-
-    fn build(
-        cipherdir: &Path,
-        config: &Config,
-        keys: Subkeys,
-        keystream: Arc<dyn Keystream>,
-        xts: Option<XtsKey>,
-        (generation, older): (u32, Vec<Arc<Cipher>>),
-        opts: Options,
-    ) -> std::result::Result<Volume, String> {
         let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
         crate::diriv::read(&root)
             .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
-        let mode = content_mode(config.content_mode());
-        let tagger = GcmTagger::new(&keys.content);
-        let cipher = Arc::new(
-            match (mode, xts) {
-                (Mode::Xts, Some(x)) => Cipher::new_xts(x, keystream, tagger),
-                (Mode::Xts, None) => return Err("an xts volume is opened with Volume::open".into()),
-                (m, _) => Cipher::new(m, keystream, tagger),
-            }
-            .with_generation(generation, older.clone()),
-        );
-        let content_key = keys.content;
+        let write = config.write_generation();
+        let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
+        let mode = content_mode(config.content_mode());
+        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().xts_cipher());
+        let previous = match config.rekey_target() {
+            Some(_) => Some(keysource.cipher(None, config.key_generation())?),
+            None => None,
+        };
+        let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous));
         Ok(Volume {
             root,
-            names: keys.names,
+            names: subkeys.names,
             ivs: DirIvCache::default(),
-            sealer: keys.seal,
-            cipher,
+            sealer: subkeys.seal,
+            keys,
             mode,
-            content_key,
-            generation,
-            older,
+            keysource,
             engine: None,
-            files: FileTable::default(),
+            files: Arc::new(FileTable::default()),
             opts,
             chown_new: crate::sys::euid() == 0,
             root_dev,
+            online: Default::default(),
         })
+    }
+
+    /// The cipher of key generation `g`, with masks from the engine once
+    /// one is attached.
+    pub(crate) fn make_cipher(&self, g: u32) -> std::result::Result<Arc<Cipher>, String> {
+        self.keysource.cipher(self.engine.as_ref(), g)
     }
 
     /// Take every mask from the speculative `engine` (DESIGN.md
     /// "Speculation"): one [`WritePool`] for the volume replaces the
     /// keystream backend, so every write's mask comes from the pool, and
     /// each file opened from now on reads through its own read window. Call
-    /// it before any file is opened (at mount). `master` is needed only when
-    /// the engine forces software AES (`WARPFS_NO_AESNI=1`) or makes masks
-    /// on a device (GPU backends): the engine then expands the raw content
-    /// key itself (a device backend uploads its round keys).
-    pub fn use_engine(&mut self, engine: Arc<Engine>, master: &MasterKey) -> std::result::Result<(), String> {
+    /// it before any file is opened (at mount). When the engine forces
+    /// software AES (`WARPFS_NO_AESNI=1`) or makes masks on a device (GPU
+    /// backends) it is given the raw content key and expands it itself (a
+    /// device backend uploads its round keys). Files of the previous key
+    /// generation (mid-rekey) keep masks made on the calling thread.
+    pub fn use_engine(&mut self, engine: Arc<Engine>) -> std::result::Result<(), String> {
+        self.engine = Some(engine);
         if self.mode == Mode::Xts {
             // XTS has no keystream to make ahead; the engine stays idle.
-            self.engine = Some(engine);
             return Ok(());
         }
-        let key = if engine.config().software_aes || engine.is_device() {
-            let raw = Subkeys::content_key_bytes_gen(master, self.content_key.bits(), self.generation);
-            engine.add_raw_key(&raw).map_err(|e| e.to_string())?
-        } else {
-            engine.add_key(self.content_key.clone())
-        };
-        let pool: Arc<dyn Keystream> = Arc::new(WritePool::new(engine.clone(), key).map_err(|e| e.to_string())?);
-        self.cipher = Arc::new(
-            Cipher::new(self.mode, pool, GcmTagger::new(&self.content_key))
-                .with_generation(self.generation, self.older.clone()),
-        );
-        self.engine = Some(engine);
+        let write = self.make_cipher(self.keys.write_generation())?;
+        let previous = self
+            .keys
+            .get(write.generation().wrapping_sub(1))
+            .filter(|_| self.keys.rekeying());
+        self.keys = Arc::new(Keyring::new(write, previous));
         Ok(())
     }
 
@@ -236,15 +188,19 @@ fn content_mode(m: ContentMode) -> Mode {
 }
 
 impl Volume {
-    /// The volume's cipher: the current key generation's, able to open
-    /// files of an older one mid-rekey (for `warpfs rekey`).
-    pub fn cipher(&self) -> &Arc<Cipher> {
-        &self.cipher
+    /// The volume's content ciphers by key generation.
+    pub fn keys(&self) -> &Arc<Keyring> {
+        &self.keys
+    }
+
+    /// The content mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
     }
 
     /// The key generation new files get.
     pub fn generation(&self) -> u32 {
-        self.generation
+        self.keys.write_generation()
     }
 
     /// The open file of a backing inode on the root's device, if any handle

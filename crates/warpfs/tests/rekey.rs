@@ -1,8 +1,11 @@
 //! `warpfs rekey` (issue 7, item 5): files written through a real mount
-//! are moved to a new content key generation; every header records it,
-//! every data block is re-encrypted, contents read back equal after a
-//! remount; a SIGKILL at any point loses nothing, the volume mounts mid-rekey
-//! and a rerun finishes; a mounted volume and a wrong password are refused.
+//! are moved in place to a new content key generation; every header
+//! records it, every data block is re-encrypted, inodes and hard links
+//! stay, contents read back equal after a remount; a SIGKILL of the rekey
+//! (offline) or of the mount daemon (online) at any point loses nothing,
+//! the undo journal is applied at the next mount, the volume mounts
+//! mid-rekey and a rerun finishes; on a mounted volume the daemon moves
+//! every file while reads and writes go on; a wrong password is refused.
 
 #[macro_use]
 mod common;
@@ -13,8 +16,10 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-mode_tests!(rekey_round_trip, rekey_twice,);
+mode_tests!(rekey_round_trip, rekey_twice, online_rekey_while_reading_and_writing,);
 
 fn data(seed: u64, len: usize) -> Vec<u8> {
     Rng::new(seed).bytes(len)
@@ -38,28 +43,57 @@ fn leftovers(v: &Volume) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Key generation in a cipher file's header (bytes 24..28); `None` if empty.
+/// Key generation in a cipher file's header (bytes 24..28) of a file no
+/// rekey is moving (watermark, bytes 28..32, zero); `None` if empty.
 fn header_gen(p: &Path) -> Option<u32> {
+    let (g, w) = header_gen_mark(p)?;
+    assert_eq!(w, 0, "{}: rekey watermark left set", p.display());
+    Some(g)
+}
+
+/// Key generation and rekey watermark of a cipher file; `None` if empty.
+fn header_gen_mark(p: &Path) -> Option<(u32, u32)> {
     let b = fs::read(p).unwrap();
     if b.is_empty() {
         return None;
     }
     assert_eq!(&b[..4], b"WRPF");
-    assert_eq!(&b[28..32], &[0; 4], "reserved header bytes");
-    Some(u32::from_le_bytes(b[24..28].try_into().unwrap()))
+    Some((
+        u32::from_le_bytes(b[24..28].try_into().unwrap()),
+        u32::from_le_bytes(b[28..32].try_into().unwrap()),
+    ))
 }
 
-fn rekey_env(v: &Volume, env: &[(&str, &str)]) -> Out {
+fn rekey_with(v: &Volume, extra: &[&str], env: &[(&str, &str)]) -> Out {
     let mut cmd = Command::new(BIN);
-    cmd.arg("rekey").arg("--passfile").arg(&v.passfile).arg(&v.cipher);
+    cmd.arg("rekey")
+        .arg("--passfile")
+        .arg(&v.passfile)
+        .args(extra)
+        .arg(&v.cipher);
     for (k, val) in env {
         cmd.env(k, val);
     }
     run_cmd(cmd, std::time::Duration::from_secs(300))
 }
 
+fn rekey_env(v: &Volume, env: &[(&str, &str)]) -> Out {
+    rekey_with(v, &[], env)
+}
+
 fn rekey(v: &Volume) -> Out {
     rekey_env(v, &[])
+}
+
+fn fsck(v: &Volume, extra: &[&str]) -> Out {
+    let mut a = args!["fsck", "--passfile", &v.passfile];
+    a.extend(extra.iter().map(std::ffi::OsString::from));
+    a.push(v.cipher.clone().into());
+    warpfs(a)
+}
+
+fn config_text(v: &Volume) -> String {
+    fs::read_to_string(v.cipher.join("warpfs.conf")).unwrap()
 }
 
 /// Write a set of files through the mount: small, multi-segment, sparse,
@@ -123,6 +157,7 @@ fn rekey_round_trip(mode: Mode) {
             (p, b)
         })
         .collect();
+    let inodes: Vec<u64> = before.keys().map(|p| fs::metadata(p).unwrap().ino()).collect();
     assert!(before.keys().all(|p| header_gen(p).unwrap_or(0) == 0));
     let o = rekey(&v);
     o.expect_ok("rekey");
@@ -134,6 +169,8 @@ fn rekey_round_trip(mode: Mode) {
     assert!(leftovers(&v).is_empty());
     let after = content_files(&v);
     assert_eq!(after, before.keys().cloned().collect::<Vec<_>>(), "same backing names");
+    let inodes_after: Vec<u64> = after.iter().map(|p| fs::metadata(p).unwrap().ino()).collect();
+    assert_eq!(inodes_after, inodes, "in place: the same inodes");
     for p in &after {
         let old = &before[p];
         let new = fs::read(p).unwrap();
@@ -189,6 +226,10 @@ fn many_files(n: usize) -> (Volume, BTreeMap<String, Vec<u8>>) {
         write_file(&v.p(format!("f{i:02}")), &d);
         m.insert(format!("f{i:02}"), d);
     }
+    // Several segments (nnode + 6 pages), so kills fall inside a file too.
+    let d = data(99, 1_500_000);
+    write_file(&v.p("big"), &d);
+    m.insert("big".into(), d);
     v.unmount();
     (v, m)
 }
@@ -199,60 +240,85 @@ fn check_all(v: &Volume, m: &BTreeMap<String, Vec<u8>>) {
     }
 }
 
+/// After a killed rekey: the config names the target, `info` says so; a
+/// kill inside a segment leaves an undo journal that fsck reports (the
+/// segment's blocks do not authenticate until it is applied) and a mount
+/// applies.
+fn after_kill(v: &mut Volume, m: &mut BTreeMap<String, Vec<u8>>, what: &str, mid_segment: bool) {
+    assert!(
+        config_text(v).contains("\"rekey_target\": 1"),
+        "{what}: {}",
+        config_text(v)
+    );
+    assert!(info(v).contains("unfinished"));
+    let journals: Vec<PathBuf> = leftovers(v)
+        .into_iter()
+        .filter(|p| fs::metadata(p).unwrap().len() > 0)
+        .collect();
+    assert_eq!(
+        journals.len(),
+        mid_segment as usize,
+        "{what}: undo journals {journals:?}"
+    );
+    let o = fsck(v, &[]);
+    if mid_segment {
+        o.expect_code(20, what);
+        assert!(o.stdout.contains("undo journal"), "{what}: {o}");
+    } else {
+        o.expect_ok(what);
+    }
+    // Mid-rekey: the volume mounts (applying the journal), reads old,
+    // new and half-moved files, and writes.
+    v.mount();
+    assert!(leftovers(v).iter().all(|p| fs::metadata(p).unwrap().len() == 0));
+    check_all(v, m);
+    let listed: Vec<String> = fs::read_dir(&v.mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        listed,
+        m.keys().cloned().collect::<Vec<_>>(),
+        "{what}: a rekey file shows in the mount"
+    );
+    let d = data(999, 12345);
+    write_file(&v.p("written-mid-rekey"), &d);
+    m.insert("written-mid-rekey".into(), d);
+    let d = data(998, 300_000);
+    write_file(&v.p("big"), &d); // overwrite a file, whatever its state
+    m.insert("big".into(), d);
+    v.unmount();
+    fsck(v, &[]).expect_ok(&format!("{what}: fsck mid-rekey"));
+}
+
 #[test]
 fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
     if let Some(why) = fuse_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
-    for hook in [
-        ("WARPFS_REKEY_KILL_AFTER", "0"),
-        ("WARPFS_REKEY_KILL_AFTER", "4"),
-        ("WARPFS_REKEY_KILL_BEFORE_RENAME", "3"),
+    for (kill, mid_segment) in [
+        ("config:0", false),
+        ("file:4", false),
+        ("segment:5", false),
+        ("saved:3", true),
+        ("data:6", true),
     ] {
         let (mut v, mut m) = many_files(10);
-        let o = rekey_env(&v, &[hook]);
-        assert_eq!(o.code, None, "{hook:?}: rekey should have been killed\n{o}");
-        let cfg = fs::read_to_string(v.cipher.join("warpfs.conf")).unwrap();
-        assert!(cfg.contains("\"rekey_target\": 1"), "{hook:?}: {cfg}");
-        assert!(info(&v).contains("unfinished"));
-        let gens: Vec<Option<u32>> = content_files(&v).iter().map(|p| header_gen(p)).collect();
-        let moved = gens.iter().filter(|g| **g == Some(1)).count();
-        let want_moved = if hook.1 == "0" {
-            0
-        } else {
-            hook.1.parse::<usize>().unwrap() - (hook.0.contains("RENAME") as usize)
-        };
-        assert_eq!(moved, want_moved, "{hook:?}: files moved before the kill: {gens:?}");
-        if hook.0.contains("RENAME") {
-            assert_eq!(leftovers(&v).len(), 1, "the killed copy is left behind");
+        let o = rekey_with(&v, &["--jobs", "1"], &[("WARPFS_REKEY_KILL", kill)]);
+        assert_eq!(o.code, None, "{kill}: rekey should have been killed\n{o}");
+        let marks: Vec<Option<(u32, u32)>> = content_files(&v).iter().map(|p| header_gen_mark(p)).collect();
+        if kill != "config:0" {
+            assert!(
+                marks.iter().any(|g| matches!(g, Some((1, _)) | Some((0, 1..)))),
+                "{kill}: nothing moved before the kill: {marks:?}"
+            );
         }
-        // fsck checks files of both generations (and ignores the temp file).
-        let o = warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]);
-        o.expect_ok("fsck mid-rekey");
-        // Mid-rekey: the volume mounts, reads old and new files, and writes.
-        v.mount();
-        check_all(&v, &m);
-        let listed: Vec<String> = fs::read_dir(&v.mnt)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        assert_eq!(
-            listed,
-            m.keys().cloned().collect::<Vec<_>>(),
-            "a rekey temp file shows in the mount"
-        );
-        let d = data(999, 12345);
-        write_file(&v.p("written-mid-rekey"), &d);
-        m.insert("written-mid-rekey".into(), d);
-        let d = data(998, 3000);
-        write_file(&v.p("f00"), &d); // overwrite a file, whatever its generation
-        m.insert("f00".into(), d);
-        v.unmount();
+        after_kill(&mut v, &mut m, kill, mid_segment);
         rekey(&v).expect_ok("rerun");
-        warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]).expect_ok("fsck after rekey");
+        fsck(&v, &[]).expect_ok("fsck after rekey");
         assert!(leftovers(&v).is_empty());
         assert!(content_files(&v).iter().all(|p| header_gen(p) == Some(1)));
         assert!(info(&v).contains("key generation: 1"));
@@ -263,33 +329,44 @@ fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
 }
 
 #[test]
-fn rekey_refuses_wrong_password_mounted_volume_and_hard_links() {
+fn rekey_refuses_a_wrong_password_and_keeps_hard_links() {
     if let Some(why) = fuse_unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
     let mut v = Volume::new(Mode::Gcm);
-    write_file(&v.p("a"), b"data");
-    let conf = fs::read(v.cipher.join("warpfs.conf")).unwrap();
-    let o = rekey(&v);
-    assert_eq!(o.code, Some(22), "mounted volume: {o}");
-    assert!(o.stderr.contains("is mounted"), "{o}");
+    let d = data(5, 20_000);
+    write_file(&v.p("a"), &d);
     fs::hard_link(v.p("a"), v.p("b")).unwrap();
     v.unmount();
+    let conf = fs::read(v.cipher.join("warpfs.conf")).unwrap();
     let bad = v.cipher.parent().unwrap().join("bad-pass");
     fs::write(&bad, "not the password\n").unwrap();
     let o = warpfs(args!["rekey", "--passfile", &bad, &v.cipher]);
     o.expect_code(10, "wrong password");
-    let o = rekey(&v);
-    o.expect_code(1, "hard links");
-    assert!(o.stderr.contains("hard links"), "{o}");
     assert_eq!(
         fs::read(v.cipher.join("warpfs.conf")).unwrap(),
         conf,
         "config untouched"
     );
+    rekey(&v).expect_ok("rekey with hard links");
+    let files = content_files(&v);
+    assert_eq!(files.len(), 2);
+    assert_eq!(
+        fs::metadata(&files[0]).unwrap().ino(),
+        fs::metadata(&files[1]).unwrap().ino()
+    );
+    assert_eq!(
+        fs::metadata(&files[0]).unwrap().nlink(),
+        2,
+        "still one inode with two names"
+    );
+    assert_eq!(header_gen(&files[0]), Some(1));
+    v.mount();
+    assert!(fs::read(v.p("a")).unwrap() == d && fs::read(v.p("b")).unwrap() == d);
+    write_file(&v.p("b"), b"changed");
+    assert_eq!(fs::read(v.p("a")).unwrap(), b"changed");
 }
-
 #[test]
 fn a_running_rekey_locks_out_mounts_and_other_rekeys() {
     use std::os::fd::AsRawFd;
@@ -312,4 +389,154 @@ fn a_running_rekey_locks_out_mounts_and_other_rekeys() {
     rekey(&v).expect_ok("rekey after the lock is gone");
     v.mount();
     check_all(&v, &m);
+}
+
+/// The rekey of a mounted volume: the daemon moves every file (slowed down
+/// with --max-rate so it overlaps) while a thread writes and reads a file
+/// being moved and reads the others; nothing read differs from what was
+/// written, and every file ends at the new generation.
+fn online_rekey_while_reading_and_writing(mode: Mode) {
+    let mut v = Volume::new(mode);
+    let m = populate(&v, 3);
+    let live0 = data(77, 2 * 1024 * 1024);
+    write_file(&v.p("live"), &live0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (mnt, stop2) = (v.mnt.clone(), stop.clone());
+    let big = m["big"].clone();
+    let worker = std::thread::spawn(move || {
+        use std::os::unix::fs::FileExt;
+        let mut model = live0;
+        let mut rng = Rng::new(4242);
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(mnt.join("live"))
+            .unwrap();
+        let mut ops = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            let len = rng.range(1, 40_000) as usize;
+            let off = rng.below(model.len() as u64 + 10_000) as usize;
+            let d = rng.bytes(len);
+            f.write_all_at(&d, off as u64).unwrap();
+            if off + len > model.len() {
+                model.resize(off + len, 0);
+            }
+            model[off..off + len].copy_from_slice(&d);
+            let mut back = vec![0u8; len + 100];
+            let n = f.read_at(&mut back, off as u64).unwrap();
+            assert!(back[..len] == d[..], "live: write at {off} read back differently");
+            assert_eq!(n, (model.len() - off).min(len + 100));
+            if ops.is_multiple_of(20) {
+                assert!(
+                    fs::read(mnt.join("big")).unwrap() == big,
+                    "big differs during the rekey"
+                );
+            }
+            ops += 1;
+        }
+        f.sync_all().unwrap();
+        (model, ops)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let o = rekey_with(&v, &["--max-rate", "3", "--jobs", "2"], &[]);
+    stop.store(true, Ordering::Relaxed);
+    let (live, ops) = worker.join().expect("the reader/writer thread failed");
+    o.expect_ok("online rekey");
+    assert!(
+        o.stdout.contains("to key generation 1") && o.stdout.contains("online"),
+        "{o}"
+    );
+    assert!(o.stderr.contains("is mounted at"), "{o}");
+    assert!(ops > 10, "only {ops} operations overlapped the rekey");
+    eprintln!(
+        "{mode:?}: {ops} reads/writes during the online rekey; {}",
+        o.stdout.trim()
+    );
+    // While still mounted: every backing file is at generation 1, the
+    // config is final, no journal is left.
+    assert!(content_files(&v).iter().all(|p| header_gen(p).is_none_or(|g| g == 1)));
+    let cfg = config_text(&v);
+    assert!(
+        cfg.contains("\"key_generation\": 1") && !cfg.contains("rekey_target"),
+        "{cfg}"
+    );
+    assert!(leftovers(&v).is_empty(), "{:?}", leftovers(&v));
+    check_contents(&v, &m);
+    assert!(fs::read(v.p("live")).unwrap() == live);
+    // New files get generation 1 right away; after a remount all reads back.
+    write_file(&v.p("after"), b"after the rekey");
+    v.remount();
+    check_contents(&v, &m);
+    assert!(fs::read(v.p("live")).unwrap() == live);
+    assert_eq!(fs::read(v.p("after")).unwrap(), b"after the rekey");
+    v.unmount();
+    fsck(&v, &[]).expect_ok("fsck after the online rekey");
+    assert!(info(&v).contains("key generation: 1"));
+}
+
+/// The mount daemon is killed (SIGKILL) at several points of an online
+/// rekey: `warpfs rekey` reports it, the dead mount is detached, fsck
+/// reports an unapplied undo journal where a segment was half moved (and
+/// `fsck --repair` applies it), a remount reads everything, and `warpfs
+/// rekey` on the new mount finishes.
+#[test]
+fn online_rekey_with_the_daemon_killed_loses_nothing() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    for (kill, mid_segment) in [("data:4", true), ("segment:3", false), ("saved:2", true)] {
+        let mut v = Volume::init(Mode::Gcm);
+        let o = v.try_mount_env(&[], &[("WARPFS_REKEY_KILL", kill)]);
+        assert!(o.ok(), "{o}");
+        let mut m = BTreeMap::new();
+        for i in 0..4 {
+            let d = data(500 + i, 700_000 + 1000 * i as usize);
+            write_file(&v.p(format!("g{i}")), &d);
+            m.insert(format!("g{i}"), d);
+        }
+        let o = rekey_with(&v, &["--jobs", "1"], &[]);
+        assert_eq!(o.code, Some(1), "{kill}: the rekey should fail with its mount\n{o}");
+        v.unmount();
+        assert!(config_text(&v).contains("\"rekey_target\": 1"));
+        let journals: Vec<PathBuf> = leftovers(&v)
+            .into_iter()
+            .filter(|p| fs::metadata(p).unwrap().len() > 0)
+            .collect();
+        assert_eq!(journals.len(), mid_segment as usize, "{kill}: {journals:?}");
+        if mid_segment {
+            let o = fsck(&v, &[]);
+            o.expect_code(20, kill);
+            assert!(o.stdout.contains("undo journal"), "{o}");
+            fsck(&v, &["--repair"]).expect_code(21, "fsck --repair applies the journal");
+        }
+        fsck(&v, &[]).expect_ok(&format!("{kill}: fsck mid-rekey"));
+        v.mount();
+        check_all(&v, &m);
+        let o = rekey(&v);
+        o.expect_ok("online rerun");
+        assert!(o.stderr.contains("resuming"), "{o}");
+        check_all(&v, &m);
+        assert!(content_files(&v).iter().all(|p| header_gen(p) == Some(1)));
+        v.unmount();
+        fsck(&v, &[]).expect_ok("fsck after");
+    }
+}
+
+/// A read-only mount refuses an online rekey with the reason.
+#[test]
+fn online_rekey_of_a_read_only_mount_is_refused() {
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut v = Volume::new(Mode::Ctr);
+    write_file(&v.p("a"), b"x");
+    v.unmount();
+    v.mount_with(&["-o", "ro"]);
+    let conf = config_text(&v);
+    let o = rekey(&v);
+    o.expect_code(1, "read-only mount");
+    assert!(o.stderr.contains("read-only"), "{o}");
+    assert_eq!(config_text(&v), conf, "config untouched");
 }

@@ -87,7 +87,7 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
         };
         // Opening and reading the file fail alike: an I/O finding, no repair.
         let scanned = std::fs::File::open(&abs).map_err(|e| e.to_string()).and_then(|file| {
-            scan::scan(&file, &vol.cipher, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes).map_err(|e| e.to_string())
+            scan::scan(&file, &vol.keys, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes).map_err(|e| e.to_string())
         });
         let s = match scanned {
             Ok(s) => s,

@@ -64,6 +64,12 @@ fn unescape(s: &str) -> Vec<u8> {
 /// of the mount table whose source (the canonical cipher dir `warpfs mount`
 /// gives as fsname) is this directory.
 pub fn mounted_at(cipherdir: &Path) -> Option<String> {
+    mount_of(cipherdir).map(|(mnt, _)| mnt)
+}
+
+/// Where `cipherdir` is mounted and with which options (the mount table's
+/// comma-separated field, e.g. `rw,nosuid,...`).
+pub fn mount_of(cipherdir: &Path) -> Option<(String, String)> {
     use std::os::unix::ffi::OsStrExt;
     let canon = std::fs::canonicalize(cipherdir).ok()?;
     let want = canon.as_os_str().as_bytes().to_vec();
@@ -74,11 +80,12 @@ pub fn mounted_at(cipherdir: &Path) -> Option<String> {
         let f: Vec<&str> = line.split(' ').collect();
         // A root mount made by fuser shows type `fuse` (no subtype); any
         // FUSE mount whose source is this cipher dir counts.
-        if f.len() < 3 || !(f[2] == "fuse" || f[2].starts_with("fuse.") || f[2].starts_with("fuseblk")) {
+        if f.len() < 4 || !(f[2] == "fuse" || f[2].starts_with("fuse.") || f[2].starts_with("fuseblk")) {
             return None;
         }
         let src = unescape(f[0]);
-        (src == want || src == want_alt).then(|| String::from_utf8_lossy(&unescape(f[1])).into_owned())
+        (src == want || src == want_alt)
+            .then(|| (String::from_utf8_lossy(&unescape(f[1])).into_owned(), f[3].to_string()))
     })
 }
 
@@ -122,6 +129,27 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     } else {
         ProgressBar::hidden()
     };
+    // Undo journals of an interrupted rekey (FORMAT.md 10.3): applying one
+    // puts back the old bytes of the segment it protects, losing nothing.
+    let (mut extra, mut extra_fixed) = (0usize, 0usize);
+    let pending = warpfs_volume::rekey::pending_journals(vol.root())
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?;
+    if !pending.is_empty() {
+        extra += 1;
+        if a.repair {
+            let n = warpfs_volume::rekey::recover(vol.root()).map_err(|e| CliError::new(ERROR, e))?;
+            extra_fixed += 1;
+            println!(
+                "problem: an interrupted rekey left {} undo journal(s): repaired (put back {n} segment(s))",
+                pending.len()
+            );
+        } else {
+            println!(
+                "problem: an interrupted rekey left {} undo journal(s) (warpfs.rekey.undo-*): the segments they protect may read as errors until applied (mount the volume, run warpfs rekey, or fsck --repair)",
+                pending.len()
+            );
+        }
+    }
     let opts = fsck::Options {
         repairs,
         ..Default::default()
@@ -144,22 +172,19 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
         report.symlinks,
         report.blocks,
         report.written,
-        report.findings.len(),
-        report.repaired()
+        report.findings.len() + extra,
+        report.repaired() + extra_fixed
     );
-    if report.clean() {
+    let (found, fixed) = (report.findings.len() + extra, report.repaired() + extra_fixed);
+    if found == 0 {
         println!("fsck: clean");
         Ok(())
-    } else if report.all_repaired() {
+    } else if found == fixed {
         Err(CliError::new(FSCK_REPAIRED, "every problem found was repaired"))
     } else {
         Err(CliError::new(
             FSCK_PROBLEMS,
-            format!(
-                "{} problem(s) found, {} not repaired",
-                report.findings.len(),
-                report.findings.len() - report.repaired()
-            ),
+            format!("{found} problem(s) found, {} not repaired", found - fixed),
         ))
     }
 }

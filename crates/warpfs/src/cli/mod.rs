@@ -12,6 +12,7 @@ mod passwd;
 mod password;
 mod rekey;
 mod stats;
+mod virt;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -69,7 +70,7 @@ enum Cmd {
     Fsck(fsck::FsckArgs),
     /// Encrypted container: one XTS-encrypted image exposed as MOUNTPOINT/volume.
     Container(container::ContainerArgs),
-    /// Re-encrypt every file of an unmounted volume under a new content key (resumable).
+    /// Re-encrypt every file under a new content key, in place (mounted or not; resumable).
     Rekey(rekey::RekeyArgs),
 }
 

@@ -137,7 +137,6 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
 /// said otherwise: look-ahead is what goes to the device.
 fn serve(
     mut vol: Volume,
-    master: &MasterKey,
     mut cfg: EngineConfig,
     kind: EngineKind,
     speculation: Option<bool>,
@@ -151,7 +150,7 @@ fn serve(
         cfg.speculation = true;
     }
     let engine = Engine::with_backend(cfg, sel.backend).map_err(|e| format!("keystream engine: {e}"))?;
-    vol.use_engine(engine.clone(), master)
+    vol.use_engine(engine.clone())
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
     tracing::info!(
@@ -162,7 +161,9 @@ fn serve(
         c.pool_size,
         c.window_max
     );
-    WarpFs::new(vol).map_err(|e| e.to_string())
+    WarpFs::new(vol)
+        .map(|fs| fs.with_rekey_hook(super::rekey::kill_hook()))
+        .map_err(|e| e.to_string())
 }
 
 /// The master key from standard input (the recovery text `warpfs init`
@@ -276,6 +277,20 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if a.masterkey.is_some() {
         check_master_key(&vol, &a.cipherdir)?;
     }
+    // A rekey killed part way through a segment left its old bytes in an
+    // undo journal: put them back before anything reads the file.
+    match warpfs_volume::rekey::recover(vol.root()) {
+        Ok(0) => {}
+        Ok(n) => {
+            eprintln!("warpfs: put back {n} segment(s) an interrupted rekey was moving; run warpfs rekey to finish it")
+        }
+        Err(e) => {
+            return Err(CliError::new(
+                MOUNT_FAILED,
+                format!("cannot apply the undo journal of an interrupted rekey: {e}"),
+            ))
+        }
+    }
     let engine_cfg = engine_config(&a);
     let engine_kind = engine_kind(&a)?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
@@ -290,7 +305,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             None => logging::Target::Stderr,
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        let fs = serve(vol, &master, engine_cfg, engine_kind, a.speculation).map_err(|e| CliError::new(ERROR, e))?;
+        let fs = serve(vol, engine_cfg, engine_kind, a.speculation).map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
@@ -362,7 +377,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, &master, engine_cfg, engine_kind, a.speculation) {
+    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());

@@ -1,19 +1,22 @@
-//! `warpfs rekey`: move every file of an unmounted volume to a new content
-//! key generation (FORMAT.md 10). Crash-safe and resumable: the config
-//! records the target first, each file is replaced whole by rename, and a
-//! rerun finishes what a killed run left.
+//! `warpfs rekey`: move every file to a new content key generation in place
+//! (FORMAT.md 10). On an unmounted volume this process does the work; on a
+//! mounted one it asks the mount daemon to, so reads and writes go on, and
+//! follows its progress. Crash-safe and resumable either way: the config
+//! records the target first, every segment moves under an undo journal,
+//! and a rerun finishes what a killed run left.
 
-use super::exit::{CliError, ERROR, FSCK_MOUNTED};
+use super::exit::{CliError, ERROR};
 use super::PassArgs;
+use crate::fuse::{RekeyHook, REKEY_XATTR};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use warpfs_config::Config;
-use warpfs_volume::rekey;
+use warpfs_volume::rekey::{self, Event, Progress, RekeyOptions, Request};
 use warpfs_volume::{Options, Volume};
 
 /// Arguments of `warpfs rekey`.
@@ -24,16 +27,12 @@ pub struct RekeyArgs {
     /// Files re-encrypted at once (default: one per core).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
-    /// The volume's cipher directory (must not be mounted).
+    /// Re-encrypt at most this many MB (10^6 bytes) per second, so that a
+    /// mounted volume keeps serving other work at speed.
+    #[arg(long, value_name = "MB_PER_S")]
+    max_rate: Option<f64>,
+    /// The volume's cipher directory (mounted or not).
     cipherdir: PathBuf,
-}
-
-/// Test hook: `WARPFS_REKEY_KILL_AFTER=N` SIGKILLs the process after N files
-/// were moved (0: right after the config records the target);
-/// `WARPFS_REKEY_KILL_BEFORE_RENAME=N` when the Nth copy is durable but not
-/// yet renamed.
-fn hook(var: &str) -> Option<u64> {
-    std::env::var(var).ok()?.parse().ok()
 }
 
 fn die() {
@@ -43,11 +42,36 @@ fn die() {
     }
 }
 
-/// Lock CIPHERDIR (flock on the directory; FORMAT.md 10) for the whole rekey: `warpfs
-/// mount` and a second `warpfs rekey` refuse while it is held. `exclusive`
-/// is the rekey's lock; a mount only checks for one (shared, then released).
-/// `Ok(None)`: someone else holds the lock.
-pub fn lock_cipherdir(dir: &std::path::Path, exclusive: bool) -> std::io::Result<Option<std::fs::File>> {
+/// Crash-test hook: `WARPFS_REKEY_KILL=EVENT:N` SIGKILLs the process doing
+/// the rekey (this one, or the mount daemon) at the Nth EVENT: `saved` (a
+/// segment's undo record is durable), `data` (its new data is written, its
+/// entries and header not yet), `segment` (a segment moved), `file` (a
+/// file done). `config:0` stops `warpfs rekey` right after the config
+/// records the target.
+pub fn kill_hook() -> Option<RekeyHook> {
+    let v = std::env::var("WARPFS_REKEY_KILL").ok()?;
+    let (ev, n) = v.split_once(':')?;
+    let n: u64 = n.parse().ok()?;
+    let want = match ev {
+        "saved" => Event::Saved,
+        "data" => Event::DataWritten,
+        "segment" => Event::Segment,
+        "file" => Event::File,
+        _ => return None,
+    };
+    let seen = AtomicU64::new(0);
+    Some(Arc::new(move |e| {
+        if e == want && seen.fetch_add(1, Ordering::SeqCst) + 1 == n {
+            die();
+        }
+    }))
+}
+
+/// Lock CIPHERDIR (flock on the directory; FORMAT.md 10) for an offline
+/// rekey: `warpfs mount` and a second offline `warpfs rekey` refuse while
+/// it is held. `exclusive` is the rekey's lock; a mount only checks for one
+/// (shared, then released). `Ok(None)`: someone else holds the lock.
+pub fn lock_cipherdir(dir: &Path, exclusive: bool) -> std::io::Result<Option<std::fs::File>> {
     use std::os::fd::AsRawFd;
     let f = std::fs::File::open(dir)?;
     let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
@@ -63,26 +87,12 @@ pub fn lock_cipherdir(dir: &std::path::Path, exclusive: bool) -> std::io::Result
     }
 }
 
-pub fn run(a: RekeyArgs) -> Result<(), CliError> {
-    if let Some(mnt) = super::fsck::mounted_at(&a.cipherdir) {
-        return Err(CliError::new(
-            FSCK_MOUNTED,
-            format!("{} is mounted at {mnt}: unmount it first", a.cipherdir.display()),
-        ));
-    }
-    let _lock = lock_cipherdir(&a.cipherdir, true)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
-        .ok_or_else(|| {
-            CliError::new(
-                ERROR,
-                format!("{}: another warpfs rekey is running", a.cipherdir.display()),
-            )
-        })?;
+/// Unlock the config and make sure it records a rekey target (writing it
+/// when absent). Returns the config, the password and the target.
+fn begin(a: &RekeyArgs) -> Result<(Config, super::password::Password, u32), CliError> {
     let mut cfg = Config::load(&a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
     cfg.unlock(pw.bytes())?;
-    let e = |e: std::io::Error| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display()));
-    let files = rekey::content_files(&a.cipherdir).map_err(e)?;
     let from = cfg.key_generation();
     let target = match cfg.rekey_target() {
         Some(t) => {
@@ -90,20 +100,6 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
             t
         }
         None => {
-            // Refuse hard links before anything changes.
-            if let Some(p) = files.iter().find(|p| {
-                std::fs::symlink_metadata(p)
-                    .map(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1)
-                    .unwrap_or(false)
-            }) {
-                return Err(CliError::new(
-                    ERROR,
-                    format!(
-                        "{}: has several hard links; rekey cannot keep them (nothing was changed)",
-                        p.display()
-                    ),
-                ));
-            }
             let t = from
                 .checked_add(1)
                 .ok_or_else(|| CliError::new(ERROR, "key generation limit reached"))?;
@@ -111,17 +107,13 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
             t
         }
     };
-    if hook("WARPFS_REKEY_KILL_AFTER") == Some(0) {
+    if std::env::var("WARPFS_REKEY_KILL").as_deref() == Ok("config:0") {
         die();
     }
-    let master = cfg.unlock(pw.bytes())?;
-    let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
-        .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
-    let total: u64 = files
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| rekey::plain_size_of(vol.cipher().mode(), m.len()))
-        .sum();
+    Ok((cfg, pw, target))
+}
+
+fn bar(total: u64) -> ProgressBar {
     let bar = if std::io::stderr().is_terminal() {
         ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
     } else {
@@ -131,72 +123,210 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
         ProgressStyle::with_template("rekey {bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let start = Instant::now();
-    let (kill_after, kill_rename) = (hook("WARPFS_REKEY_KILL_AFTER"), hook("WARPFS_REKEY_KILL_BEFORE_RENAME"));
-    // Files are independent: one worker per core (one when a test hook
-    // needs an exact count).
-    let jobs = match a.jobs {
-        Some(j) => j.max(1),
-        None if kill_after.is_some() || kill_rename.is_some() => 1,
-        None => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    bar
+}
+
+fn jobs(a: &RekeyArgs) -> usize {
+    a.jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        .clamp(1, 256)
+}
+
+fn max_rate(a: &RekeyArgs) -> Result<Option<u64>, CliError> {
+    match a.max_rate {
+        None => Ok(None),
+        Some(r) if r.is_finite() && r > 0.0 => Ok(Some((r * 1e6) as u64)),
+        Some(_) => Err(CliError::new(
+            super::exit::USAGE,
+            "--max-rate must be a positive number",
+        )),
     }
-    .min(files.len().max(1));
-    let next = AtomicUsize::new(0);
-    let moved = AtomicU64::new(0);
-    let bytes = AtomicU64::new(0);
-    let failed: Mutex<Option<String>> = Mutex::new(None);
-    std::thread::scope(|sc| {
-        for _ in 0..jobs {
-            sc.spawn(|| loop {
-                if failed.lock().map(|f| f.is_some()).unwrap_or(true) {
-                    return;
-                }
-                let Some(p) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
-                    return;
-                };
-                let before_rename = || {
-                    if kill_rename == Some(moved.load(Ordering::SeqCst) + 1) {
-                        die();
-                    }
-                };
-                let mut on_bytes = |b: u64| {
-                    bar.inc(b);
-                    bytes.fetch_add(b, Ordering::Relaxed);
-                };
-                match rekey::rekey_file(&vol, p, &mut on_bytes, &before_rename) {
-                    Ok(true) => {
-                        let m = moved.fetch_add(1, Ordering::SeqCst) + 1;
-                        if kill_after == Some(m) {
-                            die();
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(m) => {
-                        if let Ok(mut f) = failed.lock() {
-                            f.get_or_insert(m);
-                        }
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    let (moved, bytes, n) = (moved.into_inner(), bytes.into_inner(), files.len());
-    if let Some(m) = failed.into_inner().ok().flatten() {
-        bar.abandon();
-        return Err(CliError::new(
-            ERROR,
-            format!("{m}\nwarpfs: rekey stopped; files already moved keep their new key; run it again to finish"),
-        ));
-    }
-    bar.finish_and_clear();
-    drop(vol);
-    cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
-    let secs = start.elapsed().as_secs_f64().max(1e-9);
+}
+
+fn summary(moved: u64, files: u64, bytes: u64, target: u32, secs: f64, jobs: usize, how: &str) {
+    let secs = secs.max(1e-9);
     println!(
-        "rekeyed {moved} of {n} files ({:.1} MiB) to key generation {target} in {secs:.2} s: {:.1} MB/s ({jobs} jobs)",
+        "rekeyed {moved} of {files} files ({:.1} MiB) to key generation {target} in {secs:.2} s: {:.1} MB/s ({jobs} jobs, {how})",
         bytes as f64 / (1 << 20) as f64,
         bytes as f64 / 1e6 / secs
+    );
+}
+
+pub fn run(a: RekeyArgs) -> Result<(), CliError> {
+    match super::fsck::mount_of(&a.cipherdir) {
+        Some((mnt, opts)) if opts.split(',').any(|o| o == "ro") => Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted read-only at {mnt}: a rekey writes every file; remount it read-write or unmount it",
+                a.cipherdir.display()
+            ),
+        )),
+        Some((mnt, _)) => online(&a, Path::new(&mnt)),
+        None => offline(&a),
+    }
+}
+
+/// The volume is not mounted: this process moves every file.
+fn offline(a: &RekeyArgs) -> Result<(), CliError> {
+    let _lock = lock_cipherdir(&a.cipherdir, true)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
+        .ok_or_else(|| {
+            CliError::new(
+                ERROR,
+                format!("{}: another warpfs rekey is running", a.cipherdir.display()),
+            )
+        })?;
+    let rate = max_rate(a)?;
+    let (cfg, pw, target) = begin(a)?;
+    let master = cfg.unlock(pw.bytes())?;
+    let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
+        .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
+    let restored = rekey::recover(vol.root()).map_err(|e| CliError::new(ERROR, e))?;
+    if restored > 0 {
+        eprintln!("warpfs: put back {restored} segment(s) the interrupted rekey was moving");
+    }
+    let jobs = jobs(a);
+    let opts = RekeyOptions {
+        jobs,
+        max_rate: rate,
+        on_event: kill_hook(),
+    };
+    let (progress, stop, done) = (Progress::default(), AtomicBool::new(false), AtomicBool::new(false));
+    let start = Instant::now();
+    let r = std::thread::scope(|sc| {
+        let worker = sc.spawn(|| {
+            let r = rekey::run(&vol, &opts, &progress, &stop);
+            done.store(true, Ordering::Release);
+            r
+        });
+        let bar = bar(0);
+        while !done.load(Ordering::Acquire) {
+            bar.set_length(progress.bytes_total.load(Ordering::Relaxed));
+            bar.set_position(progress.bytes_done.load(Ordering::Relaxed));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        bar.finish_and_clear();
+        worker
+            .join()
+            .unwrap_or_else(|_| Err("the rekey worker panicked".into()))
+    });
+    r.map_err(|m| {
+        CliError::new(
+            ERROR,
+            format!("{m}\nwarpfs: rekey stopped; what was moved keeps its new key; run it again to finish"),
+        )
+    })?;
+    drop(vol);
+    cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
+    report_unreadable(progress.unreadable.load(Ordering::Relaxed));
+    summary(
+        progress.files_moved.load(Ordering::Relaxed),
+        progress.files_total.load(Ordering::Relaxed),
+        progress.bytes_done.load(Ordering::Relaxed),
+        target,
+        start.elapsed().as_secs_f64(),
+        jobs,
+        "offline",
+    );
+    Ok(())
+}
+
+fn report_unreadable(n: u64) {
+    if n > 0 {
+        eprintln!(
+            "warpfs: {n} block(s) could not be decrypted and were left as they were (they read as errors); warpfs fsck names them"
+        );
+    }
+}
+
+/// The daemon's rekey status, parsed.
+fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
+    let e = |e: &dyn std::fmt::Display| CliError::new(ERROR, format!("{}: {e}", mnt.display()));
+    match super::virt::get(mnt, REKEY_XATTR) {
+        Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|x| e(&x)),
+        Ok(None) => Ok(None),
+        Err(x) => Err(e(&format!(
+            "{x} (the mount ended? run warpfs rekey again to finish the rekey)"
+        ))),
+    }
+}
+
+/// The volume is mounted at `mnt`: its daemon moves every file while the
+/// mount serves; this process writes the config, starts, follows and ends.
+fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
+    if !super::virt::is_root() {
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted at {}: rekeying a mounted volume needs root (it talks to the mount through trusted.* attributes); or unmount it first",
+                a.cipherdir.display(),
+                mnt.display()
+            ),
+        ));
+    }
+    let rate = max_rate(a)?;
+    let (cfg, pw, target) = begin(a)?;
+    let jobs = jobs(a);
+    let start = Request::Start {
+        target,
+        jobs,
+        max_rate: rate,
+    };
+    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, start.encode().as_bytes()) {
+        let why = status(mnt)
+            .ok()
+            .flatten()
+            .and_then(|s| s["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| e.to_string());
+        return Err(CliError::new(
+            ERROR,
+            format!("{}: the mount refused the rekey: {why}", mnt.display()),
+        ));
+    }
+    eprintln!(
+        "warpfs: {} is mounted at {}: the mount re-encrypts it while it serves",
+        a.cipherdir.display(),
+        mnt.display()
+    );
+    let bar = bar(0);
+    let last = loop {
+        let s = status(mnt)?.ok_or_else(|| CliError::new(ERROR, "the mount has no rekey status"))?;
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        bar.set_length(n("bytes_total"));
+        bar.set_position(n("bytes"));
+        match s["state"].as_str() {
+            Some("running") => std::thread::sleep(Duration::from_millis(200)),
+            Some("done") => break s,
+            other => {
+                bar.abandon();
+                let why = s["error"].as_str().unwrap_or("no reason given");
+                return Err(CliError::new(
+                    ERROR,
+                    format!(
+                        "the mount's rekey {}: {why}\nwarpfs: what was moved keeps its new key; run warpfs rekey again to finish",
+                        other.unwrap_or("ended")
+                    ),
+                ));
+            }
+        }
+    };
+    bar.finish_and_clear();
+    cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
+    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, Request::Finish.encode().as_bytes()) {
+        // The config is final; the daemon only keeps the old key in memory
+        // until it unmounts.
+        eprintln!("warpfs: warning: the mount did not drop the old key: {e}");
+    }
+    let n = |k: &str| last[k].as_u64().unwrap_or(0);
+    report_unreadable(n("unreadable_blocks"));
+    summary(
+        n("files_moved"),
+        n("files_total"),
+        n("bytes"),
+        target,
+        last["seconds"].as_f64().unwrap_or(0.0),
+        jobs,
+        "online",
     );
     Ok(())
 }

@@ -9,8 +9,6 @@
 use super::exit::{CliError, ERROR};
 use crate::fuse::STATS_XATTR;
 use clap::Args;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use warpfs_engine::StatsSnapshot;
 
@@ -26,28 +24,19 @@ pub struct StatsArgs {
 
 /// The raw JSON the daemon at `mountpoint` reports.
 fn read_stats(mountpoint: &std::path::Path) -> Result<String, CliError> {
-    let path = CString::new(mountpoint.as_os_str().as_bytes())
-        .map_err(|_| CliError::new(ERROR, "mountpoint contains a NUL byte"))?;
-    let name = CString::new(STATS_XATTR).expect("no NUL in the name");
-    // One call with a buffer far larger than the value (a size probe
-    // followed by a read could race with the counters growing).
-    let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: valid C strings; buf is writable for buf.len() bytes.
-    let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        let e = std::io::Error::last_os_error();
-        let why = match e.raw_os_error() {
-            // SAFETY: geteuid has no preconditions.
-            Some(libc::ENODATA) if unsafe { libc::geteuid() } != 0 => {
-                "reading the stats needs root (trusted.* attributes need CAP_SYS_ADMIN)".to_string()
-            }
-            Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => "not a warpfs mount".to_string(),
-            _ => e.to_string(),
-        };
-        return Err(CliError::new(ERROR, format!("{}: {why}", mountpoint.display())));
-    }
-    buf.truncate(n as usize);
-    String::from_utf8(buf).map_err(|_| CliError::new(ERROR, "the mount answered with something that is not text"))
+    let why = match super::virt::get(mountpoint, STATS_XATTR) {
+        Ok(Some(buf)) => {
+            return String::from_utf8(buf)
+                .map_err(|_| CliError::new(ERROR, "the mount answered with something that is not text"))
+        }
+        Ok(None) if !super::virt::is_root() => {
+            "reading the stats needs root (trusted.* attributes need CAP_SYS_ADMIN)".to_string()
+        }
+        Ok(None) => "not a warpfs mount".to_string(),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => "not a warpfs mount".to_string(),
+        Err(e) => e.to_string(),
+    };
+    Err(CliError::new(ERROR, format!("{}: {why}", mountpoint.display())))
 }
 
 pub fn run(a: StatsArgs) -> Result<(), CliError> {

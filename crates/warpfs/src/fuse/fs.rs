@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use warpfs_volume::{Attr, Caller, Error, Volume};
+use warpfs_volume::{rekey, Attr, Caller, Error, Volume};
 
 /// How long the kernel may cache attributes and entries. Short, so two
 /// mounts of one CIPHERDIR see each other's changes soon.
@@ -26,11 +26,21 @@ const TTL: Duration = Duration::from_secs(1);
 /// lets only CAP_SYS_ADMIN read it.
 pub const STATS_XATTR: &str = "trusted.warpfs.stats";
 
+/// The virtual extended attribute of the mount root through which `warpfs
+/// rekey` drives a rekey of the mounted volume (FORMAT.md 10): setting it
+/// to a request (`warpfs_volume::rekey::Request`) starts or finishes one,
+/// reading it gives the progress as JSON. Root only, like the stats.
+pub const REKEY_XATTR: &str = "trusted.warpfs.rekey";
+
+/// Told of every point of an online rekey (crash tests stop there).
+pub type RekeyHook = Arc<dyn Fn(rekey::Event) + Send + Sync>;
+
 /// The mounted file system.
 pub struct WarpFs {
     vol: Volume,
     nodes: Nodes,
     handles: Handles,
+    rekey_hook: Option<RekeyHook>,
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
@@ -72,6 +82,33 @@ impl WarpFs {
             vol,
             nodes,
             handles: Handles::default(),
+            rekey_hook: None,
+        })
+    }
+
+    /// Tell `hook` of every point of an online rekey.
+    pub fn with_rekey_hook(mut self, hook: Option<RekeyHook>) -> Self {
+        self.rekey_hook = hook;
+        self
+    }
+
+    /// A `warpfs rekey` request written to [`REKEY_XATTR`]; a refused one
+    /// is logged and its reason shows in the status.
+    fn rekey_request(&self, value: &[u8]) -> Result<(), Errno> {
+        let r = rekey::Request::parse(value).and_then(|req| match req {
+            rekey::Request::Start { target, jobs, max_rate } => self.vol.rekey_start(
+                target,
+                rekey::RekeyOptions {
+                    jobs,
+                    max_rate,
+                    on_event: self.rekey_hook.clone(),
+                },
+            ),
+            rekey::Request::Finish => self.vol.rekey_finish(),
+        });
+        r.map_err(|m| {
+            tracing::warn!("rekey request refused: {m}");
+            Errno::from_i32(libc::EINVAL)
         })
     }
 
@@ -141,6 +178,7 @@ impl Filesystem for WarpFs {
     }
 
     fn destroy(&mut self) {
+        self.vol.rekey_stop();
         if let Some(s) = self.vol.engine_stats() {
             tracing::info!("at unmount: {}", s.summary());
         }
@@ -573,6 +611,12 @@ impl Filesystem for WarpFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if ino.0 == ROOT && name.as_bytes() == REKEY_XATTR.as_bytes() {
+            return match self.rekey_request(value) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            };
+        }
         let res = self.loc(ino).and_then(|l| {
             self.vol
                 .setxattr(&l.backing, name.as_bytes(), value, flags)
@@ -590,6 +634,14 @@ impl Filesystem for WarpFs {
                 Some(s) => Ok(s.to_json().into_bytes()),
                 None => Err(Errno::from_i32(libc::ENODATA)),
             };
+            return xattr_reply(res, size, reply);
+        }
+        if ino.0 == ROOT && name.as_bytes() == REKEY_XATTR.as_bytes() {
+            let res = self
+                .vol
+                .rekey_status()
+                .map(String::into_bytes)
+                .ok_or(Errno::from_i32(libc::ENODATA));
             return xattr_reply(res, size, reply);
         }
         // The kernel asks for security.capability on every write: answer

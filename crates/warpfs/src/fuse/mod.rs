@@ -7,5 +7,5 @@ mod handles;
 mod nodes;
 mod session;
 
-pub use fs::{WarpFs, STATS_XATTR};
+pub use fs::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};
 pub use session::{mount_config, raise_read_ahead, MountOptions};

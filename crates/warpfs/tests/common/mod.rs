@@ -756,13 +756,23 @@ impl Volume {
     /// `mount_args` plus `extra`; returns the command output. On success the
     /// volume is recorded as mounted.
     pub fn try_mount(&mut self, extra: &[&str]) -> Out {
+        self.try_mount_env(extra, &[])
+    }
+
+    /// [`Volume::try_mount`] with extra environment for the daemon.
+    pub fn try_mount_env(&mut self, extra: &[&str], env: &[(&str, &str)]) -> Out {
         assert!(!self.mounted, "already mounted");
         let mut a: Vec<OsString> = args!["mount", "--passfile", &self.passfile, "--log-file", &self.logfile];
         a.extend(self.mount_args.iter().cloned());
         a.extend(extra.iter().map(OsString::from));
         a.push(self.cipher.clone().into());
         a.push(self.mnt.clone().into());
-        let o = warpfs(&a);
+        let mut cmd = Command::new(BIN);
+        cmd.args(with_test_speculation(a));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = run_cmd(cmd, CMD_TIMEOUT);
         if o.ok() {
             // The contract: mount returns once the mount is live. Be tolerant
             // here (other tests), strict in cli::mount_returns_when_live.

@@ -1,0 +1,60 @@
+//! Content ciphers by key generation (FORMAT.md 2.2, 10), made from the
+//! master key: what the volume needs to open files of any generation it
+//! has and to start a rekey while mounted.
+
+use std::sync::Arc;
+use warpfs_content::{Cipher, Mode};
+use warpfs_crypto::keys::{MasterKey, Subkeys};
+use warpfs_crypto::{GcmTagger, XtsCipher};
+use warpfs_engine::{Engine, WritePool};
+use warpfs_keystream::{Direct, Keystream};
+
+/// The master key and what the config says about content keys.
+pub(crate) struct KeySource {
+    /// Locked in memory and zeroized on drop.
+    master: MasterKey,
+    key_bits: u32,
+    mode: Mode,
+    xts: Option<XtsCipher>,
+}
+
+impl KeySource {
+    pub(crate) fn new(master: &MasterKey, key_bits: u32, mode: Mode, xts: Option<XtsCipher>) -> Self {
+        Self {
+            master: master.clone(),
+            key_bits,
+            mode,
+            xts,
+        }
+    }
+
+    /// The cipher of key generation `g`: masks from `engine`'s write pool
+    /// when one is given (not in `xts`, which has no masks), else made on
+    /// the calling thread. A software-AES or device engine is given the raw
+    /// key and expands it itself (a device uploads its round keys).
+    pub(crate) fn cipher(&self, engine: Option<&Arc<Engine>>, g: u32) -> Result<Arc<Cipher>, String> {
+        let content = Subkeys::derive_gen(&self.master, self.key_bits, g).content;
+        let tagger = GcmTagger::new(&content);
+        let keystream: Arc<dyn Keystream> = match engine {
+            Some(engine) if self.mode != Mode::Xts => {
+                let key = if engine.config().software_aes || engine.is_device() {
+                    let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
+                    engine.add_raw_key(&raw).map_err(|e| e.to_string())?
+                } else {
+                    engine.add_key(content)
+                };
+                Arc::new(WritePool::new(engine.clone(), key).map_err(|e| e.to_string())?)
+            }
+            _ => Arc::new(Direct::new(content)),
+        };
+        let c = match self.xts {
+            Some(x) => Cipher::new_xts(
+                Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
+                keystream,
+                tagger,
+            ),
+            None => Cipher::new(self.mode, keystream, tagger),
+        };
+        Ok(Arc::new(c.with_generation(g)))
+    }
+}

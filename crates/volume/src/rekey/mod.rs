@@ -1,0 +1,287 @@
+//! Rekey (FORMAT.md 10): move every cipher file of the volume to the
+//! keyring's write generation in place, segment by segment, each segment
+//! protected by an undo journal. The same walk serves `warpfs rekey` on an
+//! unmounted volume and, inside the daemon, on a mounted one while reads
+//! and writes go on (`online.rs`).
+
+mod journal;
+mod online;
+
+pub use journal::{pending_journals, recover, JOURNAL_PREFIX};
+pub use online::{Online, Request};
+pub use warpfs_content::plain_size_of;
+
+use crate::files::FileTable;
+use crate::Volume;
+use journal::JournalIo;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use warpfs_content::header::{self, Header};
+use warpfs_content::rekeystep::{Stage, Step};
+use warpfs_content::{Keyring, Mode};
+
+/// Prefix of the temporary copies an earlier, copy-and-rename rekey wrote
+/// (reserved names, FORMAT.md 4.4); leftovers are removed.
+pub const OLD_TMP_PREFIX: &str = "warpfs.rekey.tmp-";
+
+/// Points of a rekey, for progress and crash tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A segment's undo record is durable (nothing of it touched yet).
+    Saved,
+    /// A segment's new data is written (entries and header not yet).
+    DataWritten,
+    /// A segment is moved and durable.
+    Segment,
+    /// A file is at the target generation.
+    File,
+}
+
+/// How a rekey runs.
+#[derive(Clone, Default)]
+pub struct RekeyOptions {
+    /// Files moved at once (at least 1).
+    pub jobs: usize,
+    /// Most plaintext bytes per second over the run (`None`: no limit).
+    pub max_rate: Option<u64>,
+    /// Told of every [`Event`] (crash tests stop the process here).
+    pub on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
+}
+
+/// Counters of a rekey run, shared with whoever shows progress.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Content files of the volume.
+    pub files_total: AtomicU64,
+    /// Files checked (moved, or already at the target).
+    pub files_done: AtomicU64,
+    /// Files re-encrypted by this run.
+    pub files_moved: AtomicU64,
+    /// Plaintext bytes of all content files (backing lengths at the start).
+    pub bytes_total: AtomicU64,
+    /// Plaintext bytes re-encrypted by this run.
+    pub bytes_done: AtomicU64,
+    /// Blocks that could not be decrypted and were left as they were.
+    pub unreadable: AtomicU64,
+}
+
+/// What a rekey walk needs of a volume; shareable with a daemon thread.
+#[derive(Clone)]
+pub(crate) struct Walk {
+    pub(crate) root: PathBuf,
+    pub(crate) files: Arc<FileTable>,
+    pub(crate) keys: Arc<Keyring>,
+    pub(crate) mode: Mode,
+}
+
+impl Walk {
+    pub(crate) fn of(vol: &Volume) -> Self {
+        Self {
+            root: vol.root.clone(),
+            files: vol.files.clone(),
+            keys: vol.keys.clone(),
+            mode: vol.mode,
+        }
+    }
+}
+
+/// Every backing regular file of `root` that holds file contents (reserved
+/// `warpfs.*` names excluded, long-name entries included), relative to
+/// `root`, in walk order. Leftover temporary copies of the older
+/// copy-and-rename rekey are removed.
+pub fn content_files(root: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(root.join(&d))? {
+            let e = e?;
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let ft = e.file_type()?;
+            let rel = d.join(e.file_name());
+            if ft.is_dir() {
+                dirs.push(rel);
+            } else if ft.is_file() {
+                if name.starts_with(OLD_TMP_PREFIX) {
+                    std::fs::remove_file(e.path())?;
+                } else if !name.starts_with("warpfs.") || (name.starts_with("warpfs.long.") && !name.ends_with(".name"))
+                {
+                    out.push(rel);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The key generation a cipher file's header records and its rekey
+/// watermark; `None` for an empty file (no header, no key).
+pub fn file_generation(path: &Path) -> io::Result<Option<(u32, u32)>> {
+    let f = std::fs::File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    let mut h = [0u8; header::LEN];
+    f.read_exact_at(&mut h, 0)?;
+    let hdr = Header::parse(&h).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    Ok(Some((hdr.generation, hdr.rekeyed)))
+}
+
+/// Move every content file of `vol` to its keyring's write generation
+/// (the keyring must be mid-rekey, see [`Keyring::begin_rekey`]). Journals
+/// of an interrupted run must have been applied first ([`recover`]).
+/// Stops at the first error (files already moved keep their new key) or
+/// when `stop` is set; `Ok(false)` when stopped.
+pub fn run(vol: &Volume, opts: &RekeyOptions, progress: &Progress, stop: &AtomicBool) -> Result<bool, String> {
+    run_walk(&Walk::of(vol), opts, progress, stop)
+}
+
+pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop: &AtomicBool) -> Result<bool, String> {
+    if !w.keys.rekeying() {
+        return Err("no rekey under way".into());
+    }
+    let e = |e: io::Error| format!("{}: {e}", w.root.display());
+    let files = content_files(&w.root).map_err(e)?;
+    let total: u64 = files
+        .iter()
+        .filter_map(|p| std::fs::symlink_metadata(w.root.join(p)).ok())
+        .map(|m| plain_size_of(w.mode, m.len()))
+        .sum();
+    progress.files_total.store(files.len() as u64, Ordering::Relaxed);
+    progress.bytes_total.store(total, Ordering::Relaxed);
+    let jobs = opts.jobs.max(1).min(files.len().max(1));
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Option<String>> = Mutex::new(None);
+    let started = Instant::now();
+    let halt = || stop.load(Ordering::Relaxed) || failed.lock().map(|f| f.is_some()).unwrap_or(true);
+    let halt = &halt;
+    std::thread::scope(|sc| {
+        for k in 0..jobs {
+            let (files, next, failed) = (&files, &next, &failed);
+            sc.spawn(move || {
+                let mut io = match JournalIo::create(&w.root, k, opts.on_event.clone()) {
+                    Ok(io) => io,
+                    Err(m) => {
+                        fail(failed, m);
+                        return;
+                    }
+                };
+                while !halt() {
+                    let Some(rel) = files.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    let throttle = |bytes: u64| pace(opts.max_rate, started, bytes, stop);
+                    match rekey_file(w, rel, &mut io, progress, halt, &throttle) {
+                        Ok(true) => {
+                            progress.files_done.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(false) => {}
+                        Err(m) => {
+                            fail(failed, m);
+                        }
+                    }
+                }
+                io.remove();
+            });
+        }
+    });
+    if let Some(m) = failed.into_inner().ok().flatten() {
+        return Err(m);
+    }
+    Ok(!stop.load(Ordering::Relaxed))
+}
+
+/// Record the first error of a run.
+fn fail(failed: &Mutex<Option<String>>, m: String) {
+    failed.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(m);
+}
+
+/// Sleep so that `bytes` done since `started` stay within `rate` bytes/s.
+fn pace(rate: Option<u64>, started: Instant, bytes: u64, stop: &AtomicBool) {
+    let Some(rate) = rate.filter(|&r| r > 0) else {
+        return;
+    };
+    let due = Duration::from_secs_f64(bytes as f64 / rate as f64);
+    while !stop.load(Ordering::Relaxed) {
+        let el = started.elapsed();
+        if el >= due {
+            return;
+        }
+        std::thread::sleep((due - el).min(Duration::from_millis(100)));
+    }
+}
+
+/// Move one file (relative path `rel`) to the write generation through
+/// the volume's open-file table, so handles open on it share its range
+/// lock while segments move. A file deleted meanwhile is skipped.
+/// `Ok(false)`: halted before the file was done.
+fn rekey_file(
+    w: &Walk,
+    rel: &Path,
+    io: &mut JournalIo,
+    progress: &Progress,
+    halt: &dyn Fn() -> bool,
+    throttle: &dyn Fn(u64),
+) -> Result<bool, String> {
+    let abs = w.root.join(rel);
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
+    let target = w.keys.write_generation();
+    match file_generation(&abs) {
+        Ok(None) => return Ok(true),
+        Ok(Some((g, 0))) if g == target => return Ok(true),
+        Ok(Some(_)) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(err(&e)),
+    }
+    let f = match OpenOptions::new().read(true).write(true).open(&abs) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(err(&e)),
+    };
+    let ino = f.metadata().map_err(|e| err(&e))?.ino();
+    let of = w
+        .files
+        .open_keep_label(f, &w.keys, rel.display().to_string())
+        .map_err(|e| err(&e))?;
+    io.target(ino, rel);
+    let mut moved = false;
+    while !halt() {
+        match of.rekey_step(io).map_err(|e| err(&e))? {
+            Step::Moved { bytes, unreadable } => {
+                moved = true;
+                let done = progress.bytes_done.fetch_add(bytes, Ordering::Relaxed) + bytes;
+                if unreadable > 0 {
+                    progress.unreadable.fetch_add(unreadable, Ordering::Relaxed);
+                    tracing::warn!(
+                        "{}: rekey left {unreadable} unreadable block(s) as they were",
+                        rel.display()
+                    );
+                }
+                io.event(Event::Segment);
+                throttle(done);
+            }
+            Step::Done => {
+                if moved {
+                    progress.files_moved.fetch_add(1, Ordering::Relaxed);
+                }
+                io.event(Event::File);
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+impl From<Stage> for Event {
+    fn from(s: Stage) -> Self {
+        match s {
+            Stage::Saved => Event::Saved,
+            Stage::DataWritten => Event::DataWritten,
+        }
+    }
+}

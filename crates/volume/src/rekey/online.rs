@@ -1,0 +1,286 @@
+//! The rekey of a mounted volume (FORMAT.md 10): the daemon moves every
+//! file to the new key generation on a thread of its own while reads and
+//! writes go on; `warpfs rekey` starts it, follows its progress and ends
+//! it through the mount (a virtual extended attribute, see the FUSE layer).
+
+use super::{run_walk, Progress, RekeyOptions, Walk};
+use crate::Volume;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// What `warpfs rekey` asks the daemon of a mounted volume (the value it
+/// writes to the mount root's `trusted.warpfs.rekey`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `start TARGET JOBS MAX_RATE`: move every file to key generation
+    /// `TARGET` with `JOBS` workers, at most `MAX_RATE` bytes/s (0: no limit).
+    Start {
+        /// The key generation to move to.
+        target: u32,
+        /// Files moved at once.
+        jobs: usize,
+        /// Bytes per second, `None` for no limit.
+        max_rate: Option<u64>,
+    },
+    /// `finish`: the config no longer names the old generation; drop it.
+    Finish,
+}
+
+impl Request {
+    /// The request's text.
+    pub fn encode(&self) -> String {
+        match self {
+            Request::Start { target, jobs, max_rate } => format!("start {target} {jobs} {}", max_rate.unwrap_or(0)),
+            Request::Finish => "finish".into(),
+        }
+    }
+
+    /// Parse a request's text; anything else is an error.
+    pub fn parse(b: &[u8]) -> Result<Self, String> {
+        let t = std::str::from_utf8(b).map_err(|_| "rekey request is not text".to_string())?;
+        let w: Vec<&str> = t.split_ascii_whitespace().collect();
+        let num = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("bad number in rekey request: {s:?}"))
+        };
+        match w.as_slice() {
+            ["finish"] => Ok(Request::Finish),
+            ["start", target, jobs, rate] => Ok(Request::Start {
+                target: u32::try_from(num(target)?).map_err(|_| "key generation out of range".to_string())?,
+                jobs: (num(jobs)?.clamp(1, 256)) as usize,
+                max_rate: Some(num(rate)?).filter(|&r| r > 0),
+            }),
+            _ => Err(format!("unknown rekey request {t:?}")),
+        }
+    }
+}
+
+const RUNNING: u8 = 0;
+const DONE: u8 = 1;
+const FAILED: u8 = 2;
+const STOPPED: u8 = 3;
+
+struct Job {
+    target: u32,
+    progress: Arc<Progress>,
+    state: Arc<AtomicU8>,
+    error: Arc<Mutex<Option<String>>>,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The online rekey's state: none, or one job (running or ended).
+#[derive(Default)]
+pub struct Online {
+    job: Mutex<Option<Job>>,
+    /// The last refused request, for `warpfs rekey` to show.
+    refused: Mutex<Option<String>>,
+}
+
+impl Online {
+    fn job(&self) -> std::sync::MutexGuard<'_, Option<Job>> {
+        self.job.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Volume {
+    /// Start moving every file to key generation `target` in the
+    /// background: the write generation plus one (the config then records
+    /// it as `rekey_target`, which `warpfs rekey` writes first), or the
+    /// write generation itself when the volume was mounted mid-rekey.
+    /// Starting a job that runs or ran for `target` changes nothing, except
+    /// that a failed or stopped one is started again.
+    pub fn rekey_start(&self, target: u32, opts: RekeyOptions) -> Result<(), String> {
+        let r = self.rekey_start_inner(target, opts);
+        if let Err(m) = &r {
+            *self.online.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(m.clone());
+        }
+        r
+    }
+
+    fn rekey_start_inner(&self, target: u32, opts: RekeyOptions) -> Result<(), String> {
+        self.writable()
+            .map_err(|_| "the volume is mounted read-only".to_string())?;
+        let mut job = self.online.job();
+        if let Some(j) = job.as_ref() {
+            if j.target != target {
+                return Err(format!("a rekey to key generation {} is under way", j.target));
+            }
+            if matches!(j.state.load(Ordering::Relaxed), RUNNING | DONE) {
+                return Ok(());
+            }
+        }
+        let write = self.keys.write_generation();
+        if write.checked_add(1) == Some(target) && !self.keys.rekeying() {
+            self.keys.begin_rekey(self.make_cipher(target)?)?;
+            tracing::info!("rekey: new files and moved blocks use key generation {target}");
+        } else if !(write == target && self.keys.rekeying()) {
+            return Err(format!(
+                "cannot rekey to key generation {target}: the volume uses generation {write}{}",
+                if self.keys.rekeying() { " (mid-rekey)" } else { "" }
+            ));
+        }
+        if let Some(mut old) = job.take() {
+            if let Some(h) = old.handle.take() {
+                let _ = h.join();
+            }
+        }
+        let (progress, state) = (Arc::new(Progress::default()), Arc::new(AtomicU8::new(RUNNING)));
+        let (error, stop) = (Arc::new(Mutex::new(None)), Arc::new(AtomicBool::new(false)));
+        let walk = Walk::of(self);
+        let t = (progress.clone(), state.clone(), error.clone(), stop.clone());
+        let started = Instant::now();
+        let handle = std::thread::Builder::new()
+            .name("warpfs-rekey".into())
+            .spawn(move || {
+                let (progress, state, error, stop) = t;
+                let r = run_walk(&walk, &opts, &progress, &stop);
+                let secs = started.elapsed().as_secs_f64();
+                let done = progress.bytes_done.load(Ordering::Relaxed);
+                match r {
+                    Ok(true) => {
+                        tracing::info!(
+                            "rekey: every file uses key generation {target} ({} files moved, {:.1} MiB in {secs:.1} s)",
+                            progress.files_moved.load(Ordering::Relaxed),
+                            done as f64 / 1048576.0
+                        );
+                        state.store(DONE, Ordering::Relaxed);
+                    }
+                    Ok(false) => state.store(STOPPED, Ordering::Relaxed),
+                    Err(m) => {
+                        tracing::error!("rekey stopped: {m}");
+                        *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+                        state.store(FAILED, Ordering::Relaxed);
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the rekey thread: {e}"))?;
+        *job = Some(Job {
+            target,
+            progress,
+            state,
+            error,
+            stop,
+            started,
+            handle: Some(handle),
+        });
+        *self.online.refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// End a finished rekey: the previous key generation is dropped (the
+    /// config no longer names it; `warpfs rekey` rewrote it first).
+    pub fn rekey_finish(&self) -> Result<(), String> {
+        let mut job = self.online.job();
+        match job.as_ref() {
+            Some(j) if j.state.load(Ordering::Relaxed) == DONE => {}
+            Some(_) => return Err("the rekey has not finished".into()),
+            None => return Err("no rekey was started on this mount".into()),
+        }
+        if let Some(mut j) = job.take() {
+            if let Some(h) = j.handle.take() {
+                let _ = h.join();
+            }
+        }
+        self.keys.end_rekey();
+        Ok(())
+    }
+
+    /// Stop a running rekey between two segments and wait for it (at
+    /// unmount). Files stay wholly old, wholly new or half moved with
+    /// their watermark; a later `warpfs rekey` finishes.
+    pub fn rekey_stop(&self) {
+        let mut job = self.online.job();
+        if let Some(j) = job.as_mut() {
+            j.stop.store(true, Ordering::Relaxed);
+            if let Some(h) = j.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    /// The online rekey's state as one JSON object, `None` if none was
+    /// requested on this mount: `state` (running, done, failed, stopped,
+    /// refused), `target`, `files`, `files_total`, `files_moved`, `bytes`,
+    /// `bytes_total`, `unreadable_blocks`, `seconds`, `error`.
+    pub fn rekey_status(&self) -> Option<String> {
+        let job = self.online.job();
+        let refused = self.online.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(j) = job.as_ref() else {
+            return refused.map(|m| serde_json::json!({ "state": "refused", "error": m }).to_string());
+        };
+        let state = match j.state.load(Ordering::Relaxed) {
+            RUNNING => "running",
+            DONE => "done",
+            FAILED => "failed",
+            _ => "stopped",
+        };
+        let p = &j.progress;
+        let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let error = j.error.lock().unwrap_or_else(|e| e.into_inner()).clone().or(refused);
+        Some(
+            serde_json::json!({
+                "state": state,
+                "target": j.target,
+                "files": l(&p.files_done),
+                "files_total": l(&p.files_total),
+                "files_moved": l(&p.files_moved),
+                "bytes": l(&p.bytes_done),
+                "bytes_total": l(&p.bytes_total),
+                "unreadable_blocks": l(&p.unreadable),
+                "seconds": j.started.elapsed().as_secs_f64(),
+                "error": error,
+            })
+            .to_string(),
+        )
+    }
+}
+
+impl Drop for Online {
+    fn drop(&mut self) {
+        if let Some(j) = self.job.get_mut().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            j.stop.store(true, Ordering::Relaxed);
+            if let Some(h) = j.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_garbage_is_refused() {
+        for r in [
+            Request::Finish,
+            Request::Start {
+                target: 3,
+                jobs: 2,
+                max_rate: None,
+            },
+            Request::Start {
+                target: u32::MAX,
+                jobs: 256,
+                max_rate: Some(1 << 20),
+            },
+        ] {
+            assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
+        }
+        for bad in [
+            &b""[..],
+            b"start",
+            b"start 1 2",
+            b"start x 1 0",
+            b"start 4294967296 1 0",
+            b"stop",
+            b"\xff",
+        ] {
+            assert!(Request::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
