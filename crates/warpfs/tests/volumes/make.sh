@@ -15,6 +15,10 @@
 #   FORMAT_VERSION=N     version in the directory name (default 1)
 #   FORCE=1              replace an existing volume (a frozen volume must
 #                        normally never be regenerated)
+#   MIDREKEY=1           make v<VERSION>-midrekey-<MODE> instead: the same
+#                        tree with a `warpfs rekey` killed part way (config
+#                        with a rekey target, files of both key generations,
+#                        one file with a rekey watermark inside it; FORMAT.md 10)
 # Needs root (or fusermount3) and /dev/fuse. Everything is deterministic
 # except the cipher bytes (random keys, IVs, nonces).
 set -euo pipefail
@@ -99,8 +103,37 @@ populate() {
     ln -s "$longfile" "$d/link-to-long"
 }
 
+# midrekey DIR PASSFILE: kill a `warpfs rekey` of DIR at the first segment
+# that leaves both a file wholly at the new generation and a file whose
+# watermark lies inside it (header bytes 28..31 nonzero, more segments after).
+midrekey() {
+    local dir=$1 pw=$2 k f tmp g r moved inside
+    tmp=$(mktemp -d)
+    for k in $(seq 1 60); do
+        rm -rf "$tmp/c" && cp -a "$dir" "$tmp/c"
+        WARPFS_REKEY_KILL=segment:$k "$bin" rekey --jobs 1 --passfile "$pw" "$tmp/c" >/dev/null 2>&1 && die "rekey was not killed"
+        moved=0 inside=0
+        for f in $(find "$tmp/c" -type f ! -name 'warpfs.*' -size +0); do
+            read -r g r < <(od -An -tu4 -j24 -N8 "$f")
+            [[ $g == 1 && $r == 0 ]] && moved=1
+            # Watermark 1 = the nnode only: more data after 64 KiB + a page.
+            [[ $r != 0 && $(stat -c %s "$f") -gt 200000 ]] && inside=1
+        done
+        if ((moved && inside)); then
+            rm -rf "$dir" && mv "$tmp/c" "$dir"
+            # The killed run emptied its journal; an empty one is removed at mount.
+            rm -f "$dir"/warpfs.rekey.undo-*
+            rm -rf "$tmp"
+            return 0
+        fi
+    done
+    rm -rf "$tmp"
+    die "no kill point left a file mid-rekey"
+}
+
 for mode in "${modes[@]}"; do
     out="$here/v$version-$mode"
+    [[ ${MIDREKEY:-} == 1 ]] && out="$here/v$version-midrekey-$mode"
     if [[ -e $out ]]; then
         [[ ${FORCE:-} == 1 ]] || die "$out exists (frozen volumes are not regenerated; FORCE=1 to replace)"
         rm -rf "$out"
@@ -117,6 +150,7 @@ for mode in "${modes[@]}"; do
     sync
     unmount "$mnt"
     sleep 0.5
+    [[ ${MIDREKEY:-} == 1 ]] && midrekey "$out/cipher" "$out/password.txt"
 
     # Check: a fresh mount shows exactly expected/.
     "$bin" mount --passfile "$out/password.txt" --log-file "$log" "$out/cipher" "$mnt"
