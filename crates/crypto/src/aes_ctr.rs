@@ -152,9 +152,20 @@ fn blocks_as_bytes(blocks: &[Block]) -> &[u8] {
     Block::slice_as_flattened(blocks)
 }
 
-/// `dst ^= src` over the common length; written so the compiler vectorises it.
+/// `dst ^= src` over the common length: 512-bit vectors where the CPU has
+/// AVX-512 (the XOR of a ready mask, the whole of a `ctr` read's crypto),
+/// else a loop the compiler vectorises.
 #[inline]
 pub fn xor_in_place(dst: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if dst.len().min(src.len()) >= 256 && crate::simd::has_vaes512() {
+        return crate::simd::xor::xor_in_place(dst, src);
+    }
+    xor_portable(dst, src);
+}
+
+/// [`xor_in_place`] without the AVX-512 path.
+pub(crate) fn xor_portable(dst: &mut [u8], src: &[u8]) {
     let n = dst.len().min(src.len());
     let (d, s) = (&mut dst[..n], &src[..n]);
     let mut dc = d.chunks_exact_mut(8);

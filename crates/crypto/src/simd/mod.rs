@@ -13,6 +13,7 @@
 
 pub(crate) mod aes;
 pub(crate) mod ghash;
+pub(crate) mod xor;
 
 use std::sync::OnceLock;
 
