@@ -893,7 +893,11 @@ fn on_demand_masks_go_straight_into_the_buffer_every_time() {
     e.apply(&c, &t, &mut p, 4100).unwrap();
     assert_eq!(p, reference(&raw, &nonce_of(9), 1, 4100, 100));
     let s = e.stats();
-    assert_eq!((s.applies, s.inline, s.ready_hits, s.made_by_workers), (3, 3, 0, 0), "{s}");
+    assert_eq!(
+        (s.applies, s.inline, s.ready_hits, s.made_by_workers),
+        (3, 3, 0, 0),
+        "{s}"
+    );
     drop(c);
     assert_eq!(e.stats().wasted, 0);
     // A stale ticket still touches nothing.
@@ -903,4 +907,49 @@ fn on_demand_masks_go_straight_into_the_buffer_every_time() {
     let mut z = vec![0u8; 32];
     assert_eq!(e.apply(&c, &t1, &mut z, 0), Err(EngineError::Redefined));
     assert_eq!(z, vec![0u8; 32]);
+}
+
+/// A cpu-like backend whose masks take long (a worker that lost its CPU).
+struct SlowBackend(std::time::Duration);
+
+impl Backend for SlowBackend {
+    fn name(&self) -> String {
+        "slow cpu (test)".into()
+    }
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        std::thread::sleep(self.0);
+        CpuBackend.make(jobs);
+    }
+}
+
+#[test]
+fn apply_makes_the_bytes_itself_when_a_worker_is_slow() {
+    let e = Engine::with_backend(
+        EngineConfig {
+            threads: 1,
+            ..EngineConfig::default()
+        },
+        Box::new(SlowBackend(std::time::Duration::from_millis(300))),
+    )
+    .unwrap();
+    let raw = [0x4au8; 16];
+    let k = e.add_raw_key(&raw).unwrap();
+    let c = e.context();
+    let t = e.define(&c, k, &nonce_of(3), PRIORITY_HIGHEST).unwrap();
+    // Wait until the worker has claimed it (no timing is asserted).
+    while e.ctx_info(&c).state != CtxState::Making {
+        std::thread::yield_now();
+    }
+    let mut buf = vec![0u8; 4096];
+    e.apply(&c, &t, &mut buf, 16).unwrap();
+    assert_eq!(buf, reference(&raw, &nonce_of(3), 1, 16, 4096));
+    let s = e.stats();
+    assert_eq!((s.applies, s.inline, s.ready_hits), (1, 1, 0), "{s}");
+    // The worker's mask still lands in the context, for later applies.
+    e.quiesce();
+    let info = e.ctx_info(&c);
+    assert_eq!((info.state, info.made_by_worker), (CtxState::Ready, true));
+    let mut again = vec![0u8; 4096];
+    e.apply(&c, &t, &mut again, 16).unwrap();
+    assert_eq!(again, buf);
 }
