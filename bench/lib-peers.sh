@@ -18,12 +18,22 @@ declare -A PID=() VERSION=()
 # the benchmark (the EXIT trap then unmounts and kills it).
 t() { timeout -k 5 120 "$@"; }
 
-# Pinning (taskset): fio on CPU $FIO_CPU (default 0), each daemon with all
-# its threads on $FS_CPUS (default 1; 0 on a 1-CPU machine). Sets NCPU too.
+# Pinning (taskset): fio on CPU $FIO_CPU (default 0), each daemon on
+# $FS_CPUS (default 1; 0 on a 1-CPU machine); the keystream workers of the
+# warpfs-specon peer on $ENGINE_CPUS (`--engine-cpus`; default: $FIO_CPU on
+# a machine with 2+ CPUs, i.e. the core the client leaves idle while it
+# waits for FUSE; ENGINE_CPUS=none keeps them with the FUSE threads). Sets
+# NCPU too.
 pin_setup() {
     NCPU=$(nproc)
     FIO_CPU="${FIO_CPU:-0}"
     if ((NCPU > 1)); then FS_CPUS="${FS_CPUS:-1}"; else FS_CPUS="${FS_CPUS:-0}"; fi
+    if [[ ${ENGINE_CPUS:-} == none ]]; then
+        ENGINE_CPUS=""
+    elif [[ -z ${ENGINE_CPUS:-} ]] && ((NCPU > 1)); then
+        ENGINE_CPUS="$FIO_CPU"
+    fi
+    export ENGINE_CPUS
     # shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
     PIN=(taskset -c "$FS_CPUS")
     FIO_PIN=(taskset -c "$FIO_CPU")

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # bench/spec-fio.sh — the speculation benchmark of issue 3: fio on tmpfs at
-# 4/64/128 KiB, seq and rand, read and write, with warpfs speculation on vs
-# off vs gocryptfs vs warpfs's no-crypto ceiling, side by side in one run,
-# with the engine's hit rate per job (from `warpfs stats --json MOUNTPOINT`).
+# 4/64/128 KiB, seq and rand, read and write, with warpfs speculation on
+# (keystream workers on the client's otherwise idle CPU, and, as before,
+# sharing the daemon's CPU) vs off vs gocryptfs vs warpfs's no-crypto
+# ceiling, side by side in one run, with the engine's hit rate per job (from
+# `warpfs stats --json MOUNTPOINT`).
 #
-#   sudo bash bench/spec-fio.sh [--quick] [--runtime S] [--reps N] [--size-mib M]
-#                               [--peers warpfs-specon,warpfs-specoff,gocryptfs,warpfs-nocrypto]
+#   sudo bash bench/spec-fio.sh [--mode gcm|ctr] [--quick] [--runtime S] [--reps N] [--size-mib M]
+#                               [--peers warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto]
 #                               [--jobs seqread-128k,...] [--out DIR]
 #   bash bench/spec-fio.sh --render bench/results/spec-fio.json     (redo the .md)
 #
-# Per peer: a tmpfs backing dir, a new volume (warpfs: gcm), a mount, a round
+# --mode: the warpfs volumes' content mode (default gcm, the default of
+# `warpfs init`; ctr is the paper's mode: a read with its mask ready is an
+# XOR only). gocryptfs is AES-256-GCM either way. Output names:
+# spec-fio.{json,md} for gcm, spec-fio-ctr.{json,md} for ctr.
+# Per peer: a tmpfs backing dir, a new volume (warpfs: --mode), a mount, a round
 # trip check (4 MiB random data back after remount + cold cache; crypto
 # peers: a plaintext marker must not appear in the backing dir), a read file
 # of --size-mib. Jobs (fio psync, iodepth 1, one job, direct=0, time based):
@@ -17,16 +23,20 @@
 #   seqwrite-{4k,64k,128k} to a new file (end_fsync=1);
 #   randwrite-{4k,64k,128k} in place over the read file (end_fsync=1).
 # Before every job: unmount, drop caches, mount (reads reach the daemon).
-# Repetitions interleave the peers. Pinning as bench/quick-fio.sh: fio on
-# CPU $FIO_CPU (default 0), each daemon with all its threads (FUSE threads
-# and keystream workers) on $FS_CPUS (default 1).
+# Repetitions interleave the peers. Pinning: fio on CPU $FIO_CPU (default 0),
+# each daemon on $FS_CPUS (default 1) with taskset; warpfs-specon's keystream
+# workers on $ENGINE_CPUS (`--engine-cpus`, default $FIO_CPU: the technique's
+# premise, masks made on a core the file system's threads leave idle; fio
+# mostly waits for FUSE on reads), warpfs-specon-shared's on $FS_CPUS with
+# the FUSE threads (the placement of earlier runs). ENGINE_CPUS=none puts
+# warpfs-specon's there too.
 # Hit rate (warpfs peers with an engine): over the job, ready hits / applies
 # (applies = masks taken from a context: ready, waited for, or made inline
 # because no worker had started them); "direct" counts blocks decrypted on
 # the FUSE thread without a context (small random reads, by design).
-# Defaults: 1 rep x 10 s x 12 jobs x 4 peers, about 12-14 minutes on 2 cores;
-# --quick: 3 s per job, 256 MiB file, about 5 minutes.
-# Output: --out (default bench/results)/spec-fio.json and spec-fio.md; raw
+# Defaults: 1 rep x 10 s x 12 jobs x 5 peers, about 15-18 minutes on 2 cores;
+# --quick: 3 s per job, 256 MiB file, about 6 minutes.
+# Output: --out (default bench/results)/spec-fio[-ctr].json and .md; raw
 # fio JSON and daemon logs in target/bench/spec-fio-raw/. The daemon logs
 # are searched for panics, which are listed in the results.
 set -euo pipefail
@@ -42,7 +52,8 @@ render_md() {
         def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
                            else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         .results as $r
-        | ["warpfs-specon", "warpfs-specoff", "gocryptfs", "warpfs-nocrypto"] as $order
+        | (.settings.mode // "gcm") as $mode
+        | ["warpfs-specon", "warpfs-specon-shared", "warpfs-specoff", "gocryptfs", "warpfs-nocrypto"] as $order
         | ($r | map(.peer) | unique) as $all
         | ($order | map(select(. as $p | $all | index($p)))) as $peers
         | ($r | map(.job) | unique) as $jobs0
@@ -51,43 +62,59 @@ render_md() {
            | map(select(. as $j | $jobs0 | index($j)))) as $jobs
         | def cell($p; $j): ($r | map(select(.peer == $p and .job == $j)) | .[0]);
           def med($p; $j): (cell($p; $j) | if . == null then null else (.mib_s | median) end);
-          "# spec-fio: speculation on vs off vs gocryptfs vs the no-crypto ceiling\n",
+          def ratio($a; $b): if $a != null and $b != null and $b > 0 then ($a / $b * 100 | round / 100 | tostring) else "–" end;
+          def hit($c): if $c == null or $c.engine == null then "–"
+                       else ($c.engine | map(.hit_rate) | median | pct) + " (\($c.engine | map(.direct) | median) direct)" end;
+          "# spec-fio (\($mode)): speculation on vs off vs gocryptfs vs the no-crypto ceiling\n",
           "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes)",
           "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (other work on a shared machine makes the numbers noisy)",
-          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job · fio on CPU \(.settings.pinning.fio_cpu), daemon (all threads) on CPU \(.settings.pinning.daemon_cpus)\n",
-          "MiB/s, median of the repetitions; hit = engine ready hits / applies over the job (speculation on), in brackets the blocks decrypted directly without a context.\n",
-          "| job | " + ($peers | join(" | ")) + " | on/off | on/ceiling | hit (on) |",
-          "|---|" + ($peers | map("---:") | join("|")) + "|---:|---:|---:|",
+          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · warpfs volumes in \($mode) · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job\n",
+          "Placement (taskset): fio on CPU \(.settings.pinning.fio_cpu); every daemon on CPU \(.settings.pinning.daemon_cpus) (FUSE threads); "
+            + "keystream workers of warpfs-specon "
+            + ((.settings.pinning.engine_cpus // "") | if . == "" then "with them (no --engine-cpus)" else "on CPU \(.) (--engine-cpus \(.))" end) + ", "
+            + "those of warpfs-specon-shared on the daemon CPU with the FUSE threads (the placement of earlier runs). "
+            + "Making masks on a core the threads of the file system leave idle is the premise of the technique.\n",
+          "MiB/s, median of the repetitions; on = warpfs-specon; hit = engine ready hits / applies over the job, in brackets the blocks decrypted directly without a context.\n",
+          "| job | " + ($peers | join(" | ")) + " | on/off | on/ceiling | on/gocryptfs | hit (on) | hit (shared) |",
+          "|---|" + ($peers | map("---:") | join("|")) + "|---:|---:|---:|---:|---:|",
           ($jobs[] as $j
            | (med("warpfs-specon"; $j)) as $on | (med("warpfs-specoff"; $j)) as $off | (med("warpfs-nocrypto"; $j)) as $ceil
-           | (cell("warpfs-specon"; $j)) as $c
+           | (med("gocryptfs"; $j)) as $go
            | "| \($j) | "
              + ($peers | map(med(.; $j) | r1) | join(" | "))
-             + " | " + (if $on != null and $off != null and $off > 0 then ($on / $off * 100 | round / 100 | tostring) else "–" end)
-             + " | " + (if $on != null and $ceil != null and $ceil > 0 then ($on / $ceil * 100 | round / 100 | tostring) else "–" end)
-             + " | " + (if $c == null or $c.engine == null then "–"
-                        else ($c.engine | map(.hit_rate) | median | pct) + " (\($c.engine | map(.direct) | median) direct)" end)
+             + " | " + ratio($on; $off) + " | " + ratio($on; $ceil) + " | " + ratio($on; $go)
+             + " | " + hit(cell("warpfs-specon"; $j)) + " | " + hit(cell("warpfs-specon-shared"; $j))
              + " |"),
-          "\nEngine counters per job (speculation on, last repetition): applies / ready hits / waits / inline / direct.\n",
+          "\nEngine counters per job (warpfs-specon, last repetition): applies / ready hits / waits / inline / direct; CPUs of the workers.\n",
           ($jobs[] as $j | cell("warpfs-specon"; $j) | select(. != null and .engine != null) | .engine[-1]
-           | "- \($j): \(.applies) / \(.ready_hits) / \(.waits) / \(.inline) / \(.direct)"),
+           | "- \($j): \(.applies) / \(.ready_hits) / \(.waits) / \(.inline) / \(.direct); CPUs \(.worker_cpus // [] | map(tostring) | join(","))"),
           "\nVersions: " + ([.results[] | "\(.peer): \(.version)"] | unique | join("; ")) + ".",
           (if (.panics | length) > 0 then "\nPanics in daemon logs:\n" + (.panics | map("- " + .) | join("\n"))
            else "\nNo panic in any daemon log." end)
       ' "$1" >"$2"
 }
 
-PEERS="warpfs-specon,warpfs-specoff,gocryptfs,warpfs-nocrypto" REPS=1 RUNTIME=10 SIZE_MIB=1024
-OUT="$BENCH/results" RENDER="" JOBS=""
+PEERS="warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto" REPS=1 RUNTIME=10 SIZE_MIB=1024
+OUT="$BENCH/results" RENDER="" JOBS="" MODE="gcm"
 while (($#)); do
     case "$1" in
     --jobs) JOBS="$2"; shift 2 ;;
+    --mode)
+        MODE="$2"
+        [[ $MODE == gcm || $MODE == ctr ]] || wf_die "--mode is gcm or ctr"
+        shift 2
+        ;;
     --quick) RUNTIME=3 SIZE_MIB=256; shift ;;
     *) parse_common "$@"; shift "$NARGS" ;;
     esac
 done
 
 [[ -z $RENDER ]] || render_only "$RENDER"
+
+# The warpfs peers (and the no-crypto ceiling) init their volumes in MODE.
+export WARPFS_MODE="$MODE"
+NAME="spec-fio"
+[[ $MODE == gcm ]] || NAME="spec-fio-$MODE"
 
 preflight "tmpfs mounts, drop_caches, warpfs stats"
 
@@ -104,15 +131,17 @@ for j in "${ALL_JOBS[@]}"; do
     if [[ -z $JOBS || ",$JOBS," == *",${j%% *},"* ]]; then JOBLIST+=("$j"); fi
 done
 ((${#JOBLIST[@]})) || wf_die "no job selected"
-wf_log "peers: ${ACTIVE[*]}; ${#JOBLIST[@]} jobs x ${REPS} rep(s) x ${RUNTIME}s; file ${SIZE_MIB} MiB;" \
-    "fio on CPU $FIO_CPU, daemons on CPU(s) $FS_CPUS"
+wf_log "peers: ${ACTIVE[*]}; mode $MODE; ${#JOBLIST[@]} jobs x ${REPS} rep(s) x ${RUNTIME}s; file ${SIZE_MIB} MiB;" \
+    "fio on CPU $FIO_CPU, daemons on CPU(s) $FS_CPUS, warpfs-specon's keystream workers on CPU(s) ${ENGINE_CPUS:-$FS_CPUS}"
 
 work_setup spec
 
 # Engine counters of a warpfs mount as JSON, or "null" (no engine / not warpfs).
 engine_stats() {
     case "$1" in
-    warpfs-specon | warpfs-specoff) t "$WARPFS_PEER_BIN" stats --json "$WORK/$1/mnt" 2>/dev/null || echo null ;;
+    warpfs-specon | warpfs-specon-shared | warpfs-specoff)
+        t "$WARPFS_PEER_BIN" stats --json "$WORK/$1/mnt" 2>/dev/null || echo null
+        ;;
     *) echo null ;;
     esac
 }
@@ -147,7 +176,8 @@ one_job() {
              waits: ($s1.waits - $s0.waits), wait_ms: (($s1.wait_ns - $s0.wait_ns) / 1e6 | round),
              inline: ($s1.inline - $s0.inline), direct: ($s1.direct - $s0.direct),
              made_by_workers: ($s1.made_by_workers - $s0.made_by_workers),
-             wasted: ($s1.wasted - $s0.wasted), speculation: $s1.speculation, threads: $s1.threads}
+             wasted: ($s1.wasted - $s0.wasted), speculation: $s1.speculation, threads: $s1.threads,
+             worker_cpus: ($s1.worker_cpus // [])}
             | .hit_rate = (if .applies > 0 then .ready_hits / .applies else null end)) end)}' >>"$ROWS"
     line="$(tail -n 1 "$ROWS")"
     printf '[spec-fio] rep %d/%d %-14s %-16s %8.1f MiB/s  hit %s  (daemon CPU %ss)\n' "$rep" "$REPS" "$jname" "$p" \
@@ -175,7 +205,8 @@ jq -s \
     --argjson aes "$(flag aes)" --argjson vaes "$(flag vaes)" \
     --arg commit "$GIT_COMMIT" --argjson dirty "$GIT_DIRTY" --arg fio "$(fio --version)" \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
-    --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --argjson versions "$VERSIONS_JSON" \
+    --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --arg engine_cpus "$ENGINE_CPUS" --arg mode "$MODE" \
+    --argjson versions "$VERSIONS_JSON" \
     --rawfile panics "$PANICS" '
     . as $rows | {
         benchmark: "spec-fio", date: $date,
@@ -183,15 +214,17 @@ jq -s \
                   cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
         settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
-                   ioengine: "psync", iodepth: 1, direct: 0, mode: "gcm",
+                   ioengine: "psync", iodepth: 1, direct: 0, mode: $mode,
                    cold_cache: "unmount + drop_caches + mount before every job",
-                   pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset"}},
+                   pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset",
+                             engine_cpus: $engine_cpus,
+                             engine_cpus_of: "warpfs-specon (--engine-cpus; empty: the daemon'"'"'s CPUs); warpfs-specon-shared: the daemon'"'"'s CPUs"}},
         panics: ($panics | split("\n") | map(select(length > 0))),
         results: ($rows | group_by([.peer, .job]) | map({
             peer: .[0].peer, version: $versions[.[0].peer], job: .[0].job, rw: .[0].rw, bs: .[0].bs,
             mib_s: map(.mib_s), daemon_cpu_s: map(.daemon_cpu_s),
             engine: (if .[0].engine == null then null else map(.engine) end)}))
-    }' "$ROWS" >"$OUT/spec-fio.json"
-render_md "$OUT/spec-fio.json" "$OUT/spec-fio.md"
-cat "$OUT/spec-fio.md"
-wf_log "wrote ${OUT#"$WF_REPO"/}/spec-fio.json and spec-fio.md"
+    }' "$ROWS" >"$OUT/$NAME.json"
+render_md "$OUT/$NAME.json" "$OUT/$NAME.md"
+cat "$OUT/$NAME.md"
+wf_log "wrote ${OUT#"$WF_REPO"/}/$NAME.json and $NAME.md"

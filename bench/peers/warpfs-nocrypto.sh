@@ -5,6 +5,10 @@
 #   WARPFS_NOCRYPTO_BIN   path of that build (peer skipped, with a note, if unset)
 # WARPFS_MODE and WARPFS_MOUNT_ARGS apply as for the warpfs peer. Functions
 # are prefixed warpfs_nocrypto_ (the peer name with - turned into _).
+# Mounted with --speculation off: with no cipher, masks made ahead are never
+# used, and worker threads making them would only take CPU from the FUSE
+# threads (or, placed elsewhere, from the client), lowering the ceiling.
+# The read windows and the write pool still run (on demand), as in warpfs.
 
 # shellcheck disable=SC2034 # PEER_SKIP_REASON is read by the harness
 warpfs_nocrypto_available() {
@@ -28,7 +32,7 @@ warpfs_nocrypto_available() {
 warpfs_nocrypto_version() {
     local v
     v="$("$WARPFS_NOCRYPTO_BIN" --version 2>/dev/null | head -n 1)" || v=""
-    printf '%s (no-crypto build, %s, WARPFS_NOCRYPTO_BIN=%s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" "$WARPFS_NOCRYPTO_BIN"
+    printf '%s (no-crypto build, %s, --speculation off, WARPFS_NOCRYPTO_BIN=%s)\n' "${v:-warpfs}" "${WARPFS_MODE:-gcm}" "$WARPFS_NOCRYPTO_BIN"
 }
 
 # The cipher is a copy: plaintext in the backing dir is expected.
@@ -40,7 +44,7 @@ warpfs_nocrypto_init() {
 
 warpfs_nocrypto_mount() {
     # shellcheck disable=SC2086 # WARPFS_MOUNT_ARGS is a list of words
-    "${PIN[@]}" "$WARPFS_NOCRYPTO_BIN" mount -f --passfile "$3" ${WARPFS_MOUNT_ARGS:-} \
+    "${PIN[@]}" "$WARPFS_NOCRYPTO_BIN" mount -f --passfile "$3" --speculation off ${WARPFS_MOUNT_ARGS:-} \
         --log-file "$4" "$1" "$2" >>"$4.out" 2>&1 &
     # shellcheck disable=SC2034 # read by the harness
     PEER_PID=$!

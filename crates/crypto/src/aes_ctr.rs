@@ -1,5 +1,8 @@
 //! AES counter-mode keystream ("masks") with the NIST GCM counter layout:
-//! counter block = 96-bit nonce ‖ 32-bit big-endian block counter.
+//! counter block = 96-bit nonce ‖ 32-bit big-endian block counter. On CPUs
+//! with VAES-512 the keystream is made by `simd::aes` (counter blocks in
+//! registers, written or XORed straight into the caller's buffer); elsewhere
+//! by the `aes` crate's `encrypt_blocks` over counter blocks on the stack.
 
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::{Aes128, Aes256, Block};
@@ -19,12 +22,21 @@ enum Cipher {
     Aes256(Aes256),
 }
 
+/// Both expansions of one key: the `aes` crate's (ECB, and CTR without
+/// VAES) and, where the CPU has VAES-512, ours for the CTR kernel.
+#[derive(Clone)]
+struct Keys {
+    cipher: Cipher,
+    #[cfg(target_arch = "x86_64")]
+    fast: Option<crate::simd::aes::RoundKeys>,
+}
+
 /// An expanded AES key used for content. Locked in RAM and zeroized on
-/// drop (`Locked`; the `aes` crate's `zeroize` feature also clears the
-/// round keys).
+/// drop (`Locked` overwrites both expansions; the `aes` crate's `zeroize`
+/// feature also clears its round keys).
 #[derive(Clone)]
 pub struct ContentKey {
-    cipher: crate::locked::Locked<Cipher>,
+    keys: crate::locked::Locked<Keys>,
 }
 
 impl std::fmt::Debug for ContentKey {
@@ -42,13 +54,30 @@ impl ContentKey {
             _ => return Err(crate::keys::KeyLengthError),
         };
         Ok(Self {
-            cipher: crate::locked::Locked::new(cipher),
+            keys: crate::locked::Locked::new(Keys {
+                cipher,
+                #[cfg(target_arch = "x86_64")]
+                fast: crate::simd::aes::RoundKeys::new(key),
+            }),
         })
+    }
+
+    /// Whether the keystream runs on the VAES-512 kernel (else the `aes`
+    /// crate's `encrypt_blocks`).
+    pub fn is_vaes(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.keys.fast.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 
     /// Key size in bits.
     pub fn bits(&self) -> u32 {
-        match *self.cipher {
+        match self.keys.cipher {
             Cipher::Aes128(_) => 128,
             Cipher::Aes256(_) => 256,
         }
@@ -57,7 +86,7 @@ impl ContentKey {
     /// Encrypt blocks in place (ECB); the building block of every mask.
     #[inline]
     pub fn encrypt_blocks(&self, blocks: &mut [Block]) {
-        match &*self.cipher {
+        match &self.keys.cipher {
             Cipher::Aes128(c) => c.encrypt_blocks(blocks),
             Cipher::Aes256(c) => c.encrypt_blocks(blocks),
         }
@@ -73,13 +102,32 @@ impl ContentKey {
     /// Write the keystream for `nonce`, starting at block counter `counter`,
     /// into `out` (any length; a partial last block is truncated).
     pub fn keystream(&self, nonce: &Nonce, counter: u32, out: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.keys.fast {
+            return crate::simd::aes::ctr(k, nonce, counter, out, false);
+        }
         self.walk(nonce, counter, out, |dst, ks| dst.copy_from_slice(ks));
     }
 
     /// XOR the keystream for `nonce`, starting at block counter `counter`,
     /// into `buf`. Encryption and decryption are the same operation.
     pub fn xor_keystream(&self, nonce: &Nonce, counter: u32, buf: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.keys.fast {
+            return crate::simd::aes::ctr(k, nonce, counter, buf, true);
+        }
         self.walk(nonce, counter, buf, xor_in_place);
+    }
+
+    /// [`keystream`](Self::keystream) / [`xor_keystream`](Self::xor_keystream)
+    /// on the portable path only (the `aes` crate), whatever the CPU has:
+    /// the reference the fast kernel is tested and measured against.
+    pub fn keystream_portable(&self, nonce: &Nonce, counter: u32, buf: &mut [u8], xor: bool) {
+        if xor {
+            self.walk(nonce, counter, buf, xor_in_place);
+        } else {
+            self.walk(nonce, counter, buf, |dst, ks| dst.copy_from_slice(ks));
+        }
     }
 
     fn walk(&self, nonce: &Nonce, counter: u32, buf: &mut [u8], mut f: impl FnMut(&mut [u8], &[u8])) {
@@ -104,9 +152,20 @@ fn blocks_as_bytes(blocks: &[Block]) -> &[u8] {
     Block::slice_as_flattened(blocks)
 }
 
-/// `dst ^= src` over the common length; written so the compiler vectorises it.
+/// `dst ^= src` over the common length: 512-bit vectors where the CPU has
+/// AVX-512 (the XOR of a ready mask, the whole of a `ctr` read's crypto),
+/// else a loop the compiler vectorises.
 #[inline]
 pub fn xor_in_place(dst: &mut [u8], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if dst.len().min(src.len()) >= 256 && crate::simd::has_vaes512() {
+        return crate::simd::xor::xor_in_place(dst, src);
+    }
+    xor_portable(dst, src);
+}
+
+/// [`xor_in_place`] without the AVX-512 path.
+pub(crate) fn xor_portable(dst: &mut [u8], src: &[u8]) {
     let n = dst.len().min(src.len());
     let (d, s) = (&mut dst[..n], &src[..n]);
     let mut dc = d.chunks_exact_mut(8);
@@ -168,6 +227,44 @@ mod tests {
         let mut odd = vec![0u8; 1001];
         k.keystream(&n, 1, &mut odd);
         assert_eq!(&odd[..], &a[..1001]);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// The key's keystream (VAES kernel where the CPU has it) equals the
+        /// definition: counter blocks nonce ‖ BE32(counter + i), wrapping,
+        /// each encrypted with the `aes` crate; for any length and counter.
+        #[test]
+        fn keystream_equals_the_counter_block_definition(
+            long in proptest::bool::ANY,
+            key in proptest::collection::vec(0u8.., 32),
+            nonce in proptest::array::uniform12(0u8..),
+            counter in proptest::prop_oneof![0u32..8, (u32::MAX - 300)..=u32::MAX, proptest::num::u32::ANY],
+            data in proptest::collection::vec(0u8.., 0..4200),
+        ) {
+            let key = if long { &key[..] } else { &key[..16] };
+            let k = ContentKey::new(key).unwrap();
+            let mut want_ks = vec![0u8; data.len()];
+            let mut ctr = counter;
+            for chunk in want_ks.chunks_mut(16) {
+                let mut b = [0u8; 16];
+                b[..12].copy_from_slice(&nonce);
+                b[12..].copy_from_slice(&ctr.to_be_bytes());
+                k.encrypt_block(&mut b);
+                chunk.copy_from_slice(&b[..chunk.len()]);
+                ctr = ctr.wrapping_add(1);
+            }
+            let mut ks = vec![0u8; data.len()];
+            k.keystream(&nonce, counter, &mut ks);
+            proptest::prop_assert_eq!(&ks, &want_ks);
+            let mut x = data.clone();
+            k.xor_keystream(&nonce, counter, &mut x);
+            let want_x: Vec<u8> = data.iter().zip(&want_ks).map(|(a, b)| a ^ b).collect();
+            proptest::prop_assert_eq!(&x, &want_x);
+            let mut p = data.clone();
+            k.keystream_portable(&nonce, counter, &mut p, true);
+            proptest::prop_assert_eq!(&p, &want_x);
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! GCM tags over our own counter-mode output: tag = GHASH_H(A, C) ⊕ E(J0),
 //! with H = E(0^128) and J0 = nonce ‖ 0x00000001 (NIST SP 800-38D, 96-bit IV).
 //! Data keystream starts at counter 2, so the result is standard AES-GCM.
+//! GHASH runs on the VPCLMULQDQ-512 kernel (`simd::ghash`) where the CPU has
+//! it, else on the `ghash` crate.
 
 use crate::aes_ctr::{ContentKey, Nonce};
 use ghash::universal_hash::UniversalHash;
@@ -18,6 +20,9 @@ pub const DATA_COUNTER: u32 = 2;
 #[derive(Clone)]
 pub struct GcmTagger {
     ghash: GHash,
+    /// The powers of H for the wide kernel (key material: locked, zeroed on drop).
+    #[cfg(target_arch = "x86_64")]
+    fast: Option<crate::locked::Locked<crate::simd::ghash::GhashKey>>,
 }
 
 impl GcmTagger {
@@ -26,8 +31,26 @@ impl GcmTagger {
         let mut h = [0u8; 16];
         key.encrypt_block(&mut h);
         let ghash = GHash::new(&h.into());
-        h.fill(0);
-        Self { ghash }
+        #[cfg(target_arch = "x86_64")]
+        let fast = crate::simd::ghash::GhashKey::new(&h).map(crate::locked::Locked::new);
+        zeroize::Zeroize::zeroize(&mut h);
+        Self {
+            ghash,
+            #[cfg(target_arch = "x86_64")]
+            fast,
+        }
+    }
+
+    /// Whether GHASH runs on the VPCLMULQDQ-512 kernel (else the `ghash` crate).
+    pub fn is_vpclmul(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.fast.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 
     /// The GCM tag of `ciphertext` with associated data `aad`, given the tag
@@ -45,6 +68,16 @@ impl GcmTagger {
     /// the XOR with E(J0). Lets a caller hash the ciphertext first and
     /// decrypt in place afterwards: tag = S ⊕ E(J0).
     pub fn ghash(&self, aad: &[u8], ciphertext: &[u8]) -> [u8; 16] {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.fast {
+            return k.ghash(aad, ciphertext);
+        }
+        self.ghash_portable(aad, ciphertext)
+    }
+
+    /// [`ghash`](Self::ghash) on the `ghash` crate whatever the CPU has: the
+    /// reference the fast kernel is tested and measured against.
+    pub fn ghash_portable(&self, aad: &[u8], ciphertext: &[u8]) -> [u8; 16] {
         let mut g = self.ghash.clone();
         g.update_padded(aad);
         g.update_padded(ciphertext);

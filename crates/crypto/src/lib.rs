@@ -11,6 +11,8 @@ pub mod locked;
 pub mod names;
 pub mod rand;
 pub mod seal;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 pub mod wrap;
 pub mod xts;
 

@@ -1,7 +1,9 @@
 //! The AES part of mask making: keystream from a (key, nonce, counter) with
 //! the NIST counter layout (counter block = nonce(12) ‖ u32 big-endian
-//! counter, wrapping like GCM's inc32), on AES-NI/VAES through the `aes` 0.9
-//! crate, or on a software AES chosen at run time.
+//! counter, wrapping like GCM's inc32), on warpfs-crypto's VAES-512 kernel
+//! (counter blocks in registers, the mask written in place) when the CPU
+//! has it, else on AES-NI through the `aes` 0.9 crate, or on a software AES
+//! chosen at run time.
 //!
 //! Why two crates: `aes` 0.9 selects its portable backend only at compile
 //! time (`RUSTFLAGS='--cfg aes_backend="soft"'`, which then applies to the
@@ -34,8 +36,12 @@ enum Soft {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 enum Inner {
-    /// `aes` 0.9: AES-NI / VAES detected at run time (software if absent).
+    /// warpfs-crypto's `ContentKey`: its VAES-512 kernel when the CPU has
+    /// it, else `aes` 0.9 (AES-NI detected at run time, software if absent).
     Hw(ContentKey),
+    /// The same key on the `aes` 0.9 crate's `encrypt_blocks` only, even
+    /// where the kernel could run: the baseline the benchmarks compare with.
+    AesCrate(ContentKey),
     /// Forced software AES (`aes` 0.7, `force-soft`).
     /// On locked pages, zeroed on drop (aes 0.7 has no zeroize of its own).
     Soft(warpfs_crypto::Locked<Soft>),
@@ -64,6 +70,17 @@ impl MaskCipher {
             inner: Inner::Hw(key),
             raw: None,
         }
+    }
+
+    /// Expand a raw 16- or 32-byte key on the `aes` 0.9 crate's
+    /// `encrypt_blocks` only (never the VAES kernel), for benchmarks that
+    /// compare the two.
+    pub fn new_aes_crate(raw: &[u8]) -> Result<Self, EngineError> {
+        let k = ContentKey::new(raw).map_err(|_| EngineError::KeyLength)?;
+        Ok(Self {
+            inner: Inner::AesCrate(k),
+            raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+        })
     }
 
     /// Expand a raw 16- or 32-byte key, on the forced software AES when
@@ -96,7 +113,7 @@ impl MaskCipher {
     /// Key size in bits (128 or 256).
     pub fn bits(&self) -> u32 {
         match &self.inner {
-            Inner::Hw(k) => k.bits(),
+            Inner::Hw(k) | Inner::AesCrate(k) => k.bits(),
             Inner::Soft(s) => match **s {
                 Soft::A128(_) => 128,
                 Soft::A256(_) => 256,
@@ -113,8 +130,11 @@ impl MaskCipher {
     pub fn implementation(&self) -> &'static str {
         match &self.inner {
             Inner::Soft(_) => "software (aes 0.7 fixslice, forced)",
-            Inner::Hw(_) if aes::hardware_accelerated() => "aes-ni/vaes (aes 0.9)",
-            Inner::Hw(_) => "software (aes 0.9, no AES-NI on this CPU or --cfg aes_backend=\"soft\")",
+            Inner::Hw(k) if k.is_vaes() => "vaes-512 kernel (warpfs-crypto)",
+            Inner::Hw(_) | Inner::AesCrate(_) if aes::hardware_accelerated() => "aes-ni/vaes (aes 0.9 encrypt_blocks)",
+            Inner::Hw(_) | Inner::AesCrate(_) => {
+                "software (aes 0.9, no AES-NI on this CPU or --cfg aes_backend=\"soft\")"
+            }
         }
     }
 
@@ -122,7 +142,8 @@ impl MaskCipher {
     /// `out` (any length; a partial last block is cut).
     pub fn fill(&self, nonce: &Nonce, counter: u32, out: &mut [u8]) {
         match &self.inner {
-            Inner::Hw(k) => hw_fill(k, nonce, counter, out),
+            Inner::Hw(k) if k.is_vaes() => k.keystream(nonce, counter, out),
+            Inner::Hw(k) | Inner::AesCrate(k) => hw_fill(k, nonce, counter, out),
             Inner::Soft(s) => soft_walk(s, nonce, counter, out, |d, k| d.copy_from_slice(k)),
         }
     }
@@ -148,6 +169,7 @@ impl MaskCipher {
         }
         match &self.inner {
             Inner::Hw(k) => k.xor_keystream(nonce, ctr, rest),
+            Inner::AesCrate(k) => k.keystream_portable(nonce, ctr, rest, true),
             Inner::Soft(s) => soft_walk(s, nonce, ctr, rest, warpfs_crypto::aes_ctr::xor_in_place),
         }
     }
@@ -157,7 +179,7 @@ impl MaskCipher {
     /// measuring the AES ceiling of the same implementation.
     pub fn ecb_in_place(&self, data: &mut [u8]) {
         match &self.inner {
-            Inner::Hw(k) => {
+            Inner::Hw(k) | Inner::AesCrate(k) => {
                 let (blocks, _) = Block::slice_as_chunks_mut(data);
                 k.encrypt_blocks(blocks);
             }
@@ -281,11 +303,19 @@ mod tests {
         for key in [[7u8; 16].as_slice(), [9u8; 32].as_slice()] {
             let hw = MaskCipher::new(key, false).unwrap();
             let sw = MaskCipher::new(key, true).unwrap();
+            let ac = MaskCipher::new_aes_crate(key).unwrap();
             let n = [3u8; 12];
             let (mut a, mut b) = (vec![0u8; 4096 + 16 + 5], vec![0u8; 4096 + 16 + 5]);
             hw.fill(&n, u32::MAX - 3, &mut a);
             sw.fill(&n, u32::MAX - 3, &mut b);
             assert_eq!(a, b);
+            let mut c = vec![0u8; a.len()];
+            ac.fill(&n, u32::MAX - 3, &mut c);
+            assert_eq!(a, c);
+            let (mut x1, mut x2) = (vec![0x77u8; 5000], vec![0x77u8; 5000]);
+            hw.xor_at(&n, u32::MAX - 1, 7, &mut x1);
+            ac.xor_at(&n, u32::MAX - 1, 7, &mut x2);
+            assert_eq!(x1, x2);
             let mut ref_ks = vec![0u8; a.len()];
             ContentKey::new(key).unwrap().keystream(&n, u32::MAX - 3, &mut ref_ks);
             assert_eq!(a, ref_ks);

@@ -21,7 +21,7 @@ use crate::{EngineConfig, EngineError, MaskCipher};
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use warpfs_crypto::{ContentKey, Nonce};
@@ -39,6 +39,15 @@ const DEVICE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How long engine shutdown waits for a device driver thread stuck in a launch.
 const DEVICE_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long an apply spins for a mask a cpu worker is making before it
+/// makes the bytes itself: a worker makes one 4 KiB mask in ~0.3 us with
+/// VAES, so taking longer means the worker lost its CPU, and waiting for it
+/// (spinning in lockstep behind it, or sleeping until a wake-up crosses
+/// CPUs) costs more than the mask. Measured on a 2-vCPU VM with a
+/// competing thread on the workers' CPU: 20 us of spinning let the reader
+/// fall into lockstep behind a descheduled worker (2 GB/s instead of 7-9).
+const APPLY_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
 
 /// The most counter blocks one nonce has (32-bit counter).
 const MAX_BLOCKS: u64 = 1 << 32;
@@ -126,6 +135,18 @@ impl std::fmt::Debug for Ctx {
     }
 }
 
+impl Ctx {
+    /// A shared handle on this context's slot: lets a holder apply the mask
+    /// without owning the context (the owner may redefine it meanwhile; the
+    /// ticket check then refuses the apply).
+    pub(crate) fn share(&self) -> SlotRef {
+        SlotRef(self.slot.clone())
+    }
+}
+
+/// See [`Ctx::share`].
+pub(crate) struct SlotRef(Arc<Slot>);
+
 impl Drop for Ctx {
     fn drop(&mut self) {
         let mut st = self.slot.lock();
@@ -145,12 +166,63 @@ impl Drop for Ctx {
     }
 }
 
-#[derive(Clone)]
+/// A definition: plain data (the key is looked up in the engine's key
+/// table, which never moves or drops a key), so copying it out of the
+/// slot touches no reference count shared between CPUs.
+#[derive(Clone, Copy)]
 struct SlotDef {
     key: KeyId,
-    cipher: Arc<MaskCipher>,
     nonce: Nonce,
     counter: u32,
+}
+
+/// Keys per chunk of the key table, and chunks: 2^20 keys per engine.
+const KEY_CHUNK: usize = 1024;
+const KEY_CHUNKS: usize = 1024;
+
+/// One chunk of the key table: `KEY_CHUNK` slots, each set once.
+type KeyChunk = Box<[OnceLock<Arc<MaskCipher>>]>;
+
+/// The engine's keys: append-only, each at a fixed address for the
+/// engine's life, read without a lock or a reference count (the hot paths
+/// look a key up per mask; an `RwLock<Vec<Arc<_>>>` made every lookup an
+/// atomic write to lines shared by the FUSE threads and the workers).
+struct KeyTable {
+    chunks: Box<[OnceLock<KeyChunk>]>,
+    len: std::sync::atomic::AtomicU32,
+    push: Mutex<()>,
+}
+
+impl KeyTable {
+    fn new() -> Self {
+        Self {
+            chunks: (0..KEY_CHUNKS).map(|_| OnceLock::new()).collect(),
+            len: std::sync::atomic::AtomicU32::new(0),
+            push: Mutex::new(()),
+        }
+    }
+
+    fn get(&self, i: u32) -> Option<&Arc<MaskCipher>> {
+        if i >= self.len.load(Ordering::Acquire) {
+            return None;
+        }
+        let i = i as usize;
+        self.chunks[i / KEY_CHUNK].get()?[i % KEY_CHUNK].get()
+    }
+
+    fn push(&self, c: MaskCipher) -> u32 {
+        let _g = self.push.lock().unwrap_or_else(|e| e.into_inner());
+        let i = self.len.load(Ordering::Relaxed) as usize;
+        assert!(
+            i < KEY_CHUNK * KEY_CHUNKS,
+            "at most {} keys per engine",
+            KEY_CHUNK * KEY_CHUNKS
+        );
+        let chunk = self.chunks[i / KEY_CHUNK].get_or_init(|| (0..KEY_CHUNK).map(|_| OnceLock::new()).collect());
+        let _ = chunk[i % KEY_CHUNK].set(Arc::new(c));
+        self.len.store(i as u32 + 1, Ordering::Release);
+        i as u32
+    }
 }
 
 struct SlotState {
@@ -163,6 +235,10 @@ struct SlotState {
     mask: Option<Vec<u8>>,
     /// Applies blocked on this context (only they need a wake-up call).
     waiters: usize,
+    /// The definition went to the workers' queue. One that did not (defined
+    /// on demand, or with speculation off) is never stored: an apply XORs
+    /// its keystream straight into the caller's buffer, in one pass.
+    queued: bool,
 }
 
 struct Slot {
@@ -170,6 +246,11 @@ struct Slot {
     len: usize,
     /// Mirror of `state.gen` so the queue can drop stale entries without locking.
     gen: AtomicU64,
+    /// The generation whose mask is ready (0: none), so an apply can spin
+    /// briefly for a mask being made instead of sleeping. On its own cache
+    /// line: a reader spinning on it must not take the line holding the
+    /// lock and state from the worker that is finishing the mask.
+    ready: Padded<AtomicU64>,
     state: Mutex<SlotState>,
     cond: Condvar,
     stats: Arc<Stats>,
@@ -225,18 +306,37 @@ struct Sched {
     compact_at: usize,
 }
 
+/// A value alone on its cache lines (two, as adjacent-line prefetch pairs
+/// them): counters bumped by the reading threads and by the workers must
+/// not share a line, or each bump moves it between CPUs.
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 struct Shared {
     cfg: EngineConfig,
     threads: usize,
     backend: Box<dyn Backend>,
-    keys: RwLock<Vec<Arc<MaskCipher>>>,
+    keys: KeyTable,
     sched: Mutex<Sched>,
     work_cv: Condvar,
     idle_cv: Condvar,
     stats: Arc<Stats>,
-    next_gen: AtomicU64,
-    next_made: AtomicU64,
-    next_slot: AtomicU64,
+    next_gen: Padded<AtomicU64>,
+    next_made: Padded<AtomicU64>,
+    next_slot: Padded<AtomicU64>,
+    /// Union of the workers' CPU affinity masks, as each worker found it
+    /// after applying `cfg.cpus`.
+    worker_cpus: Mutex<Vec<usize>>,
+    /// Queue length, mirrored outside the lock for spinning workers.
+    queued: Padded<std::sync::atomic::AtomicUsize>,
 }
 
 impl Shared {
@@ -298,7 +398,7 @@ impl Engine {
             cfg,
             threads,
             backend,
-            keys: RwLock::new(Vec::new()),
+            keys: KeyTable::new(),
             sched: Mutex::new(Sched {
                 heap: BinaryHeap::new(),
                 seq: 0,
@@ -312,9 +412,11 @@ impl Engine {
             work_cv: Condvar::new(),
             idle_cv: Condvar::new(),
             stats: Arc::new(Stats::default()),
-            next_gen: AtomicU64::new(1),
-            next_made: AtomicU64::new(1),
-            next_slot: AtomicU64::new(0),
+            next_gen: Padded(AtomicU64::new(1)),
+            next_made: Padded(AtomicU64::new(1)),
+            next_slot: Padded(AtomicU64::new(0)),
+            worker_cpus: Mutex::new(Vec::new()),
+            queued: Padded(std::sync::atomic::AtomicUsize::new(0)),
         });
         let engine = Arc::new(Self {
             shared: shared.clone(),
@@ -327,6 +429,20 @@ impl Engine {
                 .spawn(move || {
                     if let Some(n) = sh.cfg.nice {
                         set_thread_nice(n);
+                    }
+                    if !sh.cfg.cpus.is_empty() {
+                        if let Err(e) = set_thread_cpus(&sh.cfg.cpus) {
+                            tracing::warn!(
+                                "keystream worker {i}: cannot run on CPUs {} ({e}); it stays where the daemon runs",
+                                crate::format_cpu_list(&sh.cfg.cpus)
+                            );
+                        }
+                    }
+                    {
+                        let mut all = sh.worker_cpus.lock().unwrap_or_else(|e| e.into_inner());
+                        all.extend(thread_cpus());
+                        all.sort_unstable();
+                        all.dedup();
                     }
                     worker(&sh)
                 })?;
@@ -392,15 +508,17 @@ impl Engine {
             },
             1,
         );
-        let mut keys = self.shared.keys.write().unwrap_or_else(|e| e.into_inner());
-        keys.push(Arc::new(c));
-        KeyId(u32::try_from(keys.len() - 1).expect("fewer than 2^32 keys"))
+        KeyId(self.shared.keys.push(c))
     }
 
     /// The expanded key behind `key`.
     pub fn cipher(&self, key: KeyId) -> Result<Arc<MaskCipher>, EngineError> {
-        let keys = self.shared.keys.read().unwrap_or_else(|e| e.into_inner());
-        keys.get(key.0 as usize).cloned().ok_or(EngineError::UnknownKey(key.0))
+        self.key_ref(key).cloned()
+    }
+
+    /// The expanded key behind `key`, borrowed (no reference count touched).
+    fn key_ref(&self, key: KeyId) -> Result<&Arc<MaskCipher>, EngineError> {
+        self.shared.keys.get(key.0).ok_or(EngineError::UnknownKey(key.0))
     }
 
     /// A new context with the configured mask length.
@@ -415,6 +533,7 @@ impl Engine {
                 id: self.shared.next_slot.fetch_add(1, Ordering::Relaxed),
                 len: len.max(1),
                 gen: AtomicU64::new(0),
+                ready: Padded(AtomicU64::new(0)),
                 state: Mutex::new(SlotState {
                     gen: 0,
                     def: None,
@@ -424,6 +543,7 @@ impl Engine {
                     made_seq: 0,
                     mask: None,
                     waiters: 0,
+                    queued: false,
                 }),
                 cond: Condvar::new(),
                 stats: self.shared.stats.clone(),
@@ -455,7 +575,24 @@ impl Engine {
         counter: u32,
         priority: Option<Priority>,
     ) -> Result<Defined, EngineError> {
-        let cipher = self.cipher(key)?;
+        let queue = priority.is_some() && self.speculation();
+        let t = self.define_inner(ctx, key, nonce, counter, queue)?;
+        if let (Some(prio), true) = (priority, queue) {
+            self.enqueue(ctx.slot.clone(), t.gen, prio);
+        }
+        Ok(t)
+    }
+
+    /// Record a definition; `queued`: the caller puts it on the queue.
+    fn define_inner(
+        &self,
+        ctx: &Ctx,
+        key: KeyId,
+        nonce: &Nonce,
+        counter: u32,
+        queued: bool,
+    ) -> Result<Defined, EngineError> {
+        self.key_ref(key)?;
         let slot = &ctx.slot;
         let gen = self.shared.next_gen.fetch_add(1, Ordering::Relaxed);
         let mut st = slot.lock();
@@ -467,7 +604,6 @@ impl Engine {
         slot.gen.store(gen, Ordering::Release);
         st.def = Some(SlotDef {
             key,
-            cipher,
             nonce: *nonce,
             counter,
         });
@@ -475,15 +611,13 @@ impl Engine {
         st.applied = false;
         st.by_worker = false;
         st.made_seq = 0;
+        st.queued = queued;
         drop(st);
         if wake {
             // Waiters holding the old ticket must wake up and give up.
             slot.cond.notify_all();
         }
         Stats::add(&self.shared.stats.defines, 1);
-        if let (Some(prio), true) = (priority, self.speculation()) {
-            self.enqueue(slot.clone(), gen, prio);
-        }
         Ok(Defined {
             gen,
             key,
@@ -499,16 +633,19 @@ impl Engine {
     /// defining anything when a key is unknown.
     pub fn define_batch(&self, items: &[(&Ctx, KeyId, Nonce, Priority)]) -> Result<Vec<Defined>, EngineError> {
         for &(_, key, _, _) in items {
-            self.cipher(key)?;
+            self.key_ref(key)?;
         }
+        let spec = self.speculation();
         let mut tickets = Vec::with_capacity(items.len());
-        let mut queue = Vec::with_capacity(items.len());
+        let mut queue = Vec::with_capacity(if spec { items.len() } else { 0 });
         for &(ctx, key, nonce, prio) in items {
-            let t = self.define_at(ctx, key, &nonce, warpfs_crypto::gcm::J0_COUNTER, None)?;
-            queue.push((ctx.slot.clone(), t.gen, prio));
+            let t = self.define_inner(ctx, key, &nonce, warpfs_crypto::gcm::J0_COUNTER, spec)?;
+            if spec {
+                queue.push((ctx.slot.clone(), t.gen, prio));
+            }
             tickets.push(t);
         }
-        if self.speculation() {
+        if spec {
             self.queue_batch(queue);
         }
         Ok(tickets)
@@ -537,6 +674,7 @@ impl Engine {
         // across CPUs); sleepers are woken when nobody runs or a backlog of
         // a full batch builds up.
         let wake = s.sleeping > 0 && !s.paused && (s.busy == 0 || s.heap.len() >= self.shared.cfg.batch_max);
+        self.shared.queued.store(s.heap.len(), Ordering::Relaxed);
         drop(s);
         if wake {
             self.shared.work_cv.notify_one();
@@ -550,9 +688,14 @@ impl Engine {
         if !self.speculation() {
             return;
         }
+        // A short queue is served within microseconds whatever the
+        // priorities; checking the context would only move its cache line.
+        if self.shared.queued.load(Ordering::Relaxed) <= self.shared.cfg.batch_max {
+            return;
+        }
         let pending = {
             let st = ctx.slot.lock();
-            st.gen == ticket.gen && st.phase == CtxState::Pending
+            st.gen == ticket.gen && st.phase == CtxState::Pending && st.queued
         };
         if pending {
             self.enqueue(ctx.slot.clone(), ticket.gen, priority);
@@ -566,25 +709,36 @@ impl Engine {
     /// computed directly. Fails without touching `buf` when the context no
     /// longer holds `ticket`'s definition.
     pub fn apply(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8], offset: usize) -> Result<(), EngineError> {
-        self.apply_parts(ctx, ticket, &mut [(offset, buf)])
+        self.apply_parts(&ctx.slot, ticket, &mut [(offset, buf)])
     }
 
     /// Encrypt or decrypt one content block with the warpfs layout: `buf`
     /// gets mask bytes 16.. and the returned E(J0) is mask bytes 0..16.
     pub fn apply_block(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
         let mut ej0 = [0u8; 16];
-        self.apply_parts(ctx, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
+        self.apply_parts(&ctx.slot, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
         Ok(ej0)
     }
 
-    fn apply_parts(&self, ctx: &Ctx, ticket: &Defined, parts: &mut [(usize, &mut [u8])]) -> Result<(), EngineError> {
+    /// [`apply_block`](Self::apply_block) through a shared handle.
+    pub(crate) fn apply_block_shared(
+        &self,
+        r: &SlotRef,
+        ticket: &Defined,
+        buf: &mut [u8],
+    ) -> Result<[u8; 16], EngineError> {
+        let mut ej0 = [0u8; 16];
+        self.apply_parts(&r.0, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
+        Ok(ej0)
+    }
+
+    fn apply_parts(&self, slot: &Slot, ticket: &Defined, parts: &mut [(usize, &mut [u8])]) -> Result<(), EngineError> {
         for (off, buf) in parts.iter() {
             let end = off.checked_add(buf.len()).ok_or(EngineError::OutOfRange)? as u64;
             if end.div_ceil(16) > MAX_BLOCKS {
                 return Err(EngineError::OutOfRange);
             }
         }
-        let slot = &ctx.slot;
         let stats = &self.shared.stats;
         let mut outcome = None;
         let mut device_deadline: Option<Instant> = None;
@@ -603,7 +757,7 @@ impl Engine {
                         }
                     }
                     st.applied = true;
-                    break st.def.clone().expect("a ready context is defined");
+                    break st.def.expect("a ready context is defined");
                 }
                 CtxState::Making if self.shared.backend.is_device() && st.by_worker => {
                     // Hybrid policy: a device mask needed now waits at most
@@ -612,10 +766,11 @@ impl Engine {
                     let t0 = Instant::now();
                     let deadline = *device_deadline.get_or_insert_with(|| t0 + DEVICE_WAIT);
                     if t0 >= deadline {
-                        let def = st.def.clone().expect("a context being made is defined");
+                        let def = st.def.expect("a context being made is defined");
                         drop(st);
+                        let cipher = self.key_ref(def.key)?;
                         for (off, buf) in parts.iter_mut() {
-                            def.cipher.xor_at(&def.nonce, def.counter, *off as u64, buf);
+                            cipher.xor_at(&def.nonce, def.counter, *off as u64, buf);
                         }
                         Stats::add(&stats.applies, 1);
                         Stats::add(&stats.inline, 1);
@@ -634,20 +789,67 @@ impl Engine {
                 CtxState::Making => {
                     outcome.get_or_insert(Outcome::Waited);
                     let t0 = Instant::now();
+                    // A cpu worker makes one mask per claim (~0.3 us with
+                    // VAES): spin for it a moment (APPLY_SPIN), as sleeping
+                    // costs a wake-up across CPUs (tens of microseconds).
+                    let by_worker = st.by_worker;
+                    drop(st);
+                    // (A redefinition is seen after the spin, under the lock.)
+                    while slot.ready.load(Ordering::Acquire) != ticket.gen && t0.elapsed() < APPLY_SPIN {
+                        for _ in 0..32 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    st = slot.lock();
+                    if st.phase != CtxState::Making || st.gen != ticket.gen {
+                        Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                        continue;
+                    }
+                    if by_worker && st.by_worker {
+                        // Still not done: the worker was preempted (its core
+                        // is busy with other work). Make the bytes here, as
+                        // the device policy does, rather than sleep; the
+                        // worker's mask still lands in the context.
+                        drop(st);
+                        let cipher = self.key_ref(ticket.key)?;
+                        for (off, buf) in parts.iter_mut() {
+                            cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
+                        }
+                        Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                        Stats::add(&stats.applies, 1);
+                        Stats::add(&stats.inline, 1);
+                        return Ok(());
+                    }
                     st.waiters += 1;
                     st = slot.cond.wait(st).unwrap_or_else(|e| e.into_inner());
                     st.waiters -= 1;
                     Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
                 }
+                CtxState::Pending if !st.queued => {
+                    // Defined on demand: no worker will make it and nobody
+                    // waits for it, so its keystream goes straight into the
+                    // caller's buffer (one pass, no mask buffer), every time.
+                    st.applied = true;
+                    drop(st);
+                    let cipher = self.key_ref(ticket.key)?;
+                    for (off, buf) in parts.iter_mut() {
+                        cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
+                    }
+                    Stats::add(&stats.applies, 1);
+                    Stats::add(&stats.inline, 1);
+                    return Ok(());
+                }
                 CtxState::Pending => {
                     // Nobody has started it: make it here rather than queue.
                     outcome = Some(Outcome::Inline);
-                    let def = st.def.clone().expect("a pending context is defined");
+                    let def = st.def.expect("a pending context is defined");
                     let mut buf = st.mask.take().unwrap_or_else(|| vec![0u8; slot.len]);
                     st.phase = CtxState::Making;
                     st.by_worker = false;
                     drop(st);
-                    def.cipher.fill(&def.nonce, def.counter, &mut buf);
+                    self.key_ref(def.key)
+                        .expect("keys are never removed")
+                        .fill(&def.nonce, def.counter, &mut buf);
                     st = slot.lock();
                     publish(&self.shared, slot, &mut st, ticket.gen, buf, false);
                     if st.waiters > 0 {
@@ -664,7 +866,7 @@ impl Engine {
             let start = (*off).max(slot.len);
             if start < *off + buf.len() {
                 let skip = start - *off;
-                def.cipher
+                self.key_ref(def.key)?
                     .xor_at(&def.nonce, def.counter, start as u64, &mut buf[skip..]);
                 direct = true;
             }
@@ -698,8 +900,7 @@ impl Engine {
         if end.div_ceil(16) > MAX_BLOCKS {
             return Err(EngineError::OutOfRange);
         }
-        let cipher = self.cipher(key)?;
-        cipher.xor_at(nonce, counter, pos, buf);
+        self.key_ref(key)?.xor_at(nonce, counter, pos, buf);
         Stats::add(&self.shared.stats.direct, 1);
         Ok(())
     }
@@ -711,7 +912,7 @@ impl Engine {
         if (buf.len() as u64).div_ceil(16) + 1 > MAX_BLOCKS {
             return Err(EngineError::OutOfRange);
         }
-        let cipher = self.cipher(key)?;
+        let cipher = self.key_ref(key)?;
         let mut ej0 = [0u8; 16];
         cipher.fill(nonce, warpfs_crypto::gcm::J0_COUNTER, &mut ej0);
         cipher.xor_at(nonce, warpfs_crypto::gcm::DATA_COUNTER, 0, buf);
@@ -778,9 +979,22 @@ impl Engine {
 
     /// A copy of the counters.
     pub fn stats(&self) -> StatsSnapshot {
-        self.shared
+        let mut s = self
+            .shared
             .stats
-            .snapshot(self.backend_name(), self.shared.threads, self.speculation())
+            .snapshot(self.backend_name(), self.shared.threads, self.speculation());
+        s.worker_cpus = self.worker_cpus();
+        s
+    }
+
+    /// The CPUs the worker threads run on (union of their affinity masks,
+    /// recorded by each worker as it starts), sorted; empty without workers.
+    pub fn worker_cpus(&self) -> Vec<usize> {
+        self.shared
+            .worker_cpus
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(crate) fn count_window(&self, resets: u64, reused: u64, defined: u64) {
@@ -832,6 +1046,52 @@ fn set_thread_nice(n: i32) {
     let _ = n;
 }
 
+/// Restrict the calling thread to `cpus` (Linux `sched_setaffinity` on the
+/// thread id; other systems: unsupported).
+fn set_thread_cpus(cpus: &[usize]) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is given
+        // numbers below CPU_SETSIZE (parse_cpu_list checks MAX_CPUS); the
+        // set outlives the call.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                if c < crate::MAX_CPUS {
+                    libc::CPU_SET(c, &mut set);
+                }
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cpus;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "thread CPU affinity is only supported on Linux",
+        ))
+    }
+}
+
+/// The CPUs the calling thread may run on (Linux; empty elsewhere).
+fn thread_cpus() -> Vec<usize> {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sched_getaffinity fills the zeroed set; CPU_ISSET reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..crate::MAX_CPUS).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Vec::new()
+}
+
 /// Store a finished mask if its definition still stands; the caller
 /// notifies the context's waiters.
 fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Vec<u8>, by_worker: bool) {
@@ -840,6 +1100,7 @@ fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Vec<u8>,
         st.phase = CtxState::Ready;
         st.by_worker = by_worker;
         st.made_seq = sh.next_made.fetch_add(1, Ordering::Relaxed);
+        slot.ready.store(gen, Ordering::Release);
     } else {
         // Redefined (or dropped) while being made: the work is lost.
         Stats::add(&slot.stats.wasted, 1);
@@ -859,13 +1120,13 @@ fn claim(e: &QEntry) -> Option<(SlotDef, Vec<u8>)> {
         return None;
     }
     let mut st = e.slot.lock();
-    if st.gen != e.gen || st.phase != CtxState::Pending {
+    if st.gen != e.gen || st.phase != CtxState::Pending || !st.queued {
         return None;
     }
     st.phase = CtxState::Making;
     st.by_worker = true;
     let buf = st.mask.take().unwrap_or_else(|| vec![0u8; e.slot.len]);
-    Some((st.def.clone().expect("a pending context is defined"), buf))
+    Some((st.def.expect("a pending context is defined"), buf))
 }
 
 /// Publish a worker's mask and wake whoever waits for it.
@@ -881,9 +1142,32 @@ fn finish(sh: &Shared, e: &QEntry, buf: Vec<u8>) {
 
 fn worker(sh: &Shared) {
     let chunk = sh.backend.chunk().max(1);
+    let spin = std::time::Duration::from_micros(u64::from(sh.cfg.spin_us));
     let mut s = sh.sched();
     loop {
         while !s.shutdown && (s.paused || s.heap.is_empty()) {
+            if !spin.is_zero() && !s.paused {
+                // Poll the queue a little before sleeping: a wake-up costs
+                // the definer a futex call and the worker tens of
+                // microseconds across CPUs, while the next batch of a
+                // sequential reader or writer often follows at once.
+                drop(s);
+                let t0 = Instant::now();
+                let mut found = false;
+                'spin: while t0.elapsed() < spin {
+                    for _ in 0..64 {
+                        if sh.queued.load(Ordering::Relaxed) > 0 {
+                            found = true;
+                            break 'spin;
+                        }
+                        std::hint::spin_loop();
+                    }
+                }
+                s = sh.sched();
+                if found || !s.heap.is_empty() || s.shutdown {
+                    continue;
+                }
+            }
             s.sleeping += 1;
             s = sh.work_cv.wait(s).unwrap_or_else(|e| e.into_inner());
             s.sleeping -= 1;
@@ -901,6 +1185,7 @@ fn worker(sh: &Shared) {
                 None => break,
             }
         }
+        sh.queued.store(s.heap.len(), Ordering::Relaxed);
         s.busy += 1;
         drop(s);
 
@@ -910,8 +1195,9 @@ fn worker(sh: &Shared) {
                 // The cpu case: no per-mask allocation.
                 let e = &group[0];
                 let Some((d, mut buf)) = claim(e) else { continue };
+                let cipher = sh.keys.get(d.key.0).expect("keys are never removed");
                 let mut job = MaskJob {
-                    cipher: &d.cipher,
+                    cipher,
                     nonce: d.nonce,
                     counter: d.counter,
                     out: &mut buf[..],
@@ -930,7 +1216,7 @@ fn worker(sh: &Shared) {
                 let mut jobs: Vec<MaskJob<'_>> = claimed
                     .iter_mut()
                     .map(|(_, d, b)| MaskJob {
-                        cipher: &d.cipher,
+                        cipher: sh.keys.get(d.key.0).expect("keys are never removed"),
                         nonce: d.nonce,
                         counter: d.counter,
                         out: &mut b[..],

@@ -34,12 +34,12 @@ mod write_pool;
 pub use backend::{Backend, CpuBackend, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
-    EngineConfig, DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX,
-    ENV_NO_AESNI, REFILL_BATCH, SMALL_RANDOM_READ,
+    check_cpus_exist, parse_cpu_list, EngineConfig, DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN,
+    DEFAULT_POOL_SIZE, DEFAULT_SPIN_US, DEFAULT_WINDOW_MAX, ENV_NO_AESNI, MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
 };
 pub use engine::{Ctx, CtxInfo, CtxState, Defined, Engine, KeyId, Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 pub use error::EngineError;
 pub use read_window::{ReadWindow, PRIORITY_READ_NEAR};
-pub use stats::{StatsSnapshot, BATCH_BUCKETS};
+pub use stats::{format_cpu_list, StatsSnapshot, BATCH_BUCKETS};
 pub use warpfs_crypto::Nonce;
 pub use write_pool::{NonceSupply, WritePool};

@@ -37,6 +37,7 @@
 
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, SMALL_RANDOM_READ};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use warpfs_crypto::Nonce;
@@ -52,9 +53,40 @@ const MAX_IN_FLIGHT: usize = 32;
 const RECENT_ENDS: usize = 8;
 
 struct Entry {
-    ctx: Arc<Ctx>,
+    ctx: Ctx,
     ticket: Defined,
 }
+
+/// Spare contexts a window keeps, per `window_max`: a window holds up to
+/// about two requests in flight plus their look-ahead, so a smaller cap
+/// dropped contexts (and their 4 KiB mask buffers) only to allocate them
+/// again a request later.
+const SPARE_PER_WMAX: usize = 4;
+
+/// Hasher for block numbers (the window's map keys): one multiply instead
+/// of SipHash on each of the four map operations a block costs. Block
+/// numbers are offsets in the reader's own file: a reader choosing colliding
+/// offsets only slows its own reads.
+#[derive(Default, Clone, Copy)]
+struct BlockHasher(u64);
+
+impl Hasher for BlockHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing: the high bits, which hashbrown uses, mix all of n.
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The window's masks by block number.
+type BlockMap<V> = HashMap<u64, V, BuildHasherDefault<BlockHasher>>;
 
 /// One planned request: its blocks and its planned window.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -76,8 +108,10 @@ struct Win {
     /// Recent requests' ends and look-ahead ends: a read starting at one of
     /// the ends is sequential, and masks in a recent look-ahead are kept.
     ends: VecDeque<(u64, u64)>,
-    entries: HashMap<u64, Entry>,
+    entries: BlockMap<Entry>,
     free: Vec<Ctx>,
+    /// Lowest start and highest end of the last prefetch's spans.
+    last_span: (u64, u64),
 }
 
 /// A sliding window of read masks for one open file.
@@ -113,8 +147,9 @@ impl ReadWindow {
                 size: 0,
                 in_flight: VecDeque::new(),
                 ends: VecDeque::new(),
-                entries: HashMap::new(),
+                entries: BlockMap::default(),
                 free: Vec::new(),
+                last_span: (0, 0),
             }),
         })
     }
@@ -234,25 +269,33 @@ impl ReadWindow {
             w.in_flight.iter().map(|p| p.window).chain(recent).collect()
         };
         let inside = |b: u64| spans.iter().any(|&(s, e)| b >= s && b < e);
-        // Evict what the window does not cover.
-        let before = w.entries.len();
-        let mut evicted = Vec::new();
-        w.entries.retain(|b, e| {
-            if inside(*b) {
-                true
-            } else {
-                evicted.push(e.ctx.clone());
-                false
-            }
-        });
-        let resets = u64::from(before > 0 && w.entries.is_empty());
-        for ctx in evicted {
-            if let Ok(ctx) = Arc::try_unwrap(ctx) {
-                if w.free.len() < wmax as usize {
-                    w.free.push(ctx);
+        let spare_max = SPARE_PER_WMAX * wmax as usize;
+        // Evict what the window does not cover. Blocks are released as they
+        // are read, so while the window slides (its spans overlap the last
+        // ones) and holds no more than they cover, nothing can be outside:
+        // the walk over every entry is left for jumps (before the new masks
+        // are defined, so they reuse the evicted contexts) and leftovers
+        // (after, when the map holds more than the spans cover).
+        let lo = spans.iter().map(|s| s.0).min().unwrap_or(pos);
+        let hi = spans.iter().map(|s| s.1).max().unwrap_or(pos);
+        let slid = lo <= w.last_span.1 && w.last_span.0 <= hi;
+        w.last_span = (lo, hi);
+        let covered: u64 = spans.iter().map(|&(s, e)| e.saturating_sub(s)).sum();
+        let evict = |w: &mut Win| {
+            let out: Vec<u64> = w.entries.keys().copied().filter(|&b| !inside(b)).collect();
+            for b in out {
+                if let Some(e) = w.entries.remove(&b) {
+                    if w.free.len() < spare_max {
+                        w.free.push(e.ctx);
+                    }
                 }
             }
+        };
+        let before = w.entries.len();
+        if !slid {
+            evict(w);
         }
+        let resets = u64::from(before > 0 && w.entries.is_empty());
         let (mut reused, mut defined) = (0u64, 0u64);
         let mut fresh: Vec<(u64, Ctx, Nonce, Priority)> = Vec::new();
         for &(b, nonce) in blocks {
@@ -268,10 +311,11 @@ impl ReadWindow {
                     continue;
                 }
             }
-            // Reuse this block's own context when nobody else holds it.
-            let ctx = match w.entries.remove(&b).map(|e| Arc::try_unwrap(e.ctx)) {
-                Some(Ok(ctx)) => ctx,
-                _ => w.free.pop().unwrap_or_else(|| self.engine.context()),
+            // Reuse this block's own context (a reader still applying its old
+            // definition through a shared handle is refused by the ticket).
+            let ctx = match w.entries.remove(&b) {
+                Some(e) => e.ctx,
+                None => w.free.pop().unwrap_or_else(|| self.engine.context()),
             };
             fresh.push((b, ctx, nonce, prio));
         }
@@ -288,14 +332,11 @@ impl ReadWindow {
         }
         .expect("key checked at creation");
         for ((b, ctx, _, _), ticket) in fresh.into_iter().zip(tickets) {
-            w.entries.insert(
-                b,
-                Entry {
-                    ctx: Arc::new(ctx),
-                    ticket,
-                },
-            );
+            w.entries.insert(b, Entry { ctx, ticket });
             defined += 1;
+        }
+        if w.entries.len() as u64 > covered {
+            evict(w);
         }
         w.pos = pos;
         drop(guard);
@@ -312,12 +353,13 @@ impl ReadWindow {
             w.entries
                 .get(&block)
                 .filter(|e| e.ticket.nonce() == nonce)
-                .map(|e| (e.ctx.clone(), e.ticket))
+                .map(|e| (e.ctx.share(), e.ticket))
         };
-        if let Some((ctx, ticket)) = hit {
+        if let Some((slot, ticket)) = hit {
             // Fails (touching nothing) only if the window moved meanwhile.
-            if let Ok(ej0) = self.engine.apply_block(&ctx, &ticket, buf) {
-                self.release(block, &ticket, ctx);
+            if let Ok(ej0) = self.engine.apply_block_shared(&slot, &ticket, buf) {
+                drop(slot);
+                self.release(block, &ticket);
                 return ej0;
             }
         }
@@ -328,18 +370,17 @@ impl ReadWindow {
 
     /// Forget the applied mask of `block` (if the window still holds that
     /// definition) and keep its context as a spare.
-    fn release(&self, block: u64, ticket: &Defined, ctx: Arc<Ctx>) {
-        let wmax = self.engine.config().window_max;
+    fn release(&self, block: u64, ticket: &Defined) {
+        let spare_max = SPARE_PER_WMAX * self.engine.config().window_max;
         let mut w = self.lock();
         if w.entries
             .get(&block)
             .is_some_and(|e| e.ticket.generation() == ticket.generation())
         {
-            w.entries.remove(&block);
-        }
-        if let Ok(ctx) = Arc::try_unwrap(ctx) {
-            if w.free.len() < wmax {
-                w.free.push(ctx);
+            if let Some(e) = w.entries.remove(&block) {
+                if w.free.len() < spare_max {
+                    w.free.push(e.ctx);
+                }
             }
         }
     }

@@ -9,7 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// between 2^i and 2^(i+1) - 1 masks; the last bucket takes everything larger.
 pub const BATCH_BUCKETS: usize = 12;
 
+/// The counters, in two groups on separate cache lines: those the reading
+/// and writing threads bump per block, and those the workers bump per work
+/// unit. Sharing a line made every apply and every batch move it between
+/// CPUs when the workers run on their own core.
 #[derive(Debug, Default)]
+#[repr(C, align(128))]
 pub(crate) struct Stats {
     pub defines: AtomicU64,
     pub applies: AtomicU64,
@@ -18,11 +23,13 @@ pub(crate) struct Stats {
     pub wait_ns: AtomicU64,
     pub inline: AtomicU64,
     pub direct: AtomicU64,
+    _pad0: [u64; 9],
     pub made: AtomicU64,
     pub wasted: AtomicU64,
     pub stale: AtomicU64,
     pub batches: AtomicU64,
     pub batch_hist: [AtomicU64; BATCH_BUCKETS],
+    _pad1: [u64; 16],
     pub window_resets: AtomicU64,
     pub window_reused: AtomicU64,
     pub window_defined: AtomicU64,
@@ -67,6 +74,7 @@ impl Stats {
             window_defined: g(&self.window_defined),
             software_keys: g(&self.software_keys),
             hardware_keys: g(&self.hardware_keys),
+            worker_cpus: Vec::new(),
         }
     }
 }
@@ -115,6 +123,11 @@ pub struct StatsSnapshot {
     pub software_keys: u64,
     /// Keys on the `aes` 0.9 path (AES-NI/VAES when the CPU has them).
     pub hardware_keys: u64,
+    /// The CPUs the worker threads run on (the union of their affinity
+    /// masks; `--engine-cpus`, or the daemon's own mask), sorted. Empty
+    /// without workers or off Linux.
+    #[serde(default)]
+    pub worker_cpus: Vec<usize>,
 }
 
 impl StatsSnapshot {
@@ -172,13 +185,18 @@ impl fmt::Display for StatsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "engine: {} x{} ({})",
+            "engine: {} x{} ({}{})",
             self.backend,
             self.threads,
             if self.speculation {
                 "speculation on"
             } else {
                 "speculation off"
+            },
+            if self.worker_cpus.is_empty() {
+                String::new()
+            } else {
+                format!(", workers on CPUs {}", format_cpu_list(&self.worker_cpus))
             }
         )?;
         let avg_wait = self.wait_ns.checked_div(self.waits).unwrap_or(0);
@@ -212,9 +230,40 @@ impl fmt::Display for StatsSnapshot {
     }
 }
 
+/// `cpus` (sorted) written as a CPU list with ranges, e.g. `0-1,3`.
+pub fn format_cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", cpus[i], cpus[j])
+        } else {
+            cpus[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_format_with_ranges() {
+        assert_eq!(format_cpu_list(&[]), "");
+        assert_eq!(format_cpu_list(&[0]), "0");
+        assert_eq!(format_cpu_list(&[0, 1, 3]), "0-1,3");
+        assert_eq!(format_cpu_list(&[0, 2, 3, 4, 7]), "0,2-4,7");
+        assert_eq!(
+            crate::parse_cpu_list(&format_cpu_list(&[1, 2, 5, 6, 9])).unwrap(),
+            vec![1, 2, 5, 6, 9]
+        );
+    }
 
     #[test]
     fn batch_buckets_are_powers_of_two() {

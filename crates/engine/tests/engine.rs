@@ -839,3 +839,117 @@ fn write_pool_refills_in_batches_of_32_and_never_repeats_a_nonce() {
         }
     }
 }
+
+#[test]
+fn workers_run_on_the_listed_cpus() {
+    // Every Linux machine has CPU 0; the workers' mask must become exactly it.
+    let e = Engine::new(EngineConfig {
+        cpus: vec![0],
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert_eq!(e.threads(), 1, "one worker per listed CPU");
+    let t0 = std::time::Instant::now();
+    while e.worker_cpus().is_empty() && t0.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    if cfg!(target_os = "linux") {
+        assert_eq!(e.worker_cpus(), vec![0]);
+        assert_eq!(e.stats().worker_cpus, vec![0]);
+        assert!(e.stats().to_string().contains("workers on CPUs 0"));
+    }
+    // Masks still come out right.
+    let raw = [0x21u8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let c = e.context();
+    let t = e.define(&c, k, &nonce_of(7), PRIORITY_HIGHEST).unwrap();
+    e.quiesce();
+    let mut buf = vec![0u8; 64];
+    e.apply(&c, &t, &mut buf, 16).unwrap();
+    assert_eq!(buf, reference(&raw, &nonce_of(7), 2, 0, 64));
+}
+
+#[test]
+fn on_demand_masks_go_straight_into_the_buffer_every_time() {
+    // Speculation off: a definition is never queued, so an apply XORs the
+    // keystream into the caller's buffer without storing a mask; applying
+    // again gives the same bytes (inline again), and nothing is wasted.
+    let e = engine(0, false);
+    let raw = [0x6du8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    let c = e.context();
+    let t = e.define(&c, k, &nonce_of(9), PRIORITY_HIGHEST).unwrap();
+    let pt: Vec<u8> = (0..4096u32).map(|i| (i * 7) as u8).collect();
+    let mut a = pt.clone();
+    let ej0 = e.apply_block(&c, &t, &mut a).unwrap();
+    assert_eq!(xor(&a, &pt), reference(&raw, &nonce_of(9), 2, 0, 4096));
+    assert_eq!(ej0.to_vec(), reference(&raw, &nonce_of(9), 1, 0, 16));
+    let mut b = pt.clone();
+    assert_eq!(e.apply_block(&c, &t, &mut b).unwrap(), ej0);
+    assert_eq!(a, b);
+    assert_eq!(e.ctx_info(&c).state, CtxState::Pending, "no mask is stored");
+    // Unaligned parts and offsets past the mask agree with the definition too.
+    let mut p = vec![0u8; 100];
+    e.apply(&c, &t, &mut p, 4100).unwrap();
+    assert_eq!(p, reference(&raw, &nonce_of(9), 1, 4100, 100));
+    let s = e.stats();
+    assert_eq!(
+        (s.applies, s.inline, s.ready_hits, s.made_by_workers),
+        (3, 3, 0, 0),
+        "{s}"
+    );
+    drop(c);
+    assert_eq!(e.stats().wasted, 0);
+    // A stale ticket still touches nothing.
+    let c = e.context();
+    let t1 = e.define_on_demand(&c, k, &nonce_of(1)).unwrap();
+    e.define_on_demand(&c, k, &nonce_of(2)).unwrap();
+    let mut z = vec![0u8; 32];
+    assert_eq!(e.apply(&c, &t1, &mut z, 0), Err(EngineError::Redefined));
+    assert_eq!(z, vec![0u8; 32]);
+}
+
+/// A cpu-like backend whose masks take long (a worker that lost its CPU).
+struct SlowBackend(std::time::Duration);
+
+impl Backend for SlowBackend {
+    fn name(&self) -> String {
+        "slow cpu (test)".into()
+    }
+    fn make(&self, jobs: &mut [MaskJob<'_>]) {
+        std::thread::sleep(self.0);
+        CpuBackend.make(jobs);
+    }
+}
+
+#[test]
+fn apply_makes_the_bytes_itself_when_a_worker_is_slow() {
+    let e = Engine::with_backend(
+        EngineConfig {
+            threads: 1,
+            ..EngineConfig::default()
+        },
+        Box::new(SlowBackend(std::time::Duration::from_millis(300))),
+    )
+    .unwrap();
+    let raw = [0x4au8; 16];
+    let k = e.add_raw_key(&raw).unwrap();
+    let c = e.context();
+    let t = e.define(&c, k, &nonce_of(3), PRIORITY_HIGHEST).unwrap();
+    // Wait until the worker has claimed it (no timing is asserted).
+    while e.ctx_info(&c).state != CtxState::Making {
+        std::thread::yield_now();
+    }
+    let mut buf = vec![0u8; 4096];
+    e.apply(&c, &t, &mut buf, 16).unwrap();
+    assert_eq!(buf, reference(&raw, &nonce_of(3), 1, 16, 4096));
+    let s = e.stats();
+    assert_eq!((s.applies, s.inline, s.ready_hits), (1, 1, 0), "{s}");
+    // The worker's mask still lands in the context, for later applies.
+    e.quiesce();
+    let info = e.ctx_info(&c);
+    assert_eq!((info.state, info.made_by_worker), (CtxState::Ready, true));
+    let mut again = vec![0u8; 4096];
+    e.apply(&c, &t, &mut again, 16).unwrap();
+    assert_eq!(again, buf);
+}

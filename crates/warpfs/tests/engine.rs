@@ -41,7 +41,8 @@ fn write_then_read(v: &Volume, mib: usize) {
 mode_tests!(
     nonce:
     stats_show_ready_hits_after_a_sequential_read,
-    speculation_off_makes_every_mask_inline
+    speculation_off_makes_every_mask_inline,
+    engine_cpus_place_the_workers
 );
 
 fn stats_show_ready_hits_after_a_sequential_read(mode: Mode) {
@@ -87,6 +88,25 @@ fn speculation_off_makes_every_mask_inline(mode: Mode) {
     assert!(s.inline + s.direct >= 2 * 2 * 256, "{s}");
 }
 
+/// `--engine-cpus 0`: one worker (none was asked for), running on CPU 0
+/// only, as the stats and the mount's log line say; data still round-trips.
+fn engine_cpus_place_the_workers(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::init(mode);
+    v.mount_with(&["--speculation", "on", "--engine-cpus", "0"]);
+    write_then_read(&v, 2);
+    let s = stats(&v);
+    assert_eq!(s.threads, 1, "{s}");
+    assert_eq!(s.worker_cpus, vec![0], "{s}");
+    assert!(s.to_string().contains("workers on CPUs 0"), "{s}");
+    v.unmount();
+    let log = v.log();
+    assert!(
+        log.lines().any(|l| l.contains("1 worker(s) on CPUs 0")),
+        "no placement in the mount log:\n{log}"
+    );
+}
+
 #[test]
 fn stats_refuses_what_is_not_a_warpfs_mount() {
     require_fuse!();
@@ -104,6 +124,11 @@ fn engine_switches_are_checked() {
         &["--pool-size", "0"],
         &["--window-max", "0"],
         &["--engine-threads", "0"],
+        &["--engine-cpus", ""],
+        &["--engine-cpus", "x"],
+        &["--engine-cpus", "1-0"],
+        &["--engine-cpus", "0,"],
+        &["--engine-cpus", "1023"],
     ] {
         let mut a = args!["mount"];
         a.extend(bad.iter().map(std::ffi::OsString::from));

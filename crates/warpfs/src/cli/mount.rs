@@ -76,6 +76,13 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true,
           value_parser = clap::value_parser!(i32).range(-20..=19))]
     engine_nice: Option<i32>,
+    /// CPUs the keystream workers run on, as `taskset -c` writes them (e.g.
+    /// `0` or `0-1,3`); with no --engine-threads, one worker per listed CPU.
+    /// Speculation pays when masks are made on cores the FUSE threads leave
+    /// idle: pin the daemon to one CPU and list others here [default: the
+    /// daemon's CPUs].
+    #[arg(long, value_name = "LIST", value_parser = parse_engine_cpus)]
+    engine_cpus: Option<CpuList>,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -95,6 +102,19 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "no" | "false" | "0" => Ok(false),
         _ => Err(format!("'{s}' is neither on nor off")),
     }
+}
+
+/// The CPUs of `--engine-cpus` (one value; clap would take a bare `Vec`
+/// for a repeated option).
+#[derive(Debug, Clone)]
+struct CpuList(Vec<usize>);
+
+/// `--engine-cpus`: a valid list of CPUs that exist and are online (a bad
+/// one is a usage error, exit 2).
+fn parse_engine_cpus(s: &str) -> Result<CpuList, String> {
+    let cpus = warpfs_engine::parse_cpu_list(s)?;
+    warpfs_engine::check_cpus_exist(&cpus)?;
+    Ok(CpuList(cpus))
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
@@ -126,6 +146,7 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
         pool_size: a.pool_size.map_or(DEFAULT_POOL_SIZE, |z| z as usize),
         window_max: a.window_max.map_or(DEFAULT_WINDOW_MAX, |w| w as usize),
         nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
+        cpus: a.engine_cpus.clone().map(|c| c.0).unwrap_or_default(),
         ..EngineConfig::default()
     }
 }
@@ -154,9 +175,14 @@ fn serve(
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
     tracing::info!(
-        "keystream engine: {}, {} worker(s), speculation {}, write pool Z={}, read window W<={}",
+        "keystream engine: {}, {} worker(s){}, speculation {}, write pool Z={}, read window W<={}",
         engine.backend_name(),
         engine.threads(),
+        if c.cpus.is_empty() || engine.threads() == 0 {
+            String::new()
+        } else {
+            format!(" on CPUs {}", warpfs_engine::format_cpu_list(&c.cpus))
+        },
         if engine.speculation() { "on" } else { "off" },
         c.pool_size,
         c.window_max
