@@ -102,7 +102,7 @@ impl std::fmt::Debug for CipherFile {
 /// Whether the entry area of the segment holding block `n` exists in a file
 /// whose blocks end at `n` (it does unless `n` starts a new segment).
 fn page_of_exists(n: u64) -> bool {
-    n < NNODE_BLOCKS || (n - NNODE_BLOCKS) % PAGE_BLOCKS != 0
+    n < NNODE_BLOCKS || !(n - NNODE_BLOCKS).is_multiple_of(PAGE_BLOCKS)
 }
 
 /// A read request planned with the file's reader; finished on drop, also
@@ -641,7 +641,7 @@ impl CipherFile {
         // Other new space needs no reservation: a write that stops there
         // leaves whole new blocks or holes (see write_runs).
         let mode = self.mode();
-        if !fresh && old % BLOCK != 0 {
+        if !fresh && !old.is_multiple_of(BLOCK) {
             let lb = block_count(old) - 1;
             let to = (data_offset(mode, lb) + BLOCK).min(backing_len(mode, new_size));
             sysio::reserve(&self.file, backing_len(mode, old), to)?;
@@ -660,7 +660,7 @@ impl CipherFile {
             let old_n = block_count(old);
             let first = offset / BLOCK;
             // Pad a partial last block that the write does not touch.
-            if old % BLOCK != 0 && first > old_n - 1 {
+            if !old.is_multiple_of(BLOCK) && first > old_n - 1 {
                 let lb = old_n - 1;
                 self.rewrite_block(&cx, lb, block_len(old, lb), BLOCK_USIZE, sc)?;
                 committed = old_n * BLOCK;
@@ -810,7 +810,7 @@ impl CipherFile {
                 }
             };
             let cx = self.ctx(&hdr)?;
-            if old % BLOCK != 0 {
+            if !old.is_multiple_of(BLOCK) {
                 let lb = old_n - 1;
                 // The padded block grows past the old end: allocate first.
                 let to = data_offset(mode, lb) + block_len(new, lb) as u64;
@@ -825,7 +825,7 @@ impl CipherFile {
             });
             // xts: only a full 4 KiB block of zeros is a hole, so a new
             // partial last block is written (encrypted zeros).
-            if mode == Mode::Xts && new % BLOCK != 0 && new_n > old_n {
+            if mode == Mode::Xts && !new.is_multiple_of(BLOCK) && new_n > old_n {
                 let buf = sized(&mut sc.head, block_len(new, new_n - 1));
                 buf.fill(0);
                 self.write_block(&cx, new_n - 1, buf)?;
