@@ -65,7 +65,7 @@ mkdir -p "$OUT"
 {
     echo "# warpfs rekey rate"
     echo
-    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores · git $(git rev-parse --short=12 HEAD 2>/dev/null || echo '?') · tmpfs backing · $FILES files x $SIZE_MIB MiB of random data · \`bash bench/rekey.sh\`"
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) · $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores · git $(git rev-parse --short=12 HEAD 2>/dev/null || echo "?")$(git diff --quiet HEAD 2>/dev/null || echo " (dirty)") · tmpfs backing · $FILES files x $SIZE_MIB MiB of random data · \`bash bench/rekey.sh\`"
     echo
     echo "Offline: the volume unmounted, \`warpfs rekey\` does the work. Online: the volume mounted and idle, the daemon re-encrypts (every 1 MiB segment goes through the undo journal: three fsyncs and one extra copy of its bytes, free on tmpfs). MB = 10^6 bytes of plaintext."
     echo

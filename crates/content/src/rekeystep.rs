@@ -7,7 +7,7 @@ use crate::file::{CipherFile, FileState};
 use crate::header::{self, Header};
 use crate::layout::{block_count, block_len, data_offset, entry_offset, segment_end, segment_start, BLOCK_USIZE};
 use crate::rangelock::Want;
-use crate::{entry, sysio, ContentError, Mode};
+use crate::{entry, sysio, Cipher, ContentError, Mode};
 
 /// What one [`CipherFile::rekey_step`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub enum Stage {
 pub trait RekeyIo {
     /// Make the undo record (the file's ID and the old bytes at their
     /// offsets) durable before the segment is overwritten.
-    fn save(&mut self, file_id: &[u8; 16], ranges: Vec<(u64, Vec<u8>)>) -> std::io::Result<()>;
+    fn save(&mut self, file_id: &[u8; 16], ranges: &[(u64, &[u8])]) -> std::io::Result<()>;
     /// The moved segment is durable: forget the record, durably.
     fn done(&mut self) -> std::io::Result<()>;
     /// A point of the move was reached (crash tests stop here).
@@ -81,7 +81,6 @@ impl CipherFile {
                 hdr.generation
             )));
         }
-        let mode = self.mode();
         let n = block_count(st.size);
         let a = segment_start(hdr.rekeyed);
         if a >= n {
@@ -107,25 +106,63 @@ impl CipherFile {
             .ok_or_else(|| ContentError::corrupt("file too large to rekey"))?;
         let b = segment_end(a).min(n);
         let cx = self.ctx(&hdr)?;
-        let base = &cx.base;
-        let e = mode.entry_len();
         let mut old_hdr = [0u8; header::LEN];
         sysio::read_exact_at(&self.file, &mut old_hdr, 0)?;
-        let mut old_ents = vec![0u8; (b - a) as usize * e];
+        // The segment's buffers are reused from the last step on this
+        // thread (about 2 MiB: allocating and zeroing them per segment
+        // cost as much as the cipher work).
+        let mut bufs = BUFS.with(|c| c.take());
+        let r = self.move_segment(io, &cx, &target, &hdr, st.size, (a, b), old_hdr, &mut bufs);
+        BUFS.with(|c| c.replace(bufs));
+        let (bytes, unreadable) = r?;
+        let new_hdr = Header { rekeyed, ..hdr };
+        guard.update(|s| s.hdr = Some(new_hdr));
+        Ok(Step::Moved { bytes, unreadable })
+    }
+
+    /// Move blocks `[a, b)` (one segment; its range lock held) to the
+    /// keyring's write generation: save the undo record, write the new
+    /// data, entries and header (watermark `hdr.rekeyed + 1`), sync.
+    #[allow(clippy::too_many_arguments)]
+    fn move_segment(
+        &self,
+        io: &mut dyn RekeyIo,
+        cx: &crate::file::Ctx,
+        target: &Cipher,
+        hdr: &Header,
+        size: u64,
+        (a, b): (u64, u64),
+        old_hdr: [u8; header::LEN],
+        bufs: &mut SegmentBufs,
+    ) -> Result<(u64, u64), ContentError> {
+        let mode = self.mode();
+        let e = mode.entry_len();
+        let base = &cx.base;
+        let rekeyed = hdr.rekeyed + 1;
+        let SegmentBufs {
+            old_ents,
+            ents,
+            old_data,
+            data,
+        } = bufs;
+        old_ents.resize((b - a) as usize * e, 0);
         if e > 0 {
-            sysio::read_exact_at(&self.file, &mut old_ents, entry_offset(mode, a))?;
+            sysio::read_exact_at(&self.file, old_ents, entry_offset(mode, a))?;
         }
-        let dlen: usize = (a..b).map(|x| block_len(st.size, x)).sum();
-        let mut old_data = vec![0u8; dlen];
-        sysio::read_exact_at(&self.file, &mut old_data, data_offset(mode, a))?;
-        let (mut data, mut ents) = (old_data.clone(), old_ents.clone());
+        let dlen: usize = (a..b).map(|x| block_len(size, x)).sum();
+        old_data.resize(dlen, 0);
+        sysio::read_exact_at(&self.file, old_data, data_offset(mode, a))?;
+        data.clear();
+        data.extend_from_slice(old_data);
+        ents.clear();
+        ents.extend_from_slice(old_ents);
         let mut unreadable = 0u64;
         let mut pos = 0usize;
         // Runs of written blocks (relative to `a`): only their data is
         // saved and rewritten, so holes stay holes.
         let mut runs: Vec<(usize, usize)> = Vec::new();
         for x in a..b {
-            let len = block_len(st.size, x);
+            let len = block_len(size, x);
             let blk = &mut data[pos..pos + len];
             let old = &old_data[pos..pos + len];
             pos += len;
@@ -156,18 +193,18 @@ impl CipherFile {
                 }
             }
         }
-        let new_hdr = Header { rekeyed, ..hdr };
+        let new_hdr = Header { rekeyed, ..*hdr };
         // Byte range of data run (i, j) within the segment's data.
         let span = |(i, j): (usize, usize)| (i * BLOCK_USIZE, (j * BLOCK_USIZE).min(dlen));
-        let mut ranges = vec![(0, old_hdr.to_vec())];
+        let mut ranges: Vec<(u64, &[u8])> = vec![(0, &old_hdr[..])];
         if e > 0 {
-            ranges.push((entry_offset(mode, a), old_ents));
+            ranges.push((entry_offset(mode, a), &old_ents[..]));
         }
         for &r in &runs {
             let (s, t) = span(r);
-            ranges.push((data_offset(mode, a) + s as u64, old_data[s..t].to_vec()));
+            ranges.push((data_offset(mode, a) + s as u64, &old_data[s..t]));
         }
-        io.save(&hdr.file_id, ranges.clone())?;
+        io.save(&hdr.file_id, &ranges)?;
         io.reached(Stage::Saved);
         let written = (|| -> Result<(), ContentError> {
             for &r in &runs {
@@ -176,7 +213,7 @@ impl CipherFile {
             }
             io.reached(Stage::DataWritten);
             if e > 0 {
-                sysio::write_all_at(&self.file, &ents, entry_offset(mode, a))?;
+                sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
             }
             sysio::write_all_at(&self.file, &new_hdr.to_bytes(), 0)?;
             self.file.sync_data()?;
@@ -200,10 +237,19 @@ impl CipherFile {
             return Err(err);
         }
         io.done()?;
-        guard.update(|s| s.hdr = Some(new_hdr));
-        Ok(Step::Moved {
-            bytes: dlen as u64,
-            unreadable,
-        })
+        Ok((dlen as u64, unreadable))
     }
+}
+
+/// A rekey step's buffers: a segment's old and new entries and data.
+#[derive(Default)]
+struct SegmentBufs {
+    old_ents: Vec<u8>,
+    ents: Vec<u8>,
+    old_data: Vec<u8>,
+    data: Vec<u8>,
+}
+
+thread_local! {
+    static BUFS: std::cell::Cell<SegmentBufs> = std::cell::Cell::new(SegmentBufs::default());
 }

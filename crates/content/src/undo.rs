@@ -47,29 +47,39 @@ pub enum Content {
     Record(Record),
 }
 
+/// Encode a record (see [`Record::encode`]) from borrowed ranges into
+/// `out` (cleared first), so a rekey reuses one buffer and copies the old
+/// bytes once.
+pub fn encode_into(file_id: &[u8; 16], ino: u64, path: &[u8], ranges: &[(u64, &[u8])], out: &mut Vec<u8>) {
+    let body: usize = ranges.iter().map(|(_, b)| 12 + b.len()).sum();
+    out.clear();
+    out.reserve(8 + 4 + 16 + 8 + 4 + path.len() + 4 + body + 32);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(file_id);
+    out.extend_from_slice(&ino.to_le_bytes());
+    out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    out.extend_from_slice(path);
+    out.extend_from_slice(&(ranges.len() as u32).to_le_bytes());
+    for (off, b) in ranges {
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+    let sum = Sha256::digest(&out[..]);
+    out.extend_from_slice(&sum);
+}
+
 impl Record {
     /// The bytes on disk: magic, version, reserved (2), file ID, inode,
     /// path length (u32) and path, range count (u32), per range offset
     /// (u64), length (u32) and bytes, then SHA-256 of everything before.
     /// Integers little-endian.
     pub fn encode(&self) -> Vec<u8> {
-        let body: usize = self.ranges.iter().map(|(_, b)| 12 + b.len()).sum();
-        let mut v = Vec::with_capacity(8 + 4 + 16 + 8 + 4 + self.path.len() + 4 + body + 32);
-        v.extend_from_slice(&MAGIC);
-        v.extend_from_slice(&VERSION.to_le_bytes());
-        v.extend_from_slice(&[0, 0]);
-        v.extend_from_slice(&self.file_id);
-        v.extend_from_slice(&self.ino.to_le_bytes());
-        v.extend_from_slice(&(self.path.len() as u32).to_le_bytes());
-        v.extend_from_slice(&self.path);
-        v.extend_from_slice(&(self.ranges.len() as u32).to_le_bytes());
-        for (off, b) in &self.ranges {
-            v.extend_from_slice(&off.to_le_bytes());
-            v.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            v.extend_from_slice(b);
-        }
-        let sum = Sha256::digest(&v);
-        v.extend_from_slice(&sum);
+        let ranges: Vec<(u64, &[u8])> = self.ranges.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+        let mut v = Vec::new();
+        encode_into(&self.file_id, self.ino, &self.path, &ranges, &mut v);
         v
     }
 
@@ -185,9 +195,13 @@ impl Journal {
 
     /// Write `rec` and make it durable.
     pub fn save(&self, rec: &Record) -> std::io::Result<()> {
-        let b = rec.encode();
+        self.save_encoded(&rec.encode())
+    }
+
+    /// Write a record already encoded ([`encode_into`]) and make it durable.
+    pub fn save_encoded(&self, b: &[u8]) -> std::io::Result<()> {
         self.file.set_len(0)?;
-        self.file.write_all_at(&b, 0)?;
+        self.file.write_all_at(b, 0)?;
         self.file.sync_data()
     }
 

@@ -62,7 +62,8 @@ impl MemIo {
 }
 
 impl RekeyIo for MemIo {
-    fn save(&mut self, file_id: &[u8; 16], ranges: Vec<(u64, Vec<u8>)>) -> std::io::Result<()> {
+    fn save(&mut self, file_id: &[u8; 16], ranges: &[(u64, &[u8])]) -> std::io::Result<()> {
+        let ranges = ranges.iter().map(|(o, b)| (*o, b.to_vec())).collect();
         assert!(self.rec.is_none(), "a record is saved while another is pending");
         self.rec = Some(Record {
             file_id: *file_id,

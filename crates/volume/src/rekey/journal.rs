@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{RekeyIo, Stage};
-use warpfs_content::undo::{Content, Journal, Record};
+use warpfs_content::undo::{self, Content, Journal, Record};
 
 /// Name prefix of the journals in the CIPHERDIR root (reserved, FORMAT.md 4.4).
 pub const JOURNAL_PREFIX: &str = "warpfs.rekey.undo-";
@@ -22,6 +22,8 @@ pub(crate) struct JournalIo {
     path: PathBuf,
     ino: u64,
     rel: Vec<u8>,
+    /// The encoded record (reused: a segment's record is about 1 MiB).
+    buf: Vec<u8>,
     on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
 }
 
@@ -63,6 +65,7 @@ impl JournalIo {
             path,
             ino: 0,
             rel: Vec::new(),
+            buf: Vec::new(),
             on_event,
         })
     }
@@ -88,13 +91,9 @@ impl JournalIo {
 }
 
 impl RekeyIo for JournalIo {
-    fn save(&mut self, file_id: &[u8; 16], ranges: Vec<(u64, Vec<u8>)>) -> io::Result<()> {
-        self.journal.save(&Record {
-            file_id: *file_id,
-            ino: self.ino,
-            path: self.rel.clone(),
-            ranges,
-        })
+    fn save(&mut self, file_id: &[u8; 16], ranges: &[(u64, &[u8])]) -> io::Result<()> {
+        undo::encode_into(file_id, self.ino, &self.rel, ranges, &mut self.buf);
+        self.journal.save_encoded(&self.buf)
     }
 
     fn done(&mut self) -> io::Result<()> {
