@@ -125,10 +125,12 @@ impl WarpFs {
         s
     }
 
-    fn entry(&self, parent: INodeNo, cname: &str, name: &OsStr, attr: &Attr, reply: ReplyEntry) {
+    /// Reply with the entry `name` (backing `cname`) of `parent`; `fresh`
+    /// when the call just made it (see [`Nodes::remember`]).
+    fn entry(&self, parent: INodeNo, cname: &str, name: &OsStr, attr: &Attr, fresh: bool, reply: ReplyEntry) {
         let ino = self.nodes.node_id(attr.ino);
-        self.nodes.remember(ino, parent.0, cname, name);
-        reply.entry(&TTL, &to_fuse(ino, attr), Generation(0));
+        let generation = self.nodes.remember(ino, parent.0, cname, name, fresh);
+        reply.entry(&TTL, &to_fuse(ino, attr), Generation(generation));
     }
 
     fn attr_of(&self, ino: INodeNo, fh: Option<FileHandle>) -> Result<Attr, Errno> {
@@ -190,7 +192,7 @@ impl Filesystem for WarpFs {
             Err(e) => return reply.error(e),
         };
         match self.vol.lookup(&p.backing, name) {
-            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, false, reply),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -294,7 +296,7 @@ impl Filesystem for WarpFs {
         };
         let mode = (mode & libc::S_IFMT) | (mode & 0o7777 & !umask);
         match self.vol.mknod(&p.backing, name, mode, rdev as u64, Self::caller(req)) {
-            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, true, reply),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -308,7 +310,7 @@ impl Filesystem for WarpFs {
             .vol
             .mkdir(&p.backing, name, mode & 0o7777 & !umask, Self::caller(req))
         {
-            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, reply),
+            Ok((cname, attr)) => self.entry(parent, &cname, name, &attr, true, reply),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -350,7 +352,7 @@ impl Filesystem for WarpFs {
             .vol
             .symlink(&p.backing, link_name, target.as_os_str(), Self::caller(req))
         {
-            Ok((cname, attr)) => self.entry(parent, &cname, link_name, &attr, reply),
+            Ok((cname, attr)) => self.entry(parent, &cname, link_name, &attr, true, reply),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -386,7 +388,7 @@ impl Filesystem for WarpFs {
             _ => return reply.error(Errno::ENOENT),
         };
         match self.vol.link(&l.backing, &np.backing, newname) {
-            Ok((cname, attr)) => self.entry(newparent, &cname, newname, &attr, reply),
+            Ok((cname, attr)) => self.entry(newparent, &cname, newname, &attr, false, reply),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -552,17 +554,19 @@ impl Filesystem for WarpFs {
                         continue;
                     };
                     let node = self.nodes.node_id(attr.ino);
+                    // The kernel takes a lookup reference to every entry
+                    // that fits; one that does not is given back.
+                    let generation = self.nodes.remember(node, ino.0, &e.cname, &e.name, false);
                     let full = reply.add(
                         INodeNo(node),
                         (i + 1) as u64,
                         &e.name,
                         &TTL,
                         &to_fuse(node, &attr),
-                        Generation(0),
+                        Generation(generation),
                     );
-                    if !full {
-                        // The kernel now holds a lookup reference to this entry.
-                        self.nodes.remember(node, ino.0, &e.cname, &e.name);
+                    if full {
+                        self.nodes.forget(node, 1);
                     }
                     full
                 }
@@ -697,12 +701,12 @@ impl Filesystem for WarpFs {
         ) {
             Ok((cname, attr, f)) => {
                 let ino = self.nodes.node_id(attr.ino);
-                self.nodes.remember(ino, parent.0, &cname, name);
+                let generation = self.nodes.remember(ino, parent.0, &cname, name, true);
                 let fh = self.handles.insert(Handle::File(f));
                 reply.created(
                     &TTL,
                     &to_fuse(ino, &attr),
-                    Generation(0),
+                    Generation(generation),
                     FileHandle(fh),
                     FopenFlags::empty(),
                 );

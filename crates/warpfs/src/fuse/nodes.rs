@@ -2,6 +2,13 @@
 //! Node ids are backing inode numbers (the backing root is node 1), so hard
 //! links share one node. A node keeps every (parent, name) it is known by;
 //! an unlinked-but-open file keeps a node with no links.
+//!
+//! The backing file system reuses an inode number as soon as its file is
+//! gone, often before the kernel has sent FORGET for the old node. FUSE
+//! wants (node id, generation) unique until forgotten, so every newly made
+//! entry (create, mkdir, mknod, symlink) whose number is still known here
+//! gets a new generation: the kernel then retires its old inode instead of
+//! sharing it (with its stale link count) with the new file.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -25,6 +32,7 @@ struct Link {
 struct Node {
     links: Vec<Link>,
     nlookup: u64,
+    generation: u64,
 }
 
 /// Node id ↔ backing location.
@@ -38,9 +46,21 @@ struct Tables {
     nodes: HashMap<u64, Node>,
     /// (parent, backing name) → node
     names: HashMap<(u64, String), u64>,
+    /// The last generation handed out.
+    generation: u64,
 }
 
 impl Tables {
+    /// Forget every name of node `ino` (the node itself stays).
+    fn drop_all_links(&mut self, ino: u64) {
+        let links = self.nodes.get_mut(&ino).map(|n| std::mem::take(&mut n.links));
+        for l in links.unwrap_or_default() {
+            if self.names.get(&(l.parent, l.cname.clone())) == Some(&ino) {
+                self.names.remove(&(l.parent, l.cname));
+            }
+        }
+    }
+
     fn drop_link(&mut self, parent: u64, cname: &str) -> Option<u64> {
         let ino = self.names.remove(&(parent, cname.to_string()))?;
         if let Some(n) = self.nodes.get_mut(&ino) {
@@ -68,6 +88,7 @@ impl Nodes {
             Node {
                 links: Vec::new(),
                 nlookup: 1,
+                generation: 0,
             },
         );
         Self {
@@ -98,8 +119,13 @@ impl Nodes {
         }
     }
 
-    /// Record a lookup of `name` (backing `cname`) in `parent` that found node `ino`.
-    pub fn remember(&self, ino: u64, parent: u64, cname: &str, pname: &OsStr) {
+    /// Record that the kernel was told `name` (backing `cname`) in `parent`
+    /// is node `ino`; returns the generation to tell it. `fresh` says the
+    /// entry was just made, so a node already known by this number is an
+    /// earlier file whose number the backing file system reused: it gets a
+    /// new generation and loses its stale names (its lookup count stays, the
+    /// kernel's FORGET for the old inode will take it back).
+    pub fn remember(&self, ino: u64, parent: u64, cname: &str, pname: &OsStr, fresh: bool) -> u64 {
         let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
         let key = (parent, cname.to_string());
         if let Some(&old) = t.names.get(&key) {
@@ -107,8 +133,21 @@ impl Nodes {
                 t.drop_link(parent, cname);
             }
         }
+        let known = t.nodes.contains_key(&ino);
+        let reused = fresh && known && ino != ROOT;
+        if reused {
+            t.drop_all_links(ino);
+        }
+        let new_generation = reused || !known;
+        if new_generation {
+            t.generation += 1;
+        }
+        let generation = t.generation;
         t.names.insert(key, ino);
         let n = t.nodes.entry(ino).or_default();
+        if new_generation {
+            n.generation = generation;
+        }
         n.nlookup += 1;
         if !n.links.iter().any(|l| l.parent == parent && l.cname == cname) {
             n.links.insert(
@@ -120,6 +159,7 @@ impl Nodes {
                 },
             );
         }
+        n.generation
     }
 
     /// The kernel forgets `n` lookups of `ino`.
@@ -136,13 +176,8 @@ impl Nodes {
             None => false,
         };
         if gone {
-            if let Some(node) = t.nodes.remove(&ino) {
-                for l in node.links {
-                    if t.names.get(&(l.parent, l.cname.clone())) == Some(&ino) {
-                        t.names.remove(&(l.parent, l.cname));
-                    }
-                }
-            }
+            t.drop_all_links(ino);
+            t.nodes.remove(&ino);
         }
     }
 
@@ -228,8 +263,8 @@ mod tests {
     #[test]
     fn locate_follows_parents_and_renames() {
         let n = Nodes::new(500);
-        n.remember(10, ROOT, "cA", OsStr::new("a"));
-        n.remember(11, 10, "cB", OsStr::new("b"));
+        n.remember(10, ROOT, "cA", OsStr::new("a"), false);
+        n.remember(11, 10, "cB", OsStr::new("b"), false);
         let l = n.locate(11).unwrap();
         assert_eq!(l.backing, PathBuf::from("cA/cB"));
         assert_eq!(l.plain, "/a/b");
@@ -240,8 +275,8 @@ mod tests {
     #[test]
     fn hard_link_survives_unlink_of_one_name() {
         let n = Nodes::new(500);
-        n.remember(20, ROOT, "x", OsStr::new("x"));
-        n.remember(20, ROOT, "y", OsStr::new("y"));
+        n.remember(20, ROOT, "x", OsStr::new("x"), false);
+        n.remember(20, ROOT, "y", OsStr::new("y"), false);
         n.unlinked(ROOT, "y");
         assert_eq!(n.locate(20).unwrap().backing, PathBuf::from("x"));
         n.unlinked(ROOT, "x");
@@ -251,13 +286,38 @@ mod tests {
     #[test]
     fn exchange_swaps_names_and_forget_drops() {
         let n = Nodes::new(500);
-        n.remember(30, ROOT, "p", OsStr::new("p"));
-        n.remember(31, ROOT, "q", OsStr::new("q"));
+        n.remember(30, ROOT, "p", OsStr::new("p"), false);
+        n.remember(31, ROOT, "q", OsStr::new("q"), false);
         n.renamed((ROOT, "p", OsStr::new("p")), (ROOT, "q", OsStr::new("q")), true);
         assert_eq!(n.locate(30).unwrap().backing, PathBuf::from("q"));
         assert_eq!(n.locate(31).unwrap().backing, PathBuf::from("p"));
         n.forget(30, 1);
         assert!(n.locate(30).is_none());
+    }
+
+    #[test]
+    fn reused_number_gets_a_new_generation_and_drops_stale_names() {
+        let n = Nodes::new(500);
+        let g1 = n.remember(40, ROOT, "old", OsStr::new("old"), true);
+        // A lookup of a known node (e.g. a hard link) keeps its generation.
+        assert_eq!(n.remember(40, ROOT, "old2", OsStr::new("old2"), false), g1);
+        // The old file is gone, its FORGET not yet here, and a new file gets
+        // its number: a new generation, only the new name.
+        n.unlinked(ROOT, "old");
+        let g2 = n.remember(40, ROOT, "new", OsStr::new("new"), true);
+        assert_ne!(g1, g2);
+        assert_eq!(n.locate(40).unwrap().backing, PathBuf::from("new"));
+        // The stale second name no longer points at node 40.
+        n.unlinked(ROOT, "old2");
+        assert_eq!(n.locate(40).unwrap().backing, PathBuf::from("new"));
+        // The old inode's FORGET (3 lookups so far, 2 of them old) leaves the new one.
+        n.forget(40, 2);
+        assert_eq!(n.locate(40).unwrap().backing, PathBuf::from("new"));
+        assert_eq!(n.remember(40, ROOT, "new", OsStr::new("new"), false), g2);
+        n.forget(40, 2);
+        assert!(n.locate(40).is_none());
+        // A number seen again after its FORGET starts a new generation too.
+        assert_ne!(n.remember(40, ROOT, "again", OsStr::new("again"), false), g2);
     }
 
     #[test]
