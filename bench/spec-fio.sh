@@ -6,7 +6,7 @@
 # ceiling, side by side in one run, with the engine's hit rate per job (from
 # `warpfs stats --json MOUNTPOINT`).
 #
-#   sudo bash bench/spec-fio.sh [--mode gcm|ctr] [--quick] [--runtime S] [--reps N] [--size-mib M]
+#   sudo bash bench/spec-fio.sh [--mode gcm|ctr] [--software-aes] [--quick] [--runtime S] [--reps N] [--size-mib M]
 #                               [--peers warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto]
 #                               [--jobs seqread-128k,...] [--out DIR]
 #   bash bench/spec-fio.sh --render bench/results/spec-fio.json     (redo the .md)
@@ -15,6 +15,10 @@
 # `warpfs init`; ctr is the paper's mode: a read with its mask ready is an
 # XOR only). gocryptfs is AES-256-GCM either way. Output names:
 # spec-fio.{json,md} for gcm, spec-fio-ctr.{json,md} for ctr.
+# --software-aes: the warpfs peers make their keystream with software AES
+# (WARPFS_NO_AESNI=1), the papers' AES-NI-off experiment, where a mask costs
+# far more than the XOR that applies it; GHASH (gcm) keeps PCLMULQDQ and
+# gocryptfs its hardware AES. Output names get -softaes.
 # Per peer: a tmpfs backing dir, a new volume (warpfs: --mode), a mount, a round
 # trip check (4 MiB random data back after remount + cold cache; crypto
 # peers: a plaintext marker must not appear in the backing dir), a read file
@@ -65,7 +69,9 @@ render_md() {
           def ratio($a; $b): if $a != null and $b != null and $b > 0 then ($a / $b * 100 | round / 100 | tostring) else "–" end;
           def hit($c): if $c == null or $c.engine == null then "–"
                        else ($c.engine | map(.hit_rate) | median | pct) + " (\($c.engine | map(.direct) | median) direct)" end;
-          "# spec-fio (\($mode)): speculation on vs off vs gocryptfs vs the no-crypto ceiling\n",
+          (.settings.software_aes // false) as $soft
+        | "# spec-fio (\($mode)\(if $soft then ", software AES" else "" end)): speculation on vs off vs gocryptfs vs the no-crypto ceiling\n",
+          (if $soft then "warpfs keystream made with software AES (WARPFS_NO_AESNI=1, the AES-NI-off experiment of the papers); GHASH keeps PCLMULQDQ, gocryptfs its hardware AES.\n" else empty end),
           "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes)",
           "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (other work on a shared machine makes the numbers noisy)",
           "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · warpfs volumes in \($mode) · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job\n",
@@ -95,7 +101,7 @@ render_md() {
 }
 
 PEERS="warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto" REPS=1 RUNTIME=10 SIZE_MIB=1024
-OUT="$BENCH/results" RENDER="" JOBS="" MODE="gcm"
+OUT="$BENCH/results" RENDER="" JOBS="" MODE="gcm" SOFT_AES=false
 while (($#)); do
     case "$1" in
     --jobs) JOBS="$2"; shift 2 ;;
@@ -105,6 +111,7 @@ while (($#)); do
         shift 2
         ;;
     --quick) RUNTIME=3 SIZE_MIB=256; shift ;;
+    --software-aes) SOFT_AES=true; shift ;;
     *) parse_common "$@"; shift "$NARGS" ;;
     esac
 done
@@ -115,6 +122,11 @@ done
 export WARPFS_MODE="$MODE"
 NAME="spec-fio"
 [[ $MODE == gcm ]] || NAME="spec-fio-$MODE"
+if $SOFT_AES; then
+    # Inherited by every daemon; only warpfs reads it.
+    export WARPFS_NO_AESNI=1
+    NAME="$NAME-softaes"
+fi
 
 preflight "tmpfs mounts, drop_caches, warpfs stats"
 
@@ -206,6 +218,7 @@ jq -s \
     --arg commit "$GIT_COMMIT" --argjson dirty "$GIT_DIRTY" --arg fio "$(fio --version)" \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --arg engine_cpus "$ENGINE_CPUS" --arg mode "$MODE" \
+    --argjson soft_aes "$SOFT_AES" \
     --argjson versions "$VERSIONS_JSON" \
     --rawfile panics "$PANICS" '
     . as $rows | {
@@ -214,7 +227,7 @@ jq -s \
                   cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
         settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
-                   ioengine: "psync", iodepth: 1, direct: 0, mode: $mode,
+                   ioengine: "psync", iodepth: 1, direct: 0, mode: $mode, software_aes: $soft_aes,
                    cold_cache: "unmount + drop_caches + mount before every job",
                    pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset",
                              engine_cpus: $engine_cpus,
