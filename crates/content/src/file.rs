@@ -60,6 +60,9 @@ pub(crate) struct Ctx {
     pub(crate) split: u64,
     reader: Arc<dyn BlockReader>,
     reader_gen: u32,
+    /// Every mask made on the calling thread, the read window untouched
+    /// (decrypt-ahead reads: they run where masks would be made anyway).
+    direct: bool,
 }
 
 impl Ctx {
@@ -74,7 +77,16 @@ impl Ctx {
     /// Whether block `x`'s masks come from the file's read window (made
     /// for the block's key generation).
     fn windowed(&self, x: u64) -> bool {
-        self.cipher(x).generation() == self.reader_gen
+        !self.direct && self.cipher(x).generation() == self.reader_gen
+    }
+
+    /// The reader that plans a request starting at block `x`.
+    fn planner(&self, x: u64) -> &dyn BlockReader {
+        if self.direct {
+            self.cipher(x).on_demand()
+        } else {
+            &*self.reader
+        }
     }
 
     /// The reader for block `x`: the file's read window when it was made
@@ -267,6 +279,7 @@ impl CipherFile {
             split,
             reader,
             reader_gen,
+            direct: false,
         })
     }
 
@@ -293,6 +306,34 @@ impl CipherFile {
     /// Read up to `buf.len()` bytes at `offset`; short only at end of file.
     /// On any error nothing of the request is returned (`buf` is zeroed).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        self.read_with(offset, buf, false).map_err(|e| self.log("read", e))
+    }
+
+    /// [`read_at`](Self::read_at) for a decrypt-ahead job: masks made on
+    /// the calling thread, the read window left alone, and no log line on
+    /// failure (the job's result is dropped and the read it was for runs
+    /// inline, which reports the error). Compare [`changes`](Self::changes)
+    /// before the call and when using the result.
+    pub fn read_ahead_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        self.read_with(offset, buf, true)
+    }
+
+    /// [`read_at`](Self::read_at) with every mask made on the calling
+    /// thread and the read window left alone: for a reader whose next
+    /// requests are being decrypted ahead (the window's look-ahead would
+    /// make masks for blocks nobody applies).
+    pub fn read_direct_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        self.read_with(offset, buf, true).map_err(|e| self.log("read", e))
+    }
+
+    /// Changes to this file (to any handle of its inode: writes,
+    /// truncations, hole punches, rekey steps) finished so far. Equal values
+    /// before a read and later mean the read's bytes are still the file's.
+    pub fn changes(&self) -> u64 {
+        self.sh.lock.changes()
+    }
+
+    fn read_with(&self, offset: u64, buf: &mut [u8], direct: bool) -> Result<usize, ContentError> {
         if buf.is_empty() {
             return Ok(0);
         }
@@ -309,10 +350,11 @@ impl CipherFile {
         let out = &mut buf[..n];
         let r = match st.hdr {
             None => Err(ContentError::corrupt("no header")),
-            Some(hdr) => self.ctx(&hdr).and_then(|cx| {
+            Some(hdr) => self.ctx(&hdr).and_then(|mut cx| {
+                cx.direct = direct;
                 scratch::with(|sc| {
                     let (first, last) = (offset / BLOCK, block_count(end));
-                    let planned = Planned::new(&*cx.reader, first, last - first);
+                    let planned = Planned::new(cx.planner(first), first, last - first);
                     let ents = self.read_entries_planned(
                         &cx,
                         st.size,
@@ -336,7 +378,7 @@ impl CipherFile {
             Ok(()) => Ok(n),
             Err(e) => {
                 buf.fill(0);
-                Err(self.log("read", e))
+                Err(e)
             }
         }
     }

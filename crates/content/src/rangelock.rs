@@ -1,7 +1,9 @@
 //! A block range lock (Mutex + Condvar over the active ranges): shared
 //! ranges overlap freely, an exclusive range overlaps nothing. It also
 //! guards a small state value (the file's size and ID) whose changes need
-//! the whole file held exclusively.
+//! the whole file held exclusively. It counts the exclusive ranges
+//! released (every change to the file's blocks, size or header holds one),
+//! so a reader can tell whether anything changed since it looked.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -40,6 +42,8 @@ struct Inner<T> {
     state: T,
     active: Vec<(u64, Want)>,
     next_id: u64,
+    /// Exclusive ranges released so far.
+    changes: u64,
 }
 
 pub(crate) struct RangeLock<T> {
@@ -61,6 +65,7 @@ impl<T: Copy> RangeLock<T> {
                 state,
                 active: Vec::new(),
                 next_id: 0,
+                changes: 0,
             }),
             cv: Condvar::new(),
         }
@@ -74,6 +79,14 @@ impl<T: Copy> RangeLock<T> {
     /// range is held).
     pub fn state(&self) -> T {
         self.lock().state
+    }
+
+    /// Exclusive ranges released so far. Equal values before and after a
+    /// read of any range mean no change to the file finished in between
+    /// (a change still in progress then held an exclusive range the read
+    /// could not overlap).
+    pub fn changes(&self) -> u64 {
+        self.lock().changes
     }
 
     /// Wait for and take the range `want` picks from the current state
@@ -121,7 +134,10 @@ impl<T> Drop for RangeGuard<'_, T> {
     fn drop(&mut self) {
         let mut g = self.lock.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = g.active.iter().position(|(id, _)| *id == self.id) {
-            g.active.swap_remove(i);
+            let (_, w) = g.active.swap_remove(i);
+            if w.exclusive {
+                g.changes += 1;
+            }
         }
         drop(g);
         self.lock.cv.notify_all();
@@ -163,6 +179,20 @@ mod tests {
         let (none, s) = l.acquire(|_| None);
         assert!(none.is_none());
         assert_eq!(s, 42);
+    }
+
+    #[test]
+    fn changes_count_released_exclusive_ranges_only() {
+        let l = RangeLock::new(());
+        assert_eq!(l.changes(), 0);
+        drop(l.acquire(|_| Some(Want::shared(0, 4))));
+        assert_eq!(l.changes(), 0, "a read is not a change");
+        let (g, _) = l.acquire(|_| Some(Want::exclusive(2, 3)));
+        assert_eq!(l.changes(), 0, "counted when released");
+        drop(g);
+        assert_eq!(l.changes(), 1);
+        drop(l.acquire(|_| Some(Want::whole())));
+        assert_eq!(l.changes(), 2);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! another thread or a moving read window) gets [`EngineError::Redefined`]
 //! and the buffer is left alone.
 
+use crate::ahead::{AheadJob, AheadPool};
 use crate::backend::{Backend, CpuBackend, MaskJob};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::{EngineConfig, EngineError, MaskCipher};
@@ -350,6 +351,8 @@ impl Shared {
 pub struct Engine {
     shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
+    /// Decrypt-ahead threads (speculation on and `read_ahead > 0`).
+    ahead: Mutex<Option<AheadPool>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -418,9 +421,26 @@ impl Engine {
             worker_cpus: Mutex::new(Vec::new()),
             queued: Padded(std::sync::atomic::AtomicUsize::new(0)),
         });
+        // Decrypt-ahead threads, placed like the workers: one per listed
+        // CPU, or per worker without a list, at most 4; at AHEAD_NICE.
+        let ahead = if threads > 0 && shared.cfg.read_ahead > 0 {
+            let n = if shared.cfg.cpus.is_empty() {
+                shared.cfg.effective_threads()
+            } else {
+                shared.cfg.cpus.len()
+            };
+            Some(AheadPool::new(
+                n.clamp(1, 4),
+                &shared.cfg.cpus,
+                Some(crate::AHEAD_NICE),
+            )?)
+        } else {
+            None
+        };
         let engine = Arc::new(Self {
             shared: shared.clone(),
             workers: Mutex::new(Vec::new()),
+            ahead: Mutex::new(ahead),
         });
         for i in 0..threads {
             let sh = shared.clone();
@@ -459,6 +479,48 @@ impl Engine {
     /// Whether masks are made ahead of need.
     pub fn speculation(&self) -> bool {
         self.shared.threads > 0
+    }
+
+    /// Decrypt-ahead depth (requests a sequential reader's data is read and
+    /// decrypted ahead; `EngineConfig::read_ahead`), 0 without
+    /// decrypt-ahead threads.
+    pub fn read_ahead(&self) -> usize {
+        match &*self.ahead.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(_) => self.shared.cfg.read_ahead,
+            None => 0,
+        }
+    }
+
+    /// Number of decrypt-ahead threads.
+    pub fn ahead_threads(&self) -> usize {
+        self.ahead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |p| p.threads())
+    }
+
+    /// Run `job` on a decrypt-ahead thread. `false` (the job dropped
+    /// unrun) without decrypt-ahead threads, when their queue is full, or
+    /// while the engine stops; a queued job may also be dropped unrun at
+    /// shutdown.
+    pub fn run_ahead(&self, job: AheadJob) -> bool {
+        match &*self.ahead.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(p) => p.submit(job),
+            None => false,
+        }
+    }
+
+    /// Count decrypt-ahead outcomes: blocks served, blocks wasted, and one
+    /// wait of `wait_ns` (when `waited`).
+    pub fn count_ahead(&self, served: u64, wasted: u64, waited: Option<u64>) {
+        let s = &self.shared.stats;
+        Stats::add(&s.ahead_served, served);
+        Stats::add(&s.ahead_wasted, wasted);
+        if let Some(ns) = waited {
+            Stats::add(&s.ahead_waits, 1);
+            Stats::add(&s.ahead_wait_ns, ns);
+        }
     }
 
     /// Number of worker threads.
@@ -1007,6 +1069,8 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        // Decrypt-ahead jobs make their masks themselves: stop them first.
+        drop(self.ahead.lock().unwrap_or_else(|e| e.into_inner()).take());
         self.shared.sched().shutdown = true;
         self.shared.work_cv.notify_all();
         self.shared.idle_cv.notify_all();
@@ -1035,7 +1099,7 @@ impl Drop for Engine {
 
 /// Set the calling thread's nice value (Linux: per thread). Refused
 /// without privilege to lower it; then the thread keeps the inherited one.
-fn set_thread_nice(n: i32) {
+pub(crate) fn set_thread_nice(n: i32) {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and setpriority have no memory-safety preconditions.
     unsafe {
@@ -1048,7 +1112,7 @@ fn set_thread_nice(n: i32) {
 
 /// Restrict the calling thread to `cpus` (Linux `sched_setaffinity` on the
 /// thread id; other systems: unsupported).
-fn set_thread_cpus(cpus: &[usize]) -> std::io::Result<()> {
+pub(crate) fn set_thread_cpus(cpus: &[usize]) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET is given

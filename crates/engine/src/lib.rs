@@ -12,7 +12,9 @@
 //! On top: the [`WritePool`] (one per volume; masks for the next Z nonces,
 //! implements [`warpfs_keystream::Keystream`] so it can replace `Direct`)
 //! and the [`ReadWindow`] (one per open file; masks for the W blocks ahead
-//! of the reader). [`StatsSnapshot`] counts what speculation achieved.
+//! of the reader). With speculation on, decrypt-ahead threads go one step
+//! further for sequential readers ([`Engine::run_ahead`]): they read and
+//! decrypt the next requests before they arrive. [`StatsSnapshot`] counts what speculation achieved.
 //!
 //! Mask layout (the NIST GCM counter layout of `warpfs_crypto::aes_ctr`):
 //! counter block = nonce (12 bytes) ‖ u32 big-endian counter; a context
@@ -20,6 +22,7 @@
 //! are the GCM tag mask E(J0) and bytes 16.. the data keystream (counter 2
 //! on). [`Engine::define_at`] takes any initial counter.
 
+mod ahead;
 mod backend;
 mod cipher;
 mod config;
@@ -31,11 +34,13 @@ mod read_window;
 mod stats;
 mod write_pool;
 
+pub use ahead::AheadJob;
 pub use backend::{Backend, CpuBackend, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
-    check_cpus_exist, parse_cpu_list, EngineConfig, DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN,
-    DEFAULT_POOL_SIZE, DEFAULT_SPIN_US, DEFAULT_WINDOW_MAX, ENV_NO_AESNI, MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
+    check_cpus_exist, parse_cpu_list, EngineConfig, AHEAD_NICE, DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE,
+    DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US, DEFAULT_WINDOW_MAX, ENV_NO_AESNI,
+    MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
 };
 pub use engine::{Ctx, CtxInfo, CtxState, Defined, Engine, KeyId, Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 pub use error::EngineError;

@@ -35,6 +35,10 @@ pub(crate) struct Stats {
     pub window_defined: AtomicU64,
     pub software_keys: AtomicU64,
     pub hardware_keys: AtomicU64,
+    pub ahead_served: AtomicU64,
+    pub ahead_wasted: AtomicU64,
+    pub ahead_waits: AtomicU64,
+    pub ahead_wait_ns: AtomicU64,
 }
 
 impl Stats {
@@ -74,6 +78,10 @@ impl Stats {
             window_defined: g(&self.window_defined),
             software_keys: g(&self.software_keys),
             hardware_keys: g(&self.hardware_keys),
+            ahead_served: g(&self.ahead_served),
+            ahead_wasted: g(&self.ahead_wasted),
+            ahead_waits: g(&self.ahead_waits),
+            ahead_wait_ns: g(&self.ahead_wait_ns),
             worker_cpus: Vec::new(),
         }
     }
@@ -123,6 +131,21 @@ pub struct StatsSnapshot {
     pub software_keys: u64,
     /// Keys on the `aes` 0.9 path (AES-NI/VAES when the CPU has them).
     pub hardware_keys: u64,
+    /// Blocks a read got already decrypted by a decrypt-ahead thread (the
+    /// read made no keystream and applied none: not in `applies`, but a
+    /// ready hit in [`hit_rate`](Self::hit_rate)).
+    #[serde(default)]
+    pub ahead_served: u64,
+    /// Blocks decrypted ahead but never served (the reader went elsewhere,
+    /// the file changed, or the job lost the race with the read).
+    #[serde(default)]
+    pub ahead_wasted: u64,
+    /// Reads that waited for a decrypt-ahead job already running.
+    #[serde(default)]
+    pub ahead_waits: u64,
+    /// Total time of those waits, in nanoseconds.
+    #[serde(default)]
+    pub ahead_wait_ns: u64,
     /// The CPUs the worker threads run on (the union of their affinity
     /// masks; `--engine-cpus`, or the daemon's own mask), sorted. Empty
     /// without workers or off Linux.
@@ -141,7 +164,7 @@ impl StatsSnapshot {
         serde_json::from_str(s)
     }
 
-    /// One line for a log: hit rate, waits, inline, wasted, batches.
+    /// One line for a log: hit rate, waits, inline, wasted, decrypt-ahead, batches.
     pub fn summary(&self) -> String {
         let mut hist = String::new();
         for (i, n) in self.batch_hist.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -152,7 +175,8 @@ impl StatsSnapshot {
         }
         format!(
             "engine {} x{} speculation {}: applies {}, ready-hits {} ({:.1}%), waits {} ({:.3} ms), \
-             inline {}, direct {}, made by workers {}, wasted {}, batches {} [{}]",
+             inline {}, direct {}, made by workers {}, wasted {}, decrypted ahead: served {} wasted {} \
+             waits {}, batches {} [{}]",
             self.backend,
             self.threads,
             if self.speculation { "on" } else { "off" },
@@ -165,18 +189,23 @@ impl StatsSnapshot {
             self.direct,
             self.made_by_workers,
             self.wasted,
+            self.ahead_served,
+            self.ahead_wasted,
+            self.ahead_waits,
             self.batches,
             hist
         )
     }
 
-    /// Share of applies that found their mask ready.
+    /// Share of blocks whose keystream was ready when a request needed it:
+    /// applies that found their mask ready, plus blocks served already
+    /// decrypted ahead, over all applies plus those blocks.
     pub fn hit_rate(&self) -> f64 {
-        let total = self.ready_hits + self.waits + self.inline;
+        let total = self.ready_hits + self.waits + self.inline + self.ahead_served;
         if total == 0 {
             0.0
         } else {
-            self.ready_hits as f64 / total as f64
+            (self.ready_hits + self.ahead_served) as f64 / total as f64
         }
     }
 }
@@ -216,6 +245,14 @@ impl fmt::Display for StatsSnapshot {
             f,
             "  defines {}, made by workers {}, wasted {} (stale {})",
             self.defines, self.made_by_workers, self.wasted, self.stale
+        )?;
+        writeln!(
+            f,
+            "  decrypt-ahead: served {} blocks, wasted {}, waited {} time(s) (total {:.3} ms)",
+            self.ahead_served,
+            self.ahead_wasted,
+            self.ahead_waits,
+            self.ahead_wait_ns as f64 / 1e6
         )?;
         write!(f, "  batches {}:", self.batches)?;
         for (i, n) in self.batch_hist.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -285,5 +322,28 @@ mod tests {
             "{}",
             snap.summary()
         );
+    }
+
+    #[test]
+    fn hit_rate_counts_blocks_served_decrypted_ahead_as_hits() {
+        let s = Stats::default();
+        Stats::add(&s.applies, 10);
+        Stats::add(&s.ready_hits, 6);
+        Stats::add(&s.inline, 4);
+        assert!((s.snapshot("cpu".into(), 1, true).hit_rate() - 0.6).abs() < 1e-9);
+        Stats::add(&s.ahead_served, 90);
+        Stats::add(&s.ahead_wasted, 3);
+        let snap = s.snapshot("cpu".into(), 1, true);
+        assert!((snap.hit_rate() - 0.96).abs() < 1e-9, "{}", snap.hit_rate());
+        assert!(
+            snap.to_string().contains("decrypt-ahead: served 90 blocks, wasted 3"),
+            "{snap}"
+        );
+        // Stats from before decrypt-ahead (no such fields) still parse.
+        let mut old: serde_json::Value = serde_json::from_str(&snap.to_json()).unwrap();
+        for k in ["ahead_served", "ahead_wasted", "ahead_waits", "ahead_wait_ns"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        assert_eq!(StatsSnapshot::from_json(&old.to_string()).unwrap().ahead_served, 0);
     }
 }

@@ -953,3 +953,38 @@ fn apply_makes_the_bytes_itself_when_a_worker_is_slow() {
     e.apply(&c, &t, &mut again, 16).unwrap();
     assert_eq!(again, buf);
 }
+
+/// Decrypt-ahead threads exist only with speculation on and a depth: jobs
+/// run there, and are refused otherwise.
+#[test]
+fn decrypt_ahead_follows_speculation_and_depth() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let on = engine(1, true);
+    assert_eq!(on.read_ahead(), warpfs_engine::DEFAULT_READ_AHEAD);
+    assert!(on.ahead_threads() >= 1);
+    for i in 0..8 {
+        let tx = tx.clone();
+        assert!(on.run_ahead(Box::new(move || tx.send(i).unwrap())));
+    }
+    let mut got: Vec<i32> = (0..8).map(|_| rx.recv().unwrap()).collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..8).collect::<Vec<_>>());
+    on.count_ahead(5, 2, Some(1000));
+    let s = on.stats();
+    assert_eq!(
+        (s.ahead_served, s.ahead_wasted, s.ahead_waits, s.ahead_wait_ns),
+        (5, 2, 1, 1000)
+    );
+    let off = engine(1, false);
+    assert_eq!((off.read_ahead(), off.ahead_threads()), (0, 0));
+    assert!(!off.run_ahead(Box::new(|| panic!("must not run"))));
+    let none = Engine::new(EngineConfig {
+        threads: 1,
+        speculation: true,
+        read_ahead: 0,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert_eq!((none.read_ahead(), none.ahead_threads()), (0, 0));
+    assert!(!none.run_ahead(Box::new(|| panic!("must not run"))));
+}

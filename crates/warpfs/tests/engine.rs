@@ -48,7 +48,18 @@ mode_tests!(
 fn stats_show_ready_hits_after_a_sequential_read(mode: Mode) {
     require_fuse!();
     let mut v = Volume::init(mode);
-    v.mount_with(&["--speculation", "on", "--engine-threads", "2", "--window-max", "32"]);
+    // The read window alone (decrypt-ahead, tested in ahead.rs, would
+    // serve most of the sequential read without it).
+    v.mount_with(&[
+        "--speculation",
+        "on",
+        "--engine-threads",
+        "2",
+        "--window-max",
+        "32",
+        "--read-ahead",
+        "0",
+    ]);
     write_then_read(&v, 8);
     let s = stats(&v);
     assert!(s.speculation, "{s}");
@@ -129,6 +140,8 @@ fn engine_switches_are_checked() {
         &["--engine-cpus", "1-0"],
         &["--engine-cpus", "0,"],
         &["--engine-cpus", "1023"],
+        &["--read-ahead", "65"],
+        &["--read-ahead", "-1"],
     ] {
         let mut a = args!["mount"];
         a.extend(bad.iter().map(std::ffi::OsString::from));

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use warpfs_config::Config;
 use warpfs_crypto::keys::MasterKey;
 use warpfs_engine::gpu::{select_backend, EngineKind};
-use warpfs_engine::{Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_WINDOW_MAX};
+use warpfs_engine::{
+    Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_WINDOW_MAX,
+};
 use warpfs_volume::{Options, Volume};
 
 /// Whether speculation is on when `--speculation` is not given ("auto").
@@ -66,6 +68,11 @@ pub struct MountArgs {
     /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 256].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     window_max: Option<u32>,
+    /// Decrypt-ahead depth: with speculation on, how many requests past a
+    /// sequential reader's current one are read and decrypted ahead on
+    /// threads placed like the keystream workers (0: none) [default: 2].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
+    read_ahead: Option<u16>,
     /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
     /// an OpenCL GPU, else cpu); an unavailable engine falls back to cpu with
     /// a warning [default: $WARPFS_ENGINE, else cpu].
@@ -147,6 +154,7 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
         window_max: a.window_max.map_or(DEFAULT_WINDOW_MAX, |w| w as usize),
         nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
         cpus: a.engine_cpus.clone().map(|c| c.0).unwrap_or_default(),
+        read_ahead: a.read_ahead.map_or(DEFAULT_READ_AHEAD, usize::from),
         ..EngineConfig::default()
     }
 }
@@ -175,7 +183,8 @@ fn serve(
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
     tracing::info!(
-        "keystream engine: {}, {} worker(s){}, speculation {}, write pool Z={}, read window W<={}",
+        "keystream engine: {}, {} worker(s){}, speculation {}, write pool Z={}, read window W<={}, \
+         decrypt-ahead {} request(s) on {} thread(s)",
         engine.backend_name(),
         engine.threads(),
         if c.cpus.is_empty() || engine.threads() == 0 {
@@ -185,7 +194,9 @@ fn serve(
         },
         if engine.speculation() { "on" } else { "off" },
         c.pool_size,
-        c.window_max
+        c.window_max,
+        engine.read_ahead(),
+        engine.ahead_threads()
     );
     WarpFs::new(vol)
         .map(|fs| fs.with_rekey_hook(super::rekey::kill_hook()))

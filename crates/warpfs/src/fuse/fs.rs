@@ -1,5 +1,6 @@
 //! The `fuser::Filesystem` implementation: each request becomes volume calls.
 
+use super::ahead::{Ahead, Found};
 use super::attr::{kind, to_fuse};
 use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
@@ -40,6 +41,8 @@ pub struct WarpFs {
     vol: Volume,
     nodes: Nodes,
     handles: Handles,
+    /// Decrypt-ahead for sequential readers (speculation on).
+    ahead: Option<Ahead>,
     rekey_hook: Option<RekeyHook>,
 }
 
@@ -78,10 +81,12 @@ impl WarpFs {
     pub fn new(vol: Volume) -> std::io::Result<Self> {
         let st = std::fs::symlink_metadata(vol.root())?;
         let nodes = Nodes::new(std::os::unix::fs::MetadataExt::ino(&st));
+        let ahead = vol.engine().cloned().and_then(Ahead::new);
         Ok(Self {
             vol,
             nodes,
             handles: Handles::default(),
+            ahead,
             rekey_hook: None,
         })
     }
@@ -418,10 +423,26 @@ impl Filesystem for WarpFs {
         let Some(f) = self.handles.file(fh.0) else {
             return reply.error(Errno::EBADF);
         };
+        let mut direct = false;
+        if let Some(a) = &self.ahead {
+            match a.read(fh.0, &f, offset, size as usize) {
+                Found::Ready(r) => {
+                    reply.data(r.bytes());
+                    return a.recycle(fh.0, r);
+                }
+                Found::Failed(e) => return reply.error(Errno::from_i32(e)),
+                Found::Inline { direct: d } => direct = d,
+            }
+        }
         READ_BUF.with(|b| {
             let mut buf = b.borrow_mut();
             buf.resize(size as usize, 0);
-            match f.read_at(offset, &mut buf[..]) {
+            let r = if direct {
+                f.read_direct_at(offset, &mut buf[..])
+            } else {
+                f.read_at(offset, &mut buf[..])
+            };
+            match r {
                 Ok(n) => reply.data(&buf[..n]),
                 Err(e) => reply.error(Errno::from_i32(e.errno())),
             }
@@ -467,6 +488,9 @@ impl Filesystem for WarpFs {
         reply: ReplyEmpty,
     ) {
         self.handles.remove(fh.0);
+        if let Some(a) = &self.ahead {
+            a.forget(fh.0);
+        }
         reply.ok();
     }
 
@@ -581,6 +605,9 @@ impl Filesystem for WarpFs {
 
     fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         self.handles.remove(fh.0);
+        if let Some(a) = &self.ahead {
+            a.forget(fh.0);
+        }
         reply.ok();
     }
 

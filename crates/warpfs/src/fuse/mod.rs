@@ -1,6 +1,7 @@
 //! warpfs layer 2: the FUSE frontend. Turns kernel requests into volume calls:
 //! inode table, file handles, attribute/entry caching, errno mapping. No crypto.
 
+mod ahead;
 mod attr;
 mod fs;
 mod handles;

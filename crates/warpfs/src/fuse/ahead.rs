@@ -1,0 +1,486 @@
+//! Decrypt-ahead per open handle: while a handle is read sequentially, the
+//! next `depth` requests (same stride, same size) are read and decrypted on
+//! the engine's decrypt-ahead threads, which run on the engine's CPUs, in
+//! chunks of [`CHUNK`] bytes. A read that finds its request planned takes
+//! back the chunks no thread has started and reads them itself, waits only
+//! for the chunks being read, and hands the whole buffer to the kernel: the
+//! engine's `apply` rule (wait for a mask being made, make one nobody has
+//! started) one step further, so neither CPU idles while the other works.
+//!
+//! A result is used only if the file did not change since its chunks were
+//! read (`CipherFile::changes`: every write, truncation, punch or rekey step
+//! of any handle of the inode counts), so a read never returns bytes older
+//! than a write that finished before it. Anything else (a chunk failed, the
+//! file changed) and the request is read again inline, which reports errors.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+use warpfs_engine::Engine;
+use warpfs_volume::OpenFile;
+
+/// Content block size (for counting blocks in the engine stats).
+const BLOCK: u64 = 4096;
+
+/// Bytes one decrypt-ahead step reads: small enough that a read waits for
+/// little, large enough that one lock round per chunk costs nothing.
+pub const CHUNK: usize = 128 << 10;
+
+/// Buffers a stream keeps for reuse beyond its depth (a fresh 1 MiB buffer
+/// is a fresh mmap, page faults included).
+const SPARE_BUFFERS: usize = 2;
+
+/// A request's buffer, written in disjoint chunks by the thread that owns
+/// each chunk (its claim is made under the stream's lock).
+struct Buf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: `Buf` owns its allocation; threads write only the chunks they
+// claimed under the stream lock (disjoint), and the whole buffer is read
+// only after every chunk is done (see `Ahead::read`).
+unsafe impl Send for Buf {}
+// SAFETY: as above.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    fn new(len: usize) -> Self {
+        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        Self {
+            len,
+            ptr: Box::into_raw(b).cast::<u8>(),
+        }
+    }
+
+    /// Chunk `i` (the last one may be shorter).
+    ///
+    /// # Safety
+    /// The caller owns chunk `i`: it claimed it under the stream lock and no
+    /// other reference to it exists until it marks it done.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn chunk(&self, i: usize) -> &mut [u8] {
+        let s = (i * CHUNK).min(self.len);
+        let e = (s + CHUNK).min(self.len);
+        std::slice::from_raw_parts_mut(self.ptr.add(s), e - s)
+    }
+
+    /// The first `n` bytes.
+    ///
+    /// # Safety
+    /// Every chunk is done: no thread writes the buffer.
+    unsafe fn head(&self, n: usize) -> &[u8] {
+        std::slice::from_raw_parts(self.ptr, n.min(self.len))
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `Box::into_raw` of a `len`-byte slice.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)));
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    /// Nobody has started it.
+    Queued,
+    /// A decrypt-ahead thread is reading it.
+    Running,
+    /// Taken back by the read it is for.
+    Taken,
+    /// Read by a decrypt-ahead thread: `n` bytes as of `changes`; `ok`
+    /// false when the read failed.
+    Done { n: usize, changes: u64, ok: bool },
+}
+
+struct Slot {
+    id: u64,
+    off: u64,
+    len: usize,
+    buf: Arc<Buf>,
+    chunks: Vec<Chunk>,
+    /// The read it is for has taken it: the job starts no more chunks.
+    claimed: bool,
+}
+
+impl Slot {
+    fn done_blocks(&self) -> u64 {
+        self.chunks
+            .iter()
+            .map(|c| match c {
+                Chunk::Done { n, ok: true, .. } => blocks(*n),
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Furthest end of the requests of a sequential run.
+    next: Option<u64>,
+    slots: VecDeque<Slot>,
+    free: Vec<Arc<Buf>>,
+    seq: u64,
+}
+
+impl State {
+    fn slot(&mut self, id: u64) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.id == id)
+    }
+
+    /// A buffer of at least `len` bytes (reused when one is free).
+    fn buffer(&mut self, len: usize) -> Arc<Buf> {
+        match self.free.iter().position(|b| b.len == len) {
+            Some(i) => self.free.swap_remove(i),
+            None => Arc::new(Buf::new(len)),
+        }
+    }
+}
+
+/// One open handle's decrypt-ahead state.
+#[derive(Default)]
+struct Stream {
+    st: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Stream {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Blocks of `n` bytes.
+fn blocks(n: usize) -> u64 {
+    (n as u64).div_ceil(BLOCK)
+}
+
+/// What [`Ahead::read`] found for a request.
+pub enum Found {
+    /// The request's plaintext: reply with `buf[..n]`
+    /// ([`Ready::bytes`]), then give it back with [`Ahead::recycle`].
+    Ready(Ready),
+    /// Nothing planned: read inline; `direct` when the handle reads
+    /// sequentially (its next requests are being decrypted ahead, so the
+    /// read window should not make masks for them).
+    Inline { direct: bool },
+    /// The request failed (the inline re-read reported it).
+    Failed(i32),
+}
+
+/// A request's plaintext, read (mostly) ahead.
+pub struct Ready {
+    buf: Arc<Buf>,
+    n: usize,
+}
+
+impl Ready {
+    /// The bytes to reply with.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: a `Ready` exists only once every chunk is done and its
+        // slot is gone: nobody writes the buffer any more.
+        unsafe { self.buf.head(self.n) }
+    }
+}
+
+/// Decrypt-ahead for every open handle of a mount.
+pub struct Ahead {
+    engine: Arc<Engine>,
+    depth: usize,
+    streams: Mutex<HashMap<u64, Arc<Stream>>>,
+}
+
+impl Ahead {
+    /// Decrypt-ahead through `engine`, when it has decrypt-ahead threads.
+    pub fn new(engine: Arc<Engine>) -> Option<Self> {
+        let depth = engine.read_ahead();
+        (depth > 0).then(|| Self {
+            engine,
+            depth,
+            streams: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn stream(&self, fh: u64) -> Arc<Stream> {
+        self.streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(fh)
+            .or_default()
+            .clone()
+    }
+
+    /// Handle `fh` was released: drop its state (running jobs finish and
+    /// find their slot gone).
+    pub fn forget(&self, fh: u64) {
+        let s = self.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
+        if let Some(s) = s {
+            let st = std::mem::take(&mut *s.lock());
+            let wasted = st.slots.iter().map(Slot::done_blocks).sum();
+            self.engine.count_ahead(0, wasted, None);
+        }
+    }
+
+    /// A read of `size` bytes at `off` through handle `fh` of file `f`:
+    /// its plaintext when the request was planned (chunks nobody started
+    /// are read here), and the requests after it queued when the handle
+    /// reads sequentially.
+    pub fn read(&self, fh: u64, f: &OpenFile, off: u64, size: usize) -> Found {
+        let stream = self.stream(fh);
+        let mut st = stream.lock();
+        let mut wasted = 0;
+        let planned = st.slots.iter().position(|s| s.off == off && s.len == size);
+        let sequential = planned.is_some() || self.near(st.next, off, size);
+        let claim = planned.map(|i| {
+            let s = &mut st.slots[i];
+            s.claimed = true;
+            let mut mine = Vec::new();
+            for (k, c) in s.chunks.iter_mut().enumerate() {
+                if *c == Chunk::Queued {
+                    *c = Chunk::Taken;
+                    mine.push(k);
+                }
+            }
+            (s.id, s.buf.clone(), mine)
+        });
+        wasted += self.plan_next(&mut st, &stream, f, off, size, sequential);
+        drop(st);
+        let found = match claim {
+            None => Found::Inline { direct: sequential },
+            Some((id, buf, mine)) => self.finish(&stream, f, id, buf, &mine, off, size),
+        };
+        self.engine.count_ahead(0, wasted, None);
+        found
+    }
+
+    /// Whether a request at `off` of `size` bytes continues the sequential
+    /// run ending at `next`: the kernel's read-ahead sends several requests
+    /// at once and FUSE threads take them in any order, so "near the end"
+    /// counts.
+    fn near(&self, next: Option<u64>, off: u64, size: usize) -> bool {
+        let reach = (self.depth as u64 + 1).saturating_mul(size as u64);
+        match next {
+            None => off == 0,
+            Some(n) => off <= n.saturating_add(reach) && off.saturating_add(size as u64).saturating_add(reach) >= n,
+        }
+    }
+
+    /// Update the run, drop slots the reader left behind, queue the
+    /// requests after this one; returns the blocks wasted.
+    fn plan_next(
+        &self,
+        st: &mut State,
+        stream: &Arc<Stream>,
+        f: &OpenFile,
+        off: u64,
+        size: usize,
+        sequential: bool,
+    ) -> u64 {
+        let end = off.saturating_add(size as u64);
+        let reach = (self.depth as u64 + 1).saturating_mul(size as u64);
+        // Requests before the furthest end seen were sent already.
+        let seen = st.next.filter(|_| sequential).unwrap_or(0);
+        st.next = Some(seen.max(end));
+        let keep_from = if sequential {
+            off.saturating_sub(reach)
+        } else {
+            u64::MAX
+        };
+        let mut wasted = 0;
+        let mut kept = VecDeque::with_capacity(st.slots.len());
+        for s in std::mem::take(&mut st.slots) {
+            if s.off >= keep_from || s.claimed {
+                kept.push_back(s);
+            } else {
+                wasted += s.done_blocks();
+                // A chunk may still be running: the buffer comes back to
+                // the free list only when no job holds it.
+                if Arc::strong_count(&s.buf) == 1 {
+                    st.free.push(s.buf);
+                }
+            }
+        }
+        st.slots = kept;
+        if !sequential || size == 0 {
+            return wasted;
+        }
+        let file_size = f.size();
+        for k in 1..=self.depth as u64 {
+            let o = off.saturating_add(k * size as u64);
+            if o >= file_size {
+                break;
+            }
+            if o < seen || st.slots.iter().any(|s| s.off == o && s.len == size) {
+                continue;
+            }
+            st.seq += 1;
+            let id = st.seq;
+            let buf = st.buffer(size);
+            st.slots.push_back(Slot {
+                id,
+                off: o,
+                len: size,
+                buf,
+                chunks: vec![Chunk::Queued; size.div_ceil(CHUNK)],
+                claimed: false,
+            });
+            let (s, file) = (stream.clone(), f.clone());
+            if !self.engine.run_ahead(Box::new(move || job(&s, &file, id, o))) {
+                // Refused (queue full or stopping): the read does it all.
+                st.slots.retain(|s| s.id != id);
+            }
+        }
+        st.free.truncate(self.depth + SPARE_BUFFERS);
+        wasted
+    }
+
+    /// Read the chunks `mine` of claimed slot `id` here, wait for the
+    /// running ones, check the result and hand it out.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        stream: &Stream,
+        f: &OpenFile,
+        id: u64,
+        buf: Arc<Buf>,
+        mine: &[usize],
+        off: u64,
+        size: usize,
+    ) -> Found {
+        let mut own: Vec<(usize, usize, u64, bool)> = Vec::with_capacity(mine.len());
+        for &k in mine {
+            let changes = f.changes();
+            // SAFETY: chunk k was Queued and this thread marked it Taken
+            // under the lock: it is this thread's alone.
+            let dst = unsafe { buf.chunk(k) };
+            let r = f.read_ahead_at(off + (k * CHUNK) as u64, dst);
+            own.push((k, *r.as_ref().unwrap_or(&0), changes, r.is_ok()));
+        }
+        let mut st = stream.lock();
+        let mut waited = None;
+        let t0 = Instant::now();
+        while st.slot(id).is_some_and(|s| s.chunks.contains(&Chunk::Running)) {
+            st = stream.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            waited = Some(t0.elapsed().as_nanos() as u64);
+        }
+        let Some(i) = st.slots.iter().position(|s| s.id == id) else {
+            // Cannot happen (only its read removes a claimed slot); read inline.
+            return Found::Inline { direct: true };
+        };
+        let slot = st.slots.remove(i).expect("position is in range");
+        drop(st);
+        let mut chunks = slot.chunks;
+        for (k, n, changes, ok) in own {
+            chunks[k] = Chunk::Done { n, changes, ok };
+        }
+        // Every chunk is done (or was never a job's); the bytes hold if no
+        // chunk failed, the file did not change since the first was read,
+        // and only the last chunk is short.
+        let now = f.changes();
+        let mut n = 0;
+        let mut valid = true;
+        let mut ahead_blocks = 0;
+        for (k, c) in chunks.iter().enumerate() {
+            match *c {
+                Chunk::Done { n: m, changes, ok } if ok && changes == now => {
+                    let full = (size - k * CHUNK).min(CHUNK);
+                    if m < full && k + 1 < chunks.len() && n + m < size {
+                        // Short before the end: end of file, if the rest is too.
+                        valid &= chunks[k + 1..].iter().all(|c| matches!(c, Chunk::Done { n: 0, .. }));
+                    }
+                    if !mine.contains(&k) {
+                        ahead_blocks += blocks(m);
+                    }
+                    n += m;
+                }
+                _ => valid = false,
+            }
+        }
+        if !valid {
+            self.engine.count_ahead(0, ahead_blocks, waited);
+            // SAFETY: the slot is gone and no job holds a chunk (none is
+            // Running): this thread owns the buffer; `chunk`-free access
+            // through one slice of the whole length.
+            let whole = unsafe { std::slice::from_raw_parts_mut(buf.ptr, buf.len) };
+            return match f.read_direct_at(off, whole) {
+                Ok(n) => Found::Ready(Ready { buf, n }),
+                Err(e) => Found::Failed(e.errno()),
+            };
+        }
+        self.engine.count_ahead(ahead_blocks, 0, waited);
+        Found::Ready(Ready { buf, n })
+    }
+
+    /// Give back the buffer of a [`Found::Ready`].
+    pub fn recycle(&self, fh: u64, r: Ready) {
+        let s = self.streams.lock().unwrap_or_else(|e| e.into_inner()).get(&fh).cloned();
+        if let Some(s) = s {
+            let mut st = s.lock();
+            if st.free.len() < self.depth + SPARE_BUFFERS && Arc::strong_count(&r.buf) == 1 {
+                st.free.push(r.buf);
+            }
+        }
+    }
+}
+
+/// Drops a job's running chunk if the job ends without a result (it
+/// panicked), so a read waiting for it reads inline instead of waiting
+/// forever.
+struct Unfinished<'a> {
+    stream: &'a Stream,
+    id: u64,
+    chunk: usize,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.stream.lock().slot(self.id) {
+            s.chunks[self.chunk] = Chunk::Done {
+                n: 0,
+                changes: 0,
+                ok: false,
+            };
+        }
+        self.stream.cv.notify_all();
+    }
+}
+
+/// The decrypt-ahead job of slot `id` (request at `off`): read its chunks
+/// in order until none is left unstarted or the read claimed the slot.
+fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
+    loop {
+        let (k, buf) = {
+            let mut st = stream.lock();
+            let Some(s) = st.slot(id) else { return };
+            if s.claimed {
+                return;
+            }
+            let Some(k) = s.chunks.iter().position(|c| *c == Chunk::Queued) else {
+                return;
+            };
+            s.chunks[k] = Chunk::Running;
+            (k, s.buf.clone())
+        };
+        let guard = Unfinished { stream, id, chunk: k };
+        let changes = f.changes();
+        // SAFETY: chunk k was Queued and this thread marked it Running under
+        // the lock: it is this thread's alone until marked done.
+        let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { buf.chunk(k) });
+        std::mem::forget(guard);
+        {
+            let mut st = stream.lock();
+            if let Some(s) = st.slot(id) {
+                s.chunks[k] = Chunk::Done {
+                    n: *r.as_ref().unwrap_or(&0),
+                    changes,
+                    ok: r.is_ok(),
+                };
+            }
+        }
+        stream.cv.notify_all();
+    }
+}
