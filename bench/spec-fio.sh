@@ -35,11 +35,14 @@
 # the FUSE threads (the placement of earlier runs). ENGINE_CPUS=none puts
 # warpfs-specon's there too.
 # Hit rate (warpfs peers with an engine): over the job, (ready hits + blocks
-# served decrypted ahead) / (applies + blocks served decrypted ahead)
-# (applies = masks taken from a context: ready, waited for, or made inline
-# because no worker had started them); "direct" counts blocks decrypted
-# without a context (small random reads by design, decrypt-ahead chunks, and
-# chunks a read took back from decrypt-ahead).
+# served decrypted ahead) / (applies + blocks served decrypted ahead + blocks
+# of sequential reads the reading thread decrypted itself) (applies = masks
+# taken from a context: ready, waited for, or made inline because no worker
+# had started them; the last term: chunks a read took back from decrypt-ahead
+# before a thread started them or took over from a stalled one, and
+# sequential requests nobody planned: misses). "direct" counts blocks
+# decrypted without a context (small random reads by design, decrypt-ahead
+# chunks, and those the reader decrypted itself).
 # Defaults: 1 rep x 10 s x 12 jobs x 5 peers, about 15-18 minutes on 2 cores;
 # --quick: 3 s per job, 256 MiB file, about 6 minutes.
 # Output: --out (default bench/results)/spec-fio[-ctr].json and .md; raw
@@ -82,7 +85,7 @@ render_md() {
             + ((.settings.pinning.engine_cpus // "") | if . == "" then "with them (no --engine-cpus)" else "on CPU \(.) (--engine-cpus \(.))" end) + ", "
             + "those of warpfs-specon-shared on the daemon CPU with the FUSE threads (the placement of earlier runs). "
             + "Making masks on a core the threads of the file system leave idle is the premise of the technique.\n",
-          "MiB/s, median of the repetitions; on = warpfs-specon; hit = (engine ready hits + blocks served decrypted ahead) / (applies + those blocks) over the job, in brackets the blocks decrypted directly without a context (decrypt-ahead chunks among them).\n",
+          "MiB/s, median of the repetitions; on = warpfs-specon; hit = (engine ready hits + blocks served decrypted ahead) / (applies + those blocks + blocks of sequential reads the reading thread decrypted itself) over the job, in brackets the blocks decrypted directly without a context (decrypt-ahead chunks among them).\n",
           "| job | " + ($peers | join(" | ")) + " | on/off | on/ceiling | on/gocryptfs | hit (on) | hit (shared) |",
           "|---|" + ($peers | map("---:") | join("|")) + "|---:|---:|---:|---:|---:|",
           ($jobs[] as $j
@@ -93,9 +96,9 @@ render_md() {
              + " | " + ratio($on; $off) + " | " + ratio($on; $ceil) + " | " + ratio($on; $go)
              + " | " + hit(cell("warpfs-specon"; $j)) + " | " + hit(cell("warpfs-specon-shared"; $j))
              + " |"),
-          "\nEngine counters per job (warpfs-specon, last repetition): applies / ready hits / waits / inline / direct / served decrypted ahead / decrypted ahead and wasted; CPUs of the workers.\n",
+          "\nEngine counters per job (warpfs-specon, last repetition): applies / ready hits / waits / inline / direct / served decrypted ahead / decrypted by the reader in sequential reads (chunks taken over from a stalled thread) / decrypted ahead and wasted; CPUs of the workers.\n",
           ($jobs[] as $j | cell("warpfs-specon"; $j) | select(. != null and .engine != null) | .engine[-1]
-           | "- \($j): \(.applies) / \(.ready_hits) / \(.waits) / \(.inline) / \(.direct) / \(.ahead_served // 0) / \(.ahead_wasted // 0); CPUs \(.worker_cpus // [] | map(tostring) | join(","))"),
+           | "- \($j): \(.applies) / \(.ready_hits) / \(.waits) / \(.inline) / \(.direct) / \(.ahead_served // 0) / \(.ahead_inline // "–") (\(.ahead_stolen // "–")) / \(.ahead_wasted // 0); CPUs \(.worker_cpus // [] | map(tostring) | join(","))"),
           "\nVersions: " + ([.results[] | "\(.peer): \(.version)"] | unique | join("; ")) + ".",
           (if (.panics | length) > 0 then "\nPanics in daemon logs:\n" + (.panics | map("- " + .) | join("\n"))
            else "\nNo panic in any daemon log." end)
@@ -193,8 +196,12 @@ one_job() {
              wasted: ($s1.wasted - $s0.wasted), speculation: $s1.speculation, threads: $s1.threads,
              worker_cpus: ($s1.worker_cpus // []),
              ahead_served: (($s1.ahead_served // 0) - ($s0.ahead_served // 0)),
-             ahead_wasted: (($s1.ahead_wasted // 0) - ($s0.ahead_wasted // 0))}
-            | .hit_rate = (if .applies + .ahead_served > 0 then (.ready_hits + .ahead_served) / (.applies + .ahead_served) else null end)) end)}' >>"$ROWS"
+             ahead_wasted: (($s1.ahead_wasted // 0) - ($s0.ahead_wasted // 0)),
+             ahead_inline: (($s1.ahead_inline // 0) - ($s0.ahead_inline // 0)),
+             ahead_stolen: (($s1.ahead_stolen // 0) - ($s0.ahead_stolen // 0))}
+            | .hit_rate = (if .applies + .ahead_served + .ahead_inline > 0
+                           then (.ready_hits + .ahead_served) / (.applies + .ahead_served + .ahead_inline)
+                           else null end)) end)}' >>"$ROWS"
     line="$(tail -n 1 "$ROWS")"
     printf '[spec-fio] rep %d/%d %-14s %-16s %8.1f MiB/s  hit %s  (daemon CPU %ss)\n' "$rep" "$REPS" "$jname" "$p" \
         "$(jq -r .mib_s <<<"$line")" "$(jq -r '.engine.hit_rate // "-" | if type == "number" then (. * 1000 | round / 10 | tostring) + "%" else . end' <<<"$line")" \

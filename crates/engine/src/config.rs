@@ -37,6 +37,13 @@ pub const DEFAULT_READ_AHEAD: usize = 2;
 /// client's CPU): nice 19 beat 0 and -19, which took CPU from the client
 /// (ARCHITECTURE.md, "Decrypt-ahead").
 pub const AHEAD_NICE: i32 = 19;
+/// How long a read waits for a decrypt-ahead thread to finish a chunk it
+/// has started before taking the chunk over (reading it itself into another
+/// buffer). A running thread needs ~30 µs for a 128 KiB chunk; one still
+/// busy after this was preempted (nice 19, on a CPU the client keeps busy),
+/// and waiting for it stalled reads ~0.9 ms each (ARCHITECTURE.md,
+/// "Decrypt-ahead").
+pub const AHEAD_STEAL_AFTER: std::time::Duration = std::time::Duration::from_micros(100);
 /// Environment variable that forces software AES when set to `1`, `true` or `yes`.
 pub const ENV_NO_AESNI: &str = "WARPFS_NO_AESNI";
 

@@ -523,6 +523,15 @@ impl Engine {
         }
     }
 
+    /// Count `blocks` of a sequential reader's requests that the reading
+    /// thread decrypted itself, `stolen` of its chunks taken over from a
+    /// stalled decrypt-ahead thread.
+    pub fn count_ahead_inline(&self, blocks: u64, stolen: u64) {
+        let s = &self.shared.stats;
+        Stats::add(&s.ahead_inline, blocks);
+        Stats::add(&s.ahead_stolen, stolen);
+    }
+
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.shared.threads

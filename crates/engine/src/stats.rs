@@ -39,6 +39,8 @@ pub(crate) struct Stats {
     pub ahead_wasted: AtomicU64,
     pub ahead_waits: AtomicU64,
     pub ahead_wait_ns: AtomicU64,
+    pub ahead_inline: AtomicU64,
+    pub ahead_stolen: AtomicU64,
 }
 
 impl Stats {
@@ -82,6 +84,8 @@ impl Stats {
             ahead_wasted: g(&self.ahead_wasted),
             ahead_waits: g(&self.ahead_waits),
             ahead_wait_ns: g(&self.ahead_wait_ns),
+            ahead_inline: g(&self.ahead_inline),
+            ahead_stolen: g(&self.ahead_stolen),
             worker_cpus: Vec::new(),
         }
     }
@@ -146,6 +150,18 @@ pub struct StatsSnapshot {
     /// Total time of those waits, in nanoseconds.
     #[serde(default)]
     pub ahead_wait_ns: u64,
+    /// Blocks of a sequential reader's requests that the reading thread
+    /// decrypted itself: taken back before a decrypt-ahead thread started
+    /// them, taken over from a stalled one, read again after the file
+    /// changed, or in a request nobody had planned. Misses in
+    /// [`hit_rate`](Self::hit_rate).
+    #[serde(default)]
+    pub ahead_inline: u64,
+    /// Chunks a read took over from a decrypt-ahead thread that had not
+    /// finished them within [`AHEAD_STEAL_AFTER`](crate::AHEAD_STEAL_AFTER)
+    /// (it was preempted: it runs at nice 19).
+    #[serde(default)]
+    pub ahead_stolen: u64,
     /// The CPUs the worker threads run on (the union of their affinity
     /// masks; `--engine-cpus`, or the daemon's own mask), sorted. Empty
     /// without workers or off Linux.
@@ -176,7 +192,7 @@ impl StatsSnapshot {
         format!(
             "engine {} x{} speculation {}: applies {}, ready-hits {} ({:.1}%), waits {} ({:.3} ms), \
              inline {}, direct {}, made by workers {}, wasted {}, decrypted ahead: served {} wasted {} \
-             waits {}, batches {} [{}]",
+             waits {} inline {} stolen {}, batches {} [{}]",
             self.backend,
             self.threads,
             if self.speculation { "on" } else { "off" },
@@ -192,6 +208,8 @@ impl StatsSnapshot {
             self.ahead_served,
             self.ahead_wasted,
             self.ahead_waits,
+            self.ahead_inline,
+            self.ahead_stolen,
             self.batches,
             hist
         )
@@ -199,9 +217,10 @@ impl StatsSnapshot {
 
     /// Share of blocks whose keystream was ready when a request needed it:
     /// applies that found their mask ready, plus blocks served already
-    /// decrypted ahead, over all applies plus those blocks.
+    /// decrypted ahead, over all applies plus the blocks of sequential
+    /// reads (served ahead, or decrypted by the reading thread itself).
     pub fn hit_rate(&self) -> f64 {
-        let total = self.ready_hits + self.waits + self.inline + self.ahead_served;
+        let total = self.ready_hits + self.waits + self.inline + self.ahead_served + self.ahead_inline;
         if total == 0 {
             0.0
         } else {
@@ -248,11 +267,14 @@ impl fmt::Display for StatsSnapshot {
         )?;
         writeln!(
             f,
-            "  decrypt-ahead: served {} blocks, wasted {}, waited {} time(s) (total {:.3} ms)",
+            "  decrypt-ahead: served {} blocks, read by the reader {}, wasted {}, waited {} time(s) (total {:.3} ms), \
+             took over {} chunk(s)",
             self.ahead_served,
+            self.ahead_inline,
             self.ahead_wasted,
             self.ahead_waits,
-            self.ahead_wait_ns as f64 / 1e6
+            self.ahead_wait_ns as f64 / 1e6,
+            self.ahead_stolen
         )?;
         write!(f, "  batches {}:", self.batches)?;
         for (i, n) in self.batch_hist.iter().enumerate().filter(|(_, n)| **n > 0) {
@@ -335,15 +357,32 @@ mod tests {
         Stats::add(&s.ahead_wasted, 3);
         let snap = s.snapshot("cpu".into(), 1, true);
         assert!((snap.hit_rate() - 0.96).abs() < 1e-9, "{}", snap.hit_rate());
+        // Blocks the reader decrypted itself are misses.
+        Stats::add(&s.ahead_inline, 100);
+        Stats::add(&s.ahead_stolen, 2);
+        let snap = s.snapshot("cpu".into(), 1, true);
+        assert!((snap.hit_rate() - 0.48).abs() < 1e-9, "{}", snap.hit_rate());
         assert!(
-            snap.to_string().contains("decrypt-ahead: served 90 blocks, wasted 3"),
+            snap.to_string()
+                .contains("decrypt-ahead: served 90 blocks, read by the reader 100, wasted 3"),
             "{snap}"
         );
+        assert!(snap.to_string().contains("took over 2 chunk(s)"), "{snap}");
+        assert!(snap.summary().contains("inline 100 stolen 2"), "{}", snap.summary());
+        assert_eq!(StatsSnapshot::from_json(&snap.to_json()).unwrap(), snap);
         // Stats from before decrypt-ahead (no such fields) still parse.
         let mut old: serde_json::Value = serde_json::from_str(&snap.to_json()).unwrap();
-        for k in ["ahead_served", "ahead_wasted", "ahead_waits", "ahead_wait_ns"] {
+        for k in [
+            "ahead_served",
+            "ahead_wasted",
+            "ahead_waits",
+            "ahead_wait_ns",
+            "ahead_inline",
+            "ahead_stolen",
+        ] {
             old.as_object_mut().unwrap().remove(k);
         }
-        assert_eq!(StatsSnapshot::from_json(&old.to_string()).unwrap().ahead_served, 0);
+        let old = StatsSnapshot::from_json(&old.to_string()).unwrap();
+        assert_eq!((old.ahead_served, old.ahead_inline, old.ahead_stolen), (0, 0, 0));
     }
 }

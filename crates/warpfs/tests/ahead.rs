@@ -27,9 +27,20 @@ fn stats(v: &Volume) -> StatsSnapshot {
     StatsSnapshot::from_json(o.stdout.trim()).unwrap_or_else(|e| panic!("bad stats JSON ({e})\n{o}"))
 }
 
+const AHEAD_ARGS: [&str; 6] = ["--speculation", "on", "--engine-threads", "1", "--read-ahead", "2"];
+
 fn mount_ahead(mode: Mode) -> Volume {
     let mut v = Volume::init(mode);
-    v.mount_with(&["--speculation", "on", "--engine-threads", "1", "--read-ahead", "2"]);
+    v.mount_with(&AHEAD_ARGS);
+    v
+}
+
+/// As [`mount_ahead`], but a read takes over every chunk a decrypt-ahead
+/// thread is still reading at once (instead of after ~100 µs).
+fn mount_ahead_taking_over(mode: Mode) -> Volume {
+    let mut v = Volume::init(mode);
+    let o = v.try_mount_env(&AHEAD_ARGS, &[("WARPFS_AHEAD_STEAL_US", "0")]);
+    assert!(o.ok(), "mount failed\n{o}\nlog:\n{}", v.log());
     v
 }
 
@@ -58,7 +69,9 @@ fn settle() {
 
 mode_tests!(
     serves_a_sequential_reader,
-    never_serves_bytes_older_than_a_finished_write
+    never_serves_bytes_older_than_a_finished_write,
+    takes_over_chunks_from_a_stalled_thread,
+    never_serves_bytes_older_than_a_finished_write_taking_over
 );
 
 fn serves_a_sequential_reader(mode: Mode) {
@@ -80,8 +93,15 @@ fn serves_a_sequential_reader(mode: Mode) {
     assert_bytes_eq(&got, &data, "sequential O_DIRECT read with decrypt-ahead");
     let s = stats(&v);
     let served = s.ahead_served - s0.ahead_served;
+    let by_reader = s.ahead_inline - s0.ahead_inline;
     assert!(served > 0, "no block served decrypted ahead:\n{s}");
-    assert!(served <= (data.len() as u64).div_ceil(4096), "{s}");
+    // Every block of the run was either served ahead or decrypted by the
+    // reading thread (a miss in the hit rate), and none twice.
+    assert_eq!(
+        served + by_reader,
+        (data.len() as u64).div_ceil(4096),
+        "served ahead {served} + read by the reader {by_reader}:\n{s}"
+    );
     // A random read afterwards is served inline and is right too.
     let off = 5 * REQ + 777;
     let mut b = vec![0u8; 10_000];
@@ -92,9 +112,51 @@ fn serves_a_sequential_reader(mode: Mode) {
     assert!(o.stdout.contains("decrypt-ahead: served"), "{o}");
 }
 
+/// Reads that do not leave the threads time: chunks are often still being
+/// read when their request arrives, and (with the threshold at 0) taken
+/// over by the read, into another buffer, while the thread finishes.
+fn takes_over_chunks_from_a_stalled_thread(mode: Mode) {
+    require_fuse!();
+    let v = mount_ahead_taking_over(mode);
+    let data = Rng::for_test("ahead-steal").bytes(24 * REQ + 5000);
+    fs::write(v.p("f"), &data).unwrap();
+    let mut passes = 0;
+    loop {
+        let f = open_direct(&v.p("f"));
+        let mut got = Vec::new();
+        for i in 0.. {
+            let b = request(&f, i).unwrap();
+            if b.is_empty() {
+                break;
+            }
+            got.extend_from_slice(&b);
+        }
+        assert_bytes_eq(
+            &got,
+            &data,
+            &format!("pass {passes}: sequential read, chunks taken over"),
+        );
+        passes += 1;
+        let s = stats(&v);
+        if s.ahead_stolen > 0 || passes == 60 {
+            assert!(s.ahead_stolen > 0, "no chunk taken over in {passes} passes:\n{s}");
+            eprintln!("{} chunk(s) taken over in {passes} pass(es)", s.ahead_stolen);
+            break;
+        }
+    }
+}
+
+fn never_serves_bytes_older_than_a_finished_write_taking_over(mode: Mode) {
+    require_fuse!();
+    serves_no_stale_bytes(mount_ahead_taking_over(mode));
+}
+
 fn never_serves_bytes_older_than_a_finished_write(mode: Mode) {
     require_fuse!();
-    let v = mount_ahead(mode);
+    serves_no_stale_bytes(mount_ahead(mode));
+}
+
+fn serves_no_stale_bytes(v: Volume) {
     let mut rng = Rng::for_test("ahead-write");
     let mut data = rng.bytes(16 * REQ);
     fs::write(v.p("f"), &data).unwrap();

@@ -15,8 +15,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
-use warpfs_engine::Engine;
+use std::time::{Duration, Instant};
+use warpfs_engine::{Engine, AHEAD_STEAL_AFTER};
 use warpfs_volume::OpenFile;
 
 /// Content block size (for counting blocks in the engine stats).
@@ -25,6 +25,18 @@ const BLOCK: u64 = 4096;
 /// Bytes one decrypt-ahead step reads: small enough that a read waits for
 /// little, large enough that one lock round per chunk costs nothing.
 pub const CHUNK: usize = 128 << 10;
+
+/// Environment variable overriding [`AHEAD_STEAL_AFTER`], in microseconds
+/// (tests set 0: every chunk still running is taken over at once).
+pub const ENV_STEAL_US: &str = "WARPFS_AHEAD_STEAL_US";
+
+/// [`AHEAD_STEAL_AFTER`], or [`ENV_STEAL_US`] when set to a number.
+fn steal_after() -> Duration {
+    std::env::var(ENV_STEAL_US)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .map_or(AHEAD_STEAL_AFTER, Duration::from_micros)
+}
 
 /// Buffers a stream keeps for reuse beyond its depth (a fresh 1 MiB buffer
 /// is a fresh mmap, page faults included).
@@ -102,7 +114,8 @@ struct Slot {
     len: usize,
     buf: Arc<Buf>,
     chunks: Vec<Chunk>,
-    /// The read it is for has taken it: the job starts no more chunks.
+    /// The read it is for has taken it (it reads the unstarted chunks from
+    /// the back, the job goes on from the front).
     claimed: bool,
 }
 
@@ -191,6 +204,8 @@ impl Ready {
 pub struct Ahead {
     engine: Arc<Engine>,
     depth: usize,
+    /// How long a read waits for a running chunk before taking it over.
+    steal_after: Duration,
     streams: Mutex<HashMap<u64, Arc<Stream>>>,
 }
 
@@ -201,6 +216,7 @@ impl Ahead {
         (depth > 0).then(|| Self {
             engine,
             depth,
+            steal_after: steal_after(),
             streams: Mutex::new(HashMap::new()),
         })
     }
@@ -238,20 +254,13 @@ impl Ahead {
         let claim = planned.map(|i| {
             let s = &mut st.slots[i];
             s.claimed = true;
-            let mut mine = Vec::new();
-            for (k, c) in s.chunks.iter_mut().enumerate() {
-                if *c == Chunk::Queued {
-                    *c = Chunk::Taken;
-                    mine.push(k);
-                }
-            }
-            (s.id, s.buf.clone(), mine)
+            (s.id, s.buf.clone())
         });
         wasted += self.plan_next(&mut st, &stream, f, off, size, sequential);
         drop(st);
         let found = match claim {
             None => Found::Inline { direct: sequential },
-            Some((id, buf, mine)) => self.finish(&stream, f, id, buf, &mine, off, size),
+            Some((id, buf)) => self.finish(&stream, f, id, buf, off, size),
         };
         self.engine.count_ahead(0, wasted, None);
         found
@@ -338,21 +347,23 @@ impl Ahead {
         wasted
     }
 
-    /// Read the chunks `mine` of claimed slot `id` here, wait for the
-    /// running ones, check the result and hand it out.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        stream: &Stream,
-        f: &OpenFile,
-        id: u64,
-        buf: Arc<Buf>,
-        mine: &[usize],
-        off: u64,
-        size: usize,
-    ) -> Found {
-        let mut own: Vec<(usize, usize, u64, bool)> = Vec::with_capacity(mine.len());
-        for &k in mine {
+    /// Finish claimed slot `id`: read its unstarted chunks here, from the
+    /// last one back while the decrypt-ahead thread goes on from the front,
+    /// wait for the chunks being read (taking over those not done within
+    /// [`AHEAD_STEAL_AFTER`]), check the result and hand it out.
+    fn finish(&self, stream: &Stream, f: &OpenFile, id: u64, mut buf: Arc<Buf>, off: u64, size: usize) -> Found {
+        // (chunk, bytes, change count before, ok) of the chunks read here.
+        let mut own: Vec<(usize, usize, u64, bool)> = Vec::new();
+        loop {
+            let k = {
+                let mut st = stream.lock();
+                let Some(s) = st.slot(id) else { break };
+                let Some(k) = s.chunks.iter().rposition(|c| *c == Chunk::Queued) else {
+                    break;
+                };
+                s.chunks[k] = Chunk::Taken;
+                k
+            };
             let changes = f.changes();
             // SAFETY: chunk k was Queued and this thread marked it Taken
             // under the lock: it is this thread's alone.
@@ -363,19 +374,50 @@ impl Ahead {
         let mut st = stream.lock();
         let mut waited = None;
         let t0 = Instant::now();
-        while st.slot(id).is_some_and(|s| s.chunks.contains(&Chunk::Running)) {
-            st = stream.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        let mut stolen = Vec::new();
+        while let Some(s) = st.slot(id) {
+            if !s.chunks.contains(&Chunk::Running) {
+                break;
+            }
+            let left = self.steal_after.saturating_sub(t0.elapsed());
+            if left.is_zero() {
+                // The thread is not running (preempted): take its chunks.
+                stolen.extend((0..s.chunks.len()).filter(|&k| s.chunks[k] == Chunk::Running));
+                break;
+            }
+            st = stream.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
             waited = Some(t0.elapsed().as_nanos() as u64);
         }
         let Some(i) = st.slots.iter().position(|s| s.id == id) else {
             // Cannot happen (only its read removes a claimed slot); read inline.
             return Found::Inline { direct: true };
         };
+        // Removed under the lock: a thread still in a taken-over chunk finds
+        // no slot when it ends and drops its result.
         let slot = st.slots.remove(i).expect("position is in range");
+        let fresh = (!stolen.is_empty()).then(|| st.buffer(size));
         drop(st);
         let mut chunks = slot.chunks;
-        for (k, n, changes, ok) in own {
+        if let Some(nb) = fresh {
+            // The old buffer's taken-over chunks are still being written:
+            // move every other chunk to a fresh buffer and read those there.
+            for k in (0..chunks.len()).filter(|k| !stolen.contains(k)) {
+                // SAFETY: chunk k is done (by a thread, or here): nobody
+                // writes it; `nb` is this thread's alone (not in any slot).
+                unsafe { nb.chunk(k).copy_from_slice(buf.chunk(k)) };
+            }
+            for &k in &stolen {
+                let changes = f.changes();
+                // SAFETY: `nb` is this thread's alone.
+                let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { nb.chunk(k) });
+                own.push((k, *r.as_ref().unwrap_or(&0), changes, r.is_ok()));
+            }
+            buf = nb;
+        }
+        let mut own_blocks = 0;
+        for &(k, n, changes, ok) in &own {
             chunks[k] = Chunk::Done { n, changes, ok };
+            own_blocks += blocks(n);
         }
         // Every chunk is done (or was never a job's); the bytes hold if no
         // chunk failed, the file did not change since the first was read,
@@ -392,7 +434,7 @@ impl Ahead {
                         // Short before the end: end of file, if the rest is too.
                         valid &= chunks[k + 1..].iter().all(|c| matches!(c, Chunk::Done { n: 0, .. }));
                     }
-                    if !mine.contains(&k) {
+                    if !own.iter().any(|o| o.0 == k) {
                         ahead_blocks += blocks(m);
                     }
                     n += m;
@@ -402,17 +444,27 @@ impl Ahead {
         }
         if !valid {
             self.engine.count_ahead(0, ahead_blocks, waited);
-            // SAFETY: the slot is gone and no job holds a chunk (none is
-            // Running): this thread owns the buffer; `chunk`-free access
-            // through one slice of the whole length.
+            // SAFETY: the slot is gone and no job holds a chunk of `buf`
+            // (none was Running, or `buf` is the fresh one): this thread
+            // owns it; `chunk`-free access through one slice of the whole length.
             let whole = unsafe { std::slice::from_raw_parts_mut(buf.ptr, buf.len) };
             return match f.read_direct_at(off, whole) {
-                Ok(n) => Found::Ready(Ready { buf, n }),
+                Ok(n) => {
+                    self.engine.count_ahead_inline(blocks(n), stolen.len() as u64);
+                    Found::Ready(Ready { buf, n })
+                }
                 Err(e) => Found::Failed(e.errno()),
             };
         }
         self.engine.count_ahead(ahead_blocks, 0, waited);
+        self.engine.count_ahead_inline(own_blocks, stolen.len() as u64);
         Found::Ready(Ready { buf, n })
+    }
+
+    /// Count a request of a sequential reader that was not planned and
+    /// was read inline (`n` bytes).
+    pub fn count_inline(&self, n: usize) {
+        self.engine.count_ahead_inline(blocks(n), 0);
     }
 
     /// Give back the buffer of a [`Found::Ready`].
@@ -450,15 +502,13 @@ impl Drop for Unfinished<'_> {
 }
 
 /// The decrypt-ahead job of slot `id` (request at `off`): read its chunks
-/// in order until none is left unstarted or the read claimed the slot.
+/// in order until none is left unstarted (the read it is for, once there,
+/// takes them from the back).
 fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
     loop {
         let (k, buf) = {
             let mut st = stream.lock();
             let Some(s) = st.slot(id) else { return };
-            if s.claimed {
-                return;
-            }
             let Some(k) = s.chunks.iter().position(|c| *c == Chunk::Queued) else {
                 return;
             };

@@ -443,7 +443,12 @@ impl Filesystem for WarpFs {
                 f.read_at(offset, &mut buf[..])
             };
             match r {
-                Ok(n) => reply.data(&buf[..n]),
+                Ok(n) => {
+                    reply.data(&buf[..n]);
+                    if let (true, Some(a)) = (direct, &self.ahead) {
+                        a.count_inline(n);
+                    }
+                }
                 Err(e) => reply.error(Errno::from_i32(e.errno())),
             }
         });
