@@ -570,9 +570,27 @@ impl CipherFile {
         let mode = self.mode();
         let mut ent = [0u8; 32];
         let ent = &mut ent[..mode.entry_len()];
+        self.reserve_entries(x, x + 1)?;
         cx.cipher(x).seal_block(&cx.id, x, plain, ent);
         sysio::write_all_at(&self.file, plain, data_offset(mode, x))?;
         sysio::write_all_at(&self.file, ent, entry_offset(mode, x))
+    }
+
+    /// Allocate the backing space of the entries of blocks `[a, b)` (one
+    /// segment) before their data is written. Once new data is down, the
+    /// entries write must not fail for lack of space: new data under the
+    /// old entry is a torn block (a GCM block that fails its tag, a CTR
+    /// block that decrypts to garbage). The entries of blocks never
+    /// written may lie in a page the backing FS never allocated, next to
+    /// entries of written blocks in one that it did.
+    fn reserve_entries(&self, a: u64, b: u64) -> Result<(), ContentError> {
+        let mode = self.mode();
+        let e = mode.entry_len() as u64;
+        if e == 0 || b <= a {
+            return Ok(());
+        }
+        let from = entry_offset(mode, a);
+        sysio::reserve(&self.file, from, from + (b - a) * e)
     }
 
     /// Re-encrypt block `x` from length `old_len` to `new_len` (zero-padded
@@ -756,6 +774,7 @@ impl CipherFile {
         let e = mode.entry_len();
         let end = offset + data.len() as u64;
         for (a, b) in segment_runs(offset / BLOCK, block_count(end)) {
+            self.reserve_entries(a, b)?;
             let rstart = a * BLOCK;
             let rend = (b * BLOCK).min(new_size);
             let buf = sized(&mut sc.data, (rend - rstart) as usize);

@@ -207,6 +207,12 @@ impl CipherFile {
         io.save(&hdr.file_id, &ranges)?;
         io.reached(Stage::Saved);
         let written = (|| -> Result<(), ContentError> {
+            if e > 0 {
+                // Space for the entries first: once new data is down, a full
+                // disk must not stop the entries (see CipherFile::reserve_entries).
+                let from = entry_offset(mode, a);
+                sysio::reserve(&self.file, from, from + ents.len() as u64)?;
+            }
             for &r in &runs {
                 let (s, t) = span(r);
                 sysio::write_all_at(&self.file, &data[s..t], data_offset(mode, a) + s as u64)?;

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mode_tests!(disk_full);
+mode_tests!(nonce: disk_full_between_data_and_entries);
 
 /// A tmpfs mounted at a directory, unmounted on drop.
 struct Tmpfs(PathBuf);
@@ -226,6 +227,99 @@ fn disk_full(mode: Mode) {
         "faults: disk full ({}): {injected} injected, {injected} survived",
         mode.name()
     );
+    v.unmount();
+}
+
+/// Pages of `[from, to)` of `f` that the file system has not allocated
+/// (SEEK_DATA/SEEK_HOLE, 4 KiB pages).
+fn unallocated_pages(f: &File, from: u64, to: u64) -> Vec<u64> {
+    use std::os::unix::io::AsRawFd;
+    let mut holes = Vec::new();
+    let mut page = from / BLOCK;
+    while page * BLOCK < to {
+        let at = (page * BLOCK) as libc::off_t;
+        // SAFETY: plain syscall on an open fd.
+        let d = unsafe { libc::lseek(f.as_raw_fd(), at, libc::SEEK_DATA) };
+        if d != at {
+            holes.push(page);
+        }
+        page += 1;
+    }
+    holes
+}
+
+/// A full disk between a write's data and its nonce entries. Blocks
+/// 240..256 of segment 1 are written (their entries share a backing page
+/// with nothing else), blocks before them never were (their entries' page
+/// was never allocated). With exactly enough space left for the new data
+/// of blocks 200..240, an overwrite of blocks 200..256 must not end with
+/// new data under old entries for 240..256 (a torn block: a GCM tag
+/// failure, CTR garbage): every block reads back whole, old or new.
+fn disk_full_between_data_and_entries(mode: Mode) {
+    require_fuse!();
+    let (mut v, _t) = volume_on_tmpfs(mode, "4m");
+    v.mount();
+    let mut rng = Rng::for_test("faults-disk-full-entries");
+    let (first, tail, end) = (16 + 256 + 200, 16 + 256 + 240, 16 + 256 + 256u64);
+    let old_tail = rng.bytes(((end - tail) * BLOCK) as usize);
+    {
+        let f = open_direct(&v.p("s"), true).unwrap();
+        write_at(&f, tail * BLOCK, &old_tail).unwrap();
+    }
+    let backing = v
+        .root_backing_entries()
+        .into_iter()
+        .find(|p| p.is_file())
+        .expect("backing file of s");
+    let bf = File::open(&backing).unwrap();
+    // The precondition: entries of 200..240 unallocated, of 240..256 not.
+    let ent = |b: u64| mode.block_entry_offset(b);
+    let e = mode.entry_size();
+    let y = unallocated_pages(&bf, ent(first), ent(tail));
+    assert!(!y.is_empty(), "setup: the entries page of blocks 200..240 is allocated");
+    assert!(
+        unallocated_pages(&bf, ent(tail), ent(end - 1) + e).is_empty(),
+        "setup: the entries of blocks 240..256 are not allocated"
+    );
+    let k = unallocated_pages(&bf, mode.block_data_offset(first), mode.block_data_offset(tail)).len();
+    assert!(k > 0, "setup: the data of blocks 200..240 is allocated");
+    drop(bf);
+    // Keep exactly the space the new data needs, fill the rest.
+    let spare = v.cipher.join("spare");
+    fs::write(&spare, vec![1u8; k * BLOCK as usize]).unwrap();
+    for (i, chunk) in [1 << 20, 64 << 10, 4 << 10, 512].into_iter().enumerate() {
+        let e = fill(&v.p(format!("fill{i}")), chunk, &mut rng);
+        assert!(e == libc::ENOSPC || e == libc::EDQUOT, "fill with {chunk}: errno {e}");
+    }
+    fs::remove_file(&spare).unwrap();
+    let new = rng.bytes(((end - first) * BLOCK) as usize);
+    let r = {
+        let f = open_direct(&v.p("s"), false).unwrap();
+        write_at(&f, first * BLOCK, &new)
+    };
+    if let Err(e) = &r {
+        assert_eq!(errno(e), libc::ENOSPC, "overwrite on a full disk: {e}");
+    }
+    for i in 0..4 {
+        fs::remove_file(v.p(format!("fill{i}"))).unwrap();
+    }
+    v.remount();
+    let got = fs::read(v.p("s")).unwrap_or_else(|e| panic!("read s after the fault ({r:?}): {e}"));
+    assert_eq!(got.len() as u64, end * BLOCK, "size of s");
+    for b in first..end {
+        let g = &got[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize];
+        let n = &new[((b - first) * BLOCK) as usize..((b - first + 1) * BLOCK) as usize];
+        let o = if b >= tail {
+            old_tail[((b - tail) * BLOCK) as usize..((b - tail + 1) * BLOCK) as usize].to_vec()
+        } else {
+            vec![0u8; BLOCK as usize]
+        };
+        assert!(
+            g == n || g == o.as_slice(),
+            "block {b} is neither old nor new after the fault ({r:?})"
+        );
+    }
+    assert!(!v.log().contains("panicked"), "daemon panicked:\n{}", v.log());
     v.unmount();
 }
 
