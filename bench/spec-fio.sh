@@ -25,7 +25,10 @@
 # of --size-mib. Jobs (fio psync, iodepth 1, one job, direct=0, time based):
 #   seqread-{4k,64k,128k}, randread-{4k,64k,128k} on the read file;
 #   seqwrite-{4k,64k,128k} to a new file (end_fsync=1);
-#   randwrite-{4k,64k,128k} in place over the read file (end_fsync=1).
+#   randwrite-{4k,64k,128k} in place over the read file (end_fsync=1);
+#   seqread-128k@{800m,1200m}: seqread-128k capped at that rate (fio --rate),
+#   below what the CPUs allow: whether speculation keeps ahead of a reader
+#   when there is CPU to spare (hit rate, daemon CPU); not in the default set.
 # Before every job: unmount, drop caches, mount (reads reach the daemon).
 # Repetitions interleave the peers. Pinning: fio on CPU $FIO_CPU (default 0),
 # each daemon on $FS_CPUS (default 1) with taskset; warpfs-specon's keystream
@@ -67,7 +70,8 @@ render_md() {
         | ($order | map(select(. as $p | $all | index($p)))) as $peers
         | ($r | map(.job) | unique) as $jobs0
         | (["seqread-4k","seqread-64k","seqread-128k","randread-4k","randread-64k","randread-128k",
-            "seqwrite-4k","seqwrite-64k","seqwrite-128k","randwrite-4k","randwrite-64k","randwrite-128k"]
+            "seqwrite-4k","seqwrite-64k","seqwrite-128k","randwrite-4k","randwrite-64k","randwrite-128k",
+            "seqread-128k@800m","seqread-128k@1200m"]
            | map(select(. as $j | $jobs0 | index($j)))) as $jobs
         | def cell($p; $j): ($r | map(select(.peer == $p and .job == $j)) | .[0]);
           def med($p; $j): (cell($p; $j) | if . == null then null else (.mib_s | median) end);
@@ -142,10 +146,11 @@ ALL_JOBS=(
     "randread-4k randread 4k read.dat" "randread-64k randread 64k read.dat" "randread-128k randread 128k read.dat"
     "seqwrite-4k write 4k write.dat" "seqwrite-64k write 64k write.dat" "seqwrite-128k write 128k write.dat"
     "randwrite-4k randwrite 4k read.dat" "randwrite-64k randwrite 64k read.dat" "randwrite-128k randwrite 128k read.dat"
+    "seqread-128k@800m read 128k read.dat" "seqread-128k@1200m read 128k read.dat"
 )
 JOBLIST=()
 for j in "${ALL_JOBS[@]}"; do
-    if [[ -z $JOBS || ",$JOBS," == *",${j%% *},"* ]]; then JOBLIST+=("$j"); fi
+    if [[ (-z $JOBS && ${j%% *} != *@*) || ",$JOBS," == *",${j%% *},"* ]]; then JOBLIST+=("$j"); fi
 done
 ((${#JOBLIST[@]})) || wf_die "no job selected"
 wf_log "peers: ${ACTIVE[*]}; mode $MODE; ${#JOBLIST[@]} jobs x ${REPS} rep(s) x ${RUNTIME}s; file ${SIZE_MIB} MiB;" \
@@ -175,6 +180,7 @@ T0=$SECONDS
 one_job() {
     local p="$1" rep="$2" jname="$3" rw="$4" bs="$5" file="$6" extra=() json s0 s1 dir line
     [[ $rw == write || $rw == randwrite ]] && extra=(--end_fsync=1)
+    [[ $jname == *@* ]] && extra+=(--rate="${jname#*@}")
     [[ $jname == seqwrite-* ]] && t rm -f "$WORK/$p/mnt/$file"
     json="$RAW/$p-$jname-$rep.json"
     s0="$(engine_stats "$p")"

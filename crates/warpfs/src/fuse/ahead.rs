@@ -38,15 +38,17 @@ fn steal_after() -> Duration {
         .map_or(AHEAD_STEAL_AFTER, Duration::from_micros)
 }
 
-/// Buffers a stream keeps for reuse beyond its depth (a fresh 1 MiB buffer
-/// is a fresh mmap, page faults included).
+/// Buffers a stream keeps for reuse beyond its depth (a fresh buffer is
+/// zeroed: 1 MiB of memset on the FUSE thread, or a fresh mmap, page
+/// faults included).
 const SPARE_BUFFERS: usize = 2;
 
-/// A request's buffer, written in disjoint chunks by the thread that owns
-/// each chunk (its claim is made under the stream's lock).
+/// A request's buffer (of `cap` bytes, at least the request's length),
+/// written in disjoint chunks by the thread that owns each chunk (its claim
+/// is made under the stream's lock).
 struct Buf {
     ptr: *mut u8,
-    len: usize,
+    cap: usize,
 }
 
 // SAFETY: `Buf` owns its allocation; threads write only the chunks they
@@ -57,23 +59,24 @@ unsafe impl Send for Buf {}
 unsafe impl Sync for Buf {}
 
 impl Buf {
-    fn new(len: usize) -> Self {
-        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+    fn new(cap: usize) -> Self {
+        let b: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
         Self {
-            len,
+            cap,
             ptr: Box::into_raw(b).cast::<u8>(),
         }
     }
 
-    /// Chunk `i` (the last one may be shorter).
+    /// Chunk `i` of a request of `len` bytes (the last one may be shorter).
     ///
     /// # Safety
     /// The caller owns chunk `i`: it claimed it under the stream lock and no
     /// other reference to it exists until it marks it done.
     #[allow(clippy::mut_from_ref)]
-    unsafe fn chunk(&self, i: usize) -> &mut [u8] {
-        let s = (i * CHUNK).min(self.len);
-        let e = (s + CHUNK).min(self.len);
+    unsafe fn chunk(&self, i: usize, len: usize) -> &mut [u8] {
+        let len = len.min(self.cap);
+        let s = (i * CHUNK).min(len);
+        let e = (s + CHUNK).min(len);
         std::slice::from_raw_parts_mut(self.ptr.add(s), e - s)
     }
 
@@ -82,7 +85,17 @@ impl Buf {
     /// # Safety
     /// Every chunk is done: no thread writes the buffer.
     unsafe fn head(&self, n: usize) -> &[u8] {
-        std::slice::from_raw_parts(self.ptr, n.min(self.len))
+        std::slice::from_raw_parts(self.ptr, n.min(self.cap))
+    }
+
+    /// The first `n` bytes, writable.
+    ///
+    /// # Safety
+    /// The caller owns the whole buffer: no slot holds it and no job
+    /// writes it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn head_mut(&self, n: usize) -> &mut [u8] {
+        std::slice::from_raw_parts_mut(self.ptr, n.min(self.cap))
     }
 }
 
@@ -90,7 +103,7 @@ impl Drop for Buf {
     fn drop(&mut self) {
         // SAFETY: `ptr` came from `Box::into_raw` of a `len`-byte slice.
         unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)));
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.cap)));
         }
     }
 }
@@ -145,11 +158,28 @@ impl State {
         self.slots.iter_mut().find(|s| s.id == id)
     }
 
-    /// A buffer of at least `len` bytes (reused when one is free).
+    /// A buffer of at least `len` bytes: the smallest free one that fits
+    /// (request sizes vary: the kernel's read-ahead grows from 128 KiB to
+    /// 1 MiB every time a reader starts over), else a new one.
     fn buffer(&mut self, len: usize) -> Arc<Buf> {
-        match self.free.iter().position(|b| b.len == len) {
+        let fit = (0..self.free.len())
+            .filter(|&i| self.free[i].cap >= len)
+            .min_by_key(|&i| self.free[i].cap);
+        match fit {
             Some(i) => self.free.swap_remove(i),
             None => Arc::new(Buf::new(len)),
+        }
+    }
+
+    /// Keep `b` for reuse if the free list has room for `keep` buffers, or
+    /// if it is larger than the smallest one kept (which it replaces).
+    fn give_back(&mut self, b: Arc<Buf>, keep: usize) {
+        if self.free.len() < keep {
+            self.free.push(b);
+        } else if let Some(i) = (0..self.free.len()).min_by_key(|&i| self.free[i].cap) {
+            if self.free[i].cap < b.cap {
+                self.free[i] = b;
+            }
         }
     }
 }
@@ -309,7 +339,7 @@ impl Ahead {
                 // A chunk may still be running: the buffer comes back to
                 // the free list only when no job holds it.
                 if Arc::strong_count(&s.buf) == 1 {
-                    st.free.push(s.buf);
+                    st.give_back(s.buf, self.depth + SPARE_BUFFERS);
                 }
             }
         }
@@ -343,7 +373,6 @@ impl Ahead {
                 st.slots.retain(|s| s.id != id);
             }
         }
-        st.free.truncate(self.depth + SPARE_BUFFERS);
         wasted
     }
 
@@ -367,7 +396,7 @@ impl Ahead {
             let changes = f.changes();
             // SAFETY: chunk k was Queued and this thread marked it Taken
             // under the lock: it is this thread's alone.
-            let dst = unsafe { buf.chunk(k) };
+            let dst = unsafe { buf.chunk(k, size) };
             let r = f.read_ahead_at(off + (k * CHUNK) as u64, dst);
             own.push((k, *r.as_ref().unwrap_or(&0), changes, r.is_ok()));
         }
@@ -404,12 +433,12 @@ impl Ahead {
             for k in (0..chunks.len()).filter(|k| !stolen.contains(k)) {
                 // SAFETY: chunk k is done (by a thread, or here): nobody
                 // writes it; `nb` is this thread's alone (not in any slot).
-                unsafe { nb.chunk(k).copy_from_slice(buf.chunk(k)) };
+                unsafe { nb.chunk(k, size).copy_from_slice(buf.chunk(k, size)) };
             }
             for &k in &stolen {
                 let changes = f.changes();
                 // SAFETY: `nb` is this thread's alone.
-                let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { nb.chunk(k) });
+                let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { nb.chunk(k, size) });
                 own.push((k, *r.as_ref().unwrap_or(&0), changes, r.is_ok()));
             }
             buf = nb;
@@ -447,7 +476,7 @@ impl Ahead {
             // SAFETY: the slot is gone and no job holds a chunk of `buf`
             // (none was Running, or `buf` is the fresh one): this thread
             // owns it; `chunk`-free access through one slice of the whole length.
-            let whole = unsafe { std::slice::from_raw_parts_mut(buf.ptr, buf.len) };
+            let whole = unsafe { buf.head_mut(size) };
             return match f.read_direct_at(off, whole) {
                 Ok(n) => {
                     self.engine.count_ahead_inline(blocks(n), stolen.len() as u64);
@@ -472,8 +501,8 @@ impl Ahead {
         let s = self.streams.lock().unwrap_or_else(|e| e.into_inner()).get(&fh).cloned();
         if let Some(s) = s {
             let mut st = s.lock();
-            if st.free.len() < self.depth + SPARE_BUFFERS && Arc::strong_count(&r.buf) == 1 {
-                st.free.push(r.buf);
+            if Arc::strong_count(&r.buf) == 1 {
+                st.give_back(r.buf, self.depth + SPARE_BUFFERS);
             }
         }
     }
@@ -506,20 +535,20 @@ impl Drop for Unfinished<'_> {
 /// takes them from the back).
 fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
     loop {
-        let (k, buf) = {
+        let (k, buf, len) = {
             let mut st = stream.lock();
             let Some(s) = st.slot(id) else { return };
             let Some(k) = s.chunks.iter().position(|c| *c == Chunk::Queued) else {
                 return;
             };
             s.chunks[k] = Chunk::Running;
-            (k, s.buf.clone())
+            (k, s.buf.clone(), s.len)
         };
         let guard = Unfinished { stream, id, chunk: k };
         let changes = f.changes();
         // SAFETY: chunk k was Queued and this thread marked it Running under
         // the lock: it is this thread's alone until marked done.
-        let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { buf.chunk(k) });
+        let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { buf.chunk(k, len) });
         std::mem::forget(guard);
         {
             let mut st = stream.lock();
@@ -532,5 +561,61 @@ fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
             }
         }
         stream.cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(st: &State) -> Vec<usize> {
+        let mut v: Vec<usize> = st.free.iter().map(|b| b.cap).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn buffers_are_reused_by_capacity_and_the_largest_are_kept() {
+        const K: usize = 1024;
+        let mut st = State::default();
+        // The kernel's read-ahead ramps up: 128 KiB, 256 KiB, 512 KiB, then 1 MiB.
+        for len in [128 * K, 256 * K, 512 * K] {
+            let b = st.buffer(len);
+            assert_eq!(b.cap, len, "nothing free: a new buffer of the request's length");
+            st.give_back(b, 2);
+        }
+        assert_eq!(
+            caps(&st),
+            vec![256 * K, 512 * K],
+            "a full list keeps the larger buffers"
+        );
+        let big = st.buffer(1024 * K);
+        assert_eq!(big.cap, 1024 * K);
+        st.give_back(big, 2);
+        assert_eq!(caps(&st), vec![512 * K, 1024 * K], "1 MiB replaces the smallest");
+        // Every later 1 MiB request reuses the same buffer (no new, zeroed one).
+        for _ in 0..10 {
+            let b = st.buffer(1024 * K);
+            let p = b.ptr;
+            st.give_back(b, 2);
+            assert!(st.free.iter().any(|x| x.ptr == p));
+            assert_eq!(caps(&st), vec![512 * K, 1024 * K]);
+        }
+        // A smaller request takes the smallest buffer that fits.
+        let b = st.buffer(300 * K);
+        assert_eq!(b.cap, 512 * K);
+        // SAFETY: `b` is this test's alone.
+        unsafe {
+            assert_eq!(
+                b.chunk(2, 300 * K).len(),
+                300 * K - 2 * CHUNK,
+                "chunks end at the request"
+            );
+            assert!(b.chunk(3, 300 * K).is_empty());
+            assert_eq!(b.head_mut(300 * K).len(), 300 * K);
+        }
+        // A buffer smaller than everything kept is dropped.
+        st.give_back(Arc::new(Buf::new(64 * K)), 1);
+        assert_eq!(caps(&st), vec![1024 * K]);
     }
 }
