@@ -18,12 +18,15 @@ pub const SMALL_RANDOM_READ: u64 = 32;
 /// i.e. as root): -19, so a worker runs as soon as masks are queued instead
 /// of waiting behind the FUSE threads on a shared CPU.
 pub const DEFAULT_ENGINE_NICE: i32 = -19;
-/// Default time an idle worker polls the queue before sleeping (µs). With
-/// the workers on their own core (`--engine-cpus`), 50 µs raised sequential
-/// 128 KiB reads by ~15% over sleeping at once (the reader's next batch
-/// often comes within that time; a wake-up across CPUs costs tens of
-/// microseconds); 200 µs gave no more and fewer ready hits (ARCHITECTURE.md).
-pub const DEFAULT_SPIN_US: u32 = 50;
+/// Default time an idle worker polls the queue before sleeping (µs): none.
+/// Before decrypt-ahead, 50 µs raised sequential 128 KiB reads by ~15% (the
+/// reader's next batch of masks often came within that time). Sequential
+/// reads now come from decrypt-ahead and hardly use the workers, while the
+/// spin burned the CPU the workers share with the client: with 50 µs a
+/// random 128 KiB reader's CPU ran at 70–73% instead of 46–47% for the same
+/// throughput, and random 128 KiB writes went 401–430 MiB/s instead of
+/// 436–461 (ARCHITECTURE.md). `--engine-spin-us` sets it.
+pub const DEFAULT_SPIN_US: u32 = 0;
 /// Default mask length: E(J0) (16 bytes) then one 4 KiB content block.
 pub const DEFAULT_MASK_LEN: usize = 16 + 4096;
 /// Default largest number of contexts one worker takes per work unit.

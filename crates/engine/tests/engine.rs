@@ -60,12 +60,14 @@ fn nonce_of(i: u64) -> Nonce {
 /// Run one random schedule: `nthreads` threads share `nctx` contexts and
 /// define/apply at random. Every successful apply must equal direct
 /// AES-CTR for the ticket it was given; a failed one must leave the buffer
-/// untouched. Returns (successful applies, stale-ticket refusals).
-fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize) -> (u64, u64) {
+/// untouched. Returns (successful applies, stale-ticket refusals). Idle
+/// workers poll the queue for `spin_us` before sleeping.
+fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize, spin_us: u32) -> (u64, u64) {
     let engine = Engine::new(EngineConfig {
         threads: 2,
         software_aes: software,
         batch_max,
+        spin_us,
         ..EngineConfig::default()
     })
     .unwrap();
@@ -180,8 +182,9 @@ proptest! {
         nthreads in 2usize..6,
         software in any::<bool>(),
         batch_max in 1usize..9,
+        spin_us in prop::sample::select(vec![0u32, 50]),
     ) {
-        let (ok, _) = random_schedule(seed, nthreads, software, batch_max);
+        let (ok, _) = random_schedule(seed, nthreads, software, batch_max, spin_us);
         prop_assert!(ok > 0);
     }
 }

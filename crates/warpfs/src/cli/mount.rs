@@ -14,7 +14,8 @@ use warpfs_config::Config;
 use warpfs_crypto::keys::MasterKey;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
-    Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_WINDOW_MAX,
+    Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
+    DEFAULT_WINDOW_MAX,
 };
 use warpfs_volume::{Options, Volume};
 
@@ -90,6 +91,11 @@ pub struct MountArgs {
     /// daemon's CPUs].
     #[arg(long, value_name = "LIST", value_parser = parse_engine_cpus)]
     engine_cpus: Option<CpuList>,
+    /// How long an idle keystream worker polls for work before it sleeps, in
+    /// microseconds: a wake-up saved for a busy reader or writer, CPU spent
+    /// otherwise [default: 0].
+    #[arg(long, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    engine_spin_us: Option<u32>,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -155,6 +161,7 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
         nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
         cpus: a.engine_cpus.clone().map(|c| c.0).unwrap_or_default(),
         read_ahead: a.read_ahead.map_or(DEFAULT_READ_AHEAD, usize::from),
+        spin_us: a.engine_spin_us.unwrap_or(DEFAULT_SPIN_US),
         ..EngineConfig::default()
     }
 }
