@@ -1,11 +1,10 @@
 //! Per-directory name IVs: `warpfs.diriv` (16 random bytes) in every backing
 //! directory, read once and cached by the directory's (dev, ino).
 
+use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::ffi::OsStr;
 use std::sync::Mutex;
 
 /// File name of the directory IV inside each backing directory.
@@ -21,9 +20,9 @@ pub(crate) struct DirIvCache {
 }
 
 impl DirIvCache {
-    /// The IV of the backing directory `dir` (absolute path).
-    pub(crate) fn get(&self, dir: &Path) -> Result<[u8; DIRIV_LEN]> {
-        let st = crate::sys::lstat(dir)?;
+    /// The IV of the backing directory `dir`.
+    pub(crate) fn get(&self, dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
+        let st = dir.stat()?;
         let key = (st.st_dev, st.st_ino);
         if let Some(iv) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(*iv);
@@ -44,22 +43,24 @@ impl DirIvCache {
 }
 
 /// Read and check a directory's IV file.
-pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
-    let p = dir.join(DIRIV_NAME);
-    let data = match std::fs::read(&p) {
+pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
+    let data = match crate::sys::read_small(&dir.entry(OsStr::new(DIRIV_NAME)), DIRIV_LEN) {
         Ok(d) => d,
         // A fault of the backing FS (permission denied, I/O error) keeps
         // its errno; a missing IV file is a corrupt directory.
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound && e.raw_os_error().is_some() => return Err(e.into()),
+        Err(e) if e.0 != libc::ENOENT => return Err(e),
         Err(e) => {
-            tracing::error!("cannot read directory IV {}: {e}", p.display());
+            tracing::error!(
+                "cannot read directory IV {}: {e}",
+                dir.path().join(DIRIV_NAME).display()
+            );
             return Err(Error::EIO);
         }
     };
     data.as_slice().try_into().map_err(|_| {
         tracing::error!(
             "corrupt directory IV {}: {} bytes, expected {DIRIV_LEN}",
-            p.display(),
+            dir.path().join(DIRIV_NAME).display(),
             data.len()
         );
         Error::EIO
@@ -67,25 +68,13 @@ pub(crate) fn read(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
 }
 
 /// Write a fresh random IV into a new backing directory (read-only file, fsynced).
-pub(crate) fn create(dir: &Path) -> Result<[u8; DIRIV_LEN]> {
+pub(crate) fn create(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     let iv: [u8; DIRIV_LEN] = warpfs_crypto::rand::array();
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(dir.join(DIRIV_NAME))?;
-    f.write_all(&iv)?;
-    f.sync_all()?;
+    crate::sys::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, &iv, true)?;
     Ok(iv)
 }
 
 /// Write a known IV (used to restore one after a failed rmdir).
-pub(crate) fn restore(dir: &Path, iv: &[u8; DIRIV_LEN]) -> Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(dir.join(DIRIV_NAME))?;
-    f.write_all(iv)?;
-    Ok(())
+pub(crate) fn restore(dir: &Dir, iv: &[u8; DIRIV_LEN]) -> Result<()> {
+    crate::sys::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, iv, false)
 }

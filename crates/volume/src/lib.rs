@@ -4,6 +4,7 @@
 //! and testable without a mount. Directories are addressed by their backing
 //! path relative to CIPHERDIR; entries by their plaintext name.
 
+mod at;
 mod attr;
 mod diriv;
 mod error;

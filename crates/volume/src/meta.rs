@@ -1,6 +1,7 @@
 //! Attributes: getattr with plaintext sizes, chmod, chown, utimens,
 //! truncate, statfs.
 
+use crate::at::Loc;
 use crate::attr::{Attr, Kind};
 use crate::error::{Error, Result};
 use crate::files::OpenFile;
@@ -32,13 +33,13 @@ pub struct StatFs {
 }
 
 impl Volume {
-    /// Attributes of a backing path (absolute).
-    pub(crate) fn stat_path(&self, p: &Path) -> Result<Attr> {
+    /// Attributes of a backing entry.
+    pub(crate) fn stat_at(&self, p: &Loc) -> Result<Attr> {
         let st = crate::sys::lstat(p)?;
         self.attr_of(&st, Some(p))
     }
 
-    fn attr_of(&self, st: &libc::stat, p: Option<&Path>) -> Result<Attr> {
+    fn attr_of(&self, st: &libc::stat, p: Option<&Loc>) -> Result<Attr> {
         let mut a = Attr::from_stat(st).ok_or(Error::EIO)?;
         match a.kind {
             Kind::File => {
@@ -49,7 +50,7 @@ impl Volume {
             }
             Kind::Symlink => {
                 if let Some(p) = p {
-                    a.size = self.readlink_abs(p).map(|t| t.len() as u64).unwrap_or(0);
+                    a.size = self.readlink_at(p).map(|t| t.len() as u64).unwrap_or(0);
                 }
             }
             _ => {}
@@ -59,7 +60,8 @@ impl Volume {
 
     /// Attributes of the entry at `path`.
     pub fn getattr(&self, path: &Path) -> Result<Attr> {
-        self.stat_path(&self.abs(path))
+        let (d, n) = self.at(path)?;
+        self.stat_at(&d.entry(&n))
     }
 
     /// Attributes through an open file (works after unlink).
@@ -73,7 +75,8 @@ impl Volume {
     /// chmod.
     pub fn chmod(&self, path: &Path, mode: u32) -> Result<()> {
         self.writable()?;
-        crate::sys::chmod(&self.abs(path), mode & 0o7777)
+        let (d, n) = self.at(path)?;
+        crate::sys::chmod(&d.entry(&n), mode & 0o7777)
     }
 
     /// fchmod through an open file.
@@ -88,7 +91,8 @@ impl Volume {
     /// chown (None leaves an id unchanged).
     pub fn chown(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         self.writable()?;
-        crate::sys::lchown(&self.abs(path), uid, gid)
+        let (d, n) = self.at(path)?;
+        crate::sys::lchown(&d.entry(&n), uid, gid)
     }
 
     /// fchown through an open file.
@@ -101,7 +105,8 @@ impl Volume {
     /// utimensat (None leaves a time, Some(None) sets it to now).
     pub fn utimens(&self, path: &Path, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
         self.writable()?;
-        crate::sys::utimens(&self.abs(path), atime, mtime)
+        let (d, n) = self.at(path)?;
+        crate::sys::utimens(&d.entry(&n), atime, mtime)
     }
 
     /// futimens through an open file.
@@ -115,6 +120,12 @@ impl Volume {
         self.writable()?;
         let f = self.open_file(path, libc::O_WRONLY, label)?;
         f.set_len(size)?;
+        Ok(())
+    }
+
+    /// fsync of the backing directory at `path`.
+    pub fn fsyncdir(&self, path: &Path) -> Result<()> {
+        self.dir(path)?.reopen()?.sync_all()?;
         Ok(())
     }
 

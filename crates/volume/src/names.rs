@@ -2,12 +2,10 @@
 //! long names (hashed backing name + `.name` sidecar holding the full
 //! encrypted name).
 
+use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::ffi::OsStr;
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use warpfs_crypto::names::{is_long_file, is_reserved, long_sidecar, BackingName, NameCipher};
 
 /// Longest plaintext name accepted (as on ext4/tmpfs).
@@ -35,30 +33,22 @@ pub(crate) fn file_of(b: &BackingName) -> &str {
 
 /// Write the sidecar of a long name if it is not there yet. Returns whether
 /// this call created it (so a failed operation can remove it again).
-pub(crate) fn write_sidecar(dir: &Path, b: &BackingName) -> Result<bool> {
+pub(crate) fn write_sidecar(dir: &Dir, b: &BackingName) -> Result<bool> {
     let BackingName::Long { file, encoded } = b else {
         return Ok(false);
     };
-    let p = dir.join(long_sidecar(file));
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(&p)
-    {
-        Ok(mut f) => {
-            f.write_all(encoded.as_bytes())?;
-            Ok(true)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(e.into()),
+    let side = long_sidecar(file);
+    match crate::sys::create_file(&dir.entry(OsStr::new(&side)), 0o444, encoded.as_bytes(), false) {
+        Ok(()) => Ok(true),
+        Err(Error(libc::EEXIST)) => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
 /// Remove the sidecar of a long name (best effort: a leftover sidecar is harmless).
-pub(crate) fn remove_sidecar(dir: &Path, b: &BackingName) {
+pub(crate) fn remove_sidecar(dir: &Dir, b: &BackingName) {
     if let BackingName::Long { file, .. } = b {
-        let _ = std::fs::remove_file(dir.join(long_sidecar(file)));
+        let _ = crate::sys::unlink(&dir.entry(OsStr::new(&long_sidecar(file))));
     }
 }
 
@@ -67,10 +57,13 @@ pub(crate) fn remove_sidecar(dir: &Path, b: &BackingName) {
 pub(crate) fn decode(
     names: &NameCipher,
     iv: &[u8; 16],
-    dir: &Path,
+    dir: &Dir,
     backing: &OsStr,
 ) -> Option<std::result::Result<Vec<u8>, String>> {
-    decode_with(names, iv, backing.as_bytes(), |side| std::fs::read(dir.join(side)))
+    decode_with(names, iv, backing.as_bytes(), |side| {
+        crate::sys::read_small(&dir.entry(OsStr::new(side)), MAX_SIDECAR)
+            .map_err(|e| std::io::Error::from_raw_os_error(e.0))
+    })
 }
 
 /// Largest long-name sidecar read.

@@ -2,6 +2,7 @@
 //! unlink, rmdir, rename, readdir. Directories are backing paths relative to
 //! CIPHERDIR; the returned `String` is the entry's backing file name.
 
+use crate::at::{Dir, Loc};
 use crate::attr::{Attr, Kind};
 use crate::error::{Error, Result};
 use crate::files::OpenFile;
@@ -9,7 +10,6 @@ use crate::names;
 use crate::volume::{Caller, Volume};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use warpfs_crypto::names::BackingName;
 
@@ -30,19 +30,20 @@ pub struct DirEntry {
 }
 
 impl Volume {
-    fn backing(&self, dir: &Path, name: &OsStr) -> Result<(std::path::PathBuf, BackingName)> {
-        let adir = self.abs(dir);
+    /// The backing directory `dir`, the backing name of `name` in it and
+    /// that name's file name.
+    fn backing(&self, dir: &Path, name: &OsStr) -> Result<(Dir, BackingName, String)> {
+        let adir = self.dir(dir)?;
         let iv = self.ivs.get(&adir)?;
         let b = names::encode(&self.names, &iv, name)?;
-        Ok((adir, b))
+        let file = names::file_of(&b).to_string();
+        Ok((adir, b, file))
     }
 
     /// Find `name` in `dir`.
     pub fn lookup(&self, dir: &Path, name: &OsStr) -> Result<(String, Attr)> {
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
-        let attr = self.stat_path(&p)?;
+        let (adir, _, file) = self.backing(dir, name)?;
+        let attr = self.stat_at(&adir.entry(file.as_ref()))?;
         Ok((file, attr))
     }
 
@@ -57,37 +58,29 @@ impl Volume {
         label: String,
     ) -> Result<(String, Attr, OpenFile)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
         let made_sidecar = names::write_sidecar(&adir, &b)?;
         let excl = flags & libc::O_EXCL != 0;
-        let existed = std::fs::symlink_metadata(&p).is_ok();
-        let res = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(!excl)
-            .create_new(excl)
-            .mode(mode & 0o7777)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&p);
-        let f = match res {
+        let existed = crate::sys::lstat(&p).is_ok();
+        let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | if excl { libc::O_EXCL } else { 0 };
+        let f = match crate::sys::open(&p, oflags, mode & 0o7777) {
             Ok(f) => f,
             Err(e) => {
                 if made_sidecar {
                     names::remove_sidecar(&adir, &b);
                 }
-                return Err(e.into());
+                return Err(e);
             }
         };
         if !existed {
-            self.own(&p, &adir, who)?;
+            self.own(&p, who)?;
         }
         let of = self.files.open(f, true, &self.keys, label)?;
         if existed && flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }
-        let attr = self.stat_path(&p)?;
+        let attr = self.stat_at(&p)?;
         Ok((file, attr, of))
     }
 
@@ -98,30 +91,14 @@ impl Volume {
         if wants_write {
             self.writable()?;
         }
-        let p = self.abs(path);
-        let rw = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&p);
-        let (f, writable) = match rw {
+        let (d, n) = self.at(path)?;
+        let p = d.entry(&n);
+        let (f, writable) = match crate::sys::open(&p, libc::O_RDWR | libc::O_NOFOLLOW, 0) {
             Ok(f) => (f, true),
-            Err(e)
-                if !wants_write
-                    && matches!(
-                        e.raw_os_error(),
-                        Some(libc::EACCES) | Some(libc::EROFS) | Some(libc::EPERM)
-                    ) =>
-            {
-                (
-                    std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_NOFOLLOW)
-                        .open(&p)?,
-                    false,
-                )
+            Err(Error(libc::EACCES | libc::EROFS | libc::EPERM)) if !wants_write => {
+                (crate::sys::open(&p, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?, false)
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         let of = self.files.open(f, writable, &self.keys, label)?;
         if flags & libc::O_TRUNC != 0 {
@@ -133,9 +110,8 @@ impl Volume {
     /// Make a directory (with its own name IV).
     pub fn mkdir(&self, dir: &Path, name: &OsStr, mode: u32, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
         let made_sidecar = names::write_sidecar(&adir, &b)?;
         if let Err(e) = crate::sys::mkdir(&p, (mode & 0o7777) | 0o700) {
             if made_sidecar {
@@ -144,32 +120,33 @@ impl Volume {
             return Err(e);
         }
         let finish = || -> Result<()> {
-            crate::diriv::create(&p)?;
+            crate::diriv::create(&p.as_dir()?)?;
             if mode & 0o700 != 0o700 {
                 // Keep the set-group-ID bit inherited from a setgid parent.
                 let inherited = crate::sys::lstat(&p)?.st_mode & libc::S_ISGID;
                 crate::sys::chmod(&p, (mode & 0o7777) | inherited)?;
             }
-            self.own(&p, &adir, who)
+            self.own(&p, who)
         };
         if let Err(e) = finish() {
-            let _ = std::fs::remove_file(p.join(crate::diriv::DIRIV_NAME));
-            let _ = std::fs::remove_dir(&p);
+            if let Ok(d) = p.as_dir() {
+                let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
+            }
+            let _ = crate::sys::rmdir(&p);
             if made_sidecar {
                 names::remove_sidecar(&adir, &b);
             }
             return Err(e);
         }
-        let attr = self.stat_path(&p)?;
+        let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
 
     /// Make a fifo, socket, device node or empty regular file.
     pub fn mknod(&self, dir: &Path, name: &OsStr, mode: u32, rdev: u64, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
         let made_sidecar = names::write_sidecar(&adir, &b)?;
         if let Err(e) = crate::sys::mknod(&p, mode, rdev) {
             if made_sidecar {
@@ -177,43 +154,43 @@ impl Volume {
             }
             return Err(e);
         }
-        self.own(&p, &adir, who)?;
-        let attr = self.stat_path(&p)?;
+        self.own(&p, who)?;
+        let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
 
     /// Make a symlink; the target is stored encrypted.
     pub fn symlink(&self, dir: &Path, name: &OsStr, target: &OsStr, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
         let sealed = self.sealer.seal_b64(SYMLINK_AD, target.as_bytes());
         if sealed.len() >= libc::PATH_MAX as usize {
             return Err(Error::ENAMETOOLONG);
         }
         let made_sidecar = names::write_sidecar(&adir, &b)?;
-        if let Err(e) = std::os::unix::fs::symlink(&sealed, &p) {
+        if let Err(e) = crate::sys::symlink(sealed.as_bytes(), &p) {
             if made_sidecar {
                 names::remove_sidecar(&adir, &b);
             }
-            return Err(e.into());
+            return Err(e);
         }
-        self.own(&p, &adir, who)?;
-        let attr = self.stat_path(&p)?;
+        self.own(&p, who)?;
+        let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
 
     /// Read a symlink's plaintext target.
     pub fn readlink(&self, path: &Path) -> Result<Vec<u8>> {
-        self.readlink_abs(&self.abs(path))
+        let (d, n) = self.at(path)?;
+        self.readlink_at(&d.entry(&n))
     }
 
-    pub(crate) fn readlink_abs(&self, p: &Path) -> Result<Vec<u8>> {
-        let sealed = std::fs::read_link(p)?;
-        let s = sealed.as_os_str().to_str().ok_or(Error::EIO)?;
+    pub(crate) fn readlink_at(&self, p: &Loc) -> Result<Vec<u8>> {
+        let sealed = crate::sys::readlink(p)?;
+        let s = std::str::from_utf8(&sealed).map_err(|_| Error::EIO)?;
         self.sealer.open_b64(SYMLINK_AD, s).map_err(|_| {
-            tracing::error!("corrupt symlink target in {}", p.display());
+            tracing::error!("corrupt symlink target in {}", p.shown().display());
             Error::EIO
         })
     }
@@ -221,26 +198,25 @@ impl Volume {
     /// Make a hard link to `path` as `name` in `dir`.
     pub fn link(&self, path: &Path, dir: &Path, name: &OsStr) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
+        let (sdir, sname) = self.at(path)?;
         let made_sidecar = names::write_sidecar(&adir, &b)?;
-        if let Err(e) = std::fs::hard_link(self.abs(path), &p) {
+        if let Err(e) = crate::sys::link(&sdir.entry(&sname), &p) {
             if made_sidecar {
                 names::remove_sidecar(&adir, &b);
             }
-            return Err(e.into());
+            return Err(e);
         }
-        let attr = self.stat_path(&p)?;
+        let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
 
     /// Remove a non-directory.
     pub fn unlink(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        std::fs::remove_file(adir.join(&file))?;
+        let (adir, b, file) = self.backing(dir, name)?;
+        crate::sys::unlink(&adir.entry(file.as_ref()))?;
         names::remove_sidecar(&adir, &b);
         Ok(file)
     }
@@ -248,29 +224,26 @@ impl Volume {
     /// Remove an empty directory.
     pub fn rmdir(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let file = names::file_of(&b).to_string();
-        let p = adir.join(&file);
+        let (adir, b, file) = self.backing(dir, name)?;
+        let p = adir.entry(file.as_ref());
         let st = crate::sys::lstat(&p)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(Error(libc::ENOTDIR));
         }
-        for e in std::fs::read_dir(&p)? {
-            if e?.file_name() != crate::diriv::DIRIV_NAME {
-                return Err(Error(libc::ENOTEMPTY));
-            }
+        let pd = p.as_dir()?;
+        if pd.list()?.iter().any(|e| e.name != crate::diriv::DIRIV_NAME) {
+            return Err(Error(libc::ENOTEMPTY));
         }
-        let iv = crate::diriv::read(&p).ok();
-        match std::fs::remove_file(p.join(crate::diriv::DIRIV_NAME)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e.into()),
+        let iv = crate::diriv::read(&pd).ok();
+        match crate::sys::unlink(&pd.entry(crate::diriv::DIRIV_NAME.as_ref())) {
+            Ok(()) | Err(Error(libc::ENOENT)) => {}
+            Err(e) => return Err(e),
         }
-        if let Err(e) = std::fs::remove_dir(&p) {
+        if let Err(e) = crate::sys::rmdir(&p) {
             if let Some(iv) = iv {
-                let _ = crate::diriv::restore(&p, &iv);
+                let _ = crate::diriv::restore(&pd, &iv);
             }
-            return Err(e.into());
+            return Err(e);
         }
         self.ivs.forget(st.st_dev, st.st_ino);
         names::remove_sidecar(&adir, &b);
@@ -288,11 +261,10 @@ impl Volume {
         flags: u32,
     ) -> Result<(String, String)> {
         self.writable()?;
-        let (adir, b) = self.backing(dir, name)?;
-        let (anew, nb) = self.backing(newdir, newname)?;
-        let (from_f, to_f) = (names::file_of(&b).to_string(), names::file_of(&nb).to_string());
+        let (adir, b, from_f) = self.backing(dir, name)?;
+        let (anew, nb, to_f) = self.backing(newdir, newname)?;
         let made_sidecar = names::write_sidecar(&anew, &nb)?;
-        let (from, to) = (adir.join(&from_f), anew.join(&to_f));
+        let (from, to) = (adir.entry(from_f.as_ref()), anew.entry(to_f.as_ref()));
         // A directory may replace an empty directory, but the backing target
         // still holds its IV file: take it out first, put it back on failure.
         let target_iv = if flags & libc::RENAME_EXCHANGE == 0 {
@@ -300,19 +272,19 @@ impl Volume {
         } else {
             None
         };
-        if target_iv.is_some() {
-            let _ = std::fs::remove_file(to.join(crate::diriv::DIRIV_NAME));
+        if let Some((d, _)) = &target_iv {
+            let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
         }
         if let Err(e) = crate::sys::renameat2(&from, &to, flags) {
-            if let Some(iv) = target_iv {
-                let _ = crate::diriv::restore(&to, &iv);
+            if let Some((d, iv)) = target_iv {
+                let _ = crate::diriv::restore(&d, &iv);
             }
             if made_sidecar {
                 names::remove_sidecar(&anew, &nb);
             }
             return Err(e);
         }
-        if flags & libc::RENAME_EXCHANGE == 0 && !(adir == anew && from_f == to_f) {
+        if flags & libc::RENAME_EXCHANGE == 0 && !(adir.path() == anew.path() && from_f == to_f) {
             names::remove_sidecar(&adir, &b);
         }
         Ok((from_f, to_f))
@@ -320,23 +292,25 @@ impl Volume {
 
     /// List a directory (plaintext names; undecryptable entries are logged and skipped).
     pub fn readdir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
-        let adir = self.abs(dir);
+        let adir = self.dir(dir)?;
         let iv = self.ivs.get(&adir)?;
         let mut out = Vec::new();
-        for e in std::fs::read_dir(&adir)? {
-            let e = e?;
-            let bname = e.file_name();
+        for e in adir.list()? {
+            let bname = e.name;
             let plain = match names::decode(&self.names, &iv, &adir, &bname) {
                 None => continue,
                 Some(Ok(p)) => p,
                 Some(Err(why)) => {
-                    tracing::warn!("skipping backing entry {:?} in {}: {why}", bname, adir.display());
+                    tracing::warn!("skipping backing entry {:?} in {}: {why}", bname, adir.path().display());
                     continue;
                 }
             };
-            let kind = match e.file_type() {
-                Ok(t) => Kind::from_std(t),
-                Err(_) => Kind::File,
+            let kind = match e.d_type {
+                libc::DT_UNKNOWN => crate::sys::lstat(&adir.entry(&bname))
+                    .ok()
+                    .and_then(|st| Kind::from_mode(st.st_mode))
+                    .unwrap_or(Kind::File),
+                t => Kind::from_d_type(t),
             };
             let Some(cname) = bname.to_str().map(str::to_string) else {
                 continue;
@@ -344,7 +318,7 @@ impl Volume {
             out.push(DirEntry {
                 name: OsString::from_vec(plain),
                 cname,
-                ino: std::os::unix::fs::DirEntryExt::ino(&e),
+                ino: e.ino,
                 kind,
             });
         }
@@ -353,8 +327,9 @@ impl Volume {
 }
 
 /// If `from` is a directory and `to` an existing directory holding nothing
-/// but its IV file, that IV (so the rename can replace the empty directory).
-fn empty_dir_iv(from: &Path, to: &Path) -> Option<[u8; crate::diriv::DIRIV_LEN]> {
+/// but its IV file: that directory and its IV (so the rename can replace
+/// the empty directory).
+fn empty_dir_iv(from: &Loc, to: &Loc) -> Option<(Dir, [u8; crate::diriv::DIRIV_LEN])> {
     let (f, t) = (crate::sys::lstat(from).ok()?, crate::sys::lstat(to).ok()?);
     if f.st_mode & libc::S_IFMT != libc::S_IFDIR || t.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return None;
@@ -362,30 +337,24 @@ fn empty_dir_iv(from: &Path, to: &Path) -> Option<[u8; crate::diriv::DIRIV_LEN]>
     if (f.st_dev, f.st_ino) == (t.st_dev, t.st_ino) {
         return None;
     }
-    let mut it = std::fs::read_dir(to).ok()?;
-    match (it.next(), it.next()) {
-        (Some(Ok(e)), None) if e.file_name() == crate::diriv::DIRIV_NAME => crate::diriv::read(to).ok(),
+    let d = to.as_dir().ok()?;
+    match d.list().ok()?.as_slice() {
+        [e] if e.name == crate::diriv::DIRIV_NAME => crate::diriv::read(&d).ok().map(|iv| (d, iv)),
         _ => None,
     }
 }
 
 impl Kind {
-    fn from_std(t: std::fs::FileType) -> Kind {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_dir() {
-            Kind::Dir
-        } else if t.is_symlink() {
-            Kind::Symlink
-        } else if t.is_fifo() {
-            Kind::Fifo
-        } else if t.is_socket() {
-            Kind::Socket
-        } else if t.is_char_device() {
-            Kind::CharDev
-        } else if t.is_block_device() {
-            Kind::BlockDev
-        } else {
-            Kind::File
+    /// The kind of a directory entry's `d_type` (a regular file if unknown).
+    fn from_d_type(t: u8) -> Kind {
+        match t {
+            libc::DT_DIR => Kind::Dir,
+            libc::DT_LNK => Kind::Symlink,
+            libc::DT_FIFO => Kind::Fifo,
+            libc::DT_SOCK => Kind::Socket,
+            libc::DT_CHR => Kind::CharDev,
+            libc::DT_BLK => Kind::BlockDev,
+            _ => Kind::File,
         }
     }
 }

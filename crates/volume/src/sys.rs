@@ -1,8 +1,11 @@
-//! Thin, checked wrappers over the libc calls std does not offer
-//! (mknod, renameat2, utimensat, statvfs, xattrs, lchown).
+//! Thin, checked wrappers over the libc calls on backing entries, each on a
+//! [`Loc`] (the `*at` form, so long backing paths work), plus the few calls
+//! std does not offer (statvfs, xattrs).
 
+use crate::at::Loc;
 use crate::error::{Error, Result};
 use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -30,12 +33,21 @@ fn check_len(rc: libc::ssize_t) -> Result<usize> {
     }
 }
 
-/// lstat(2).
-pub(crate) fn lstat(p: &Path) -> Result<libc::stat> {
+/// lstat(2) of an absolute path.
+pub(crate) fn lstat_path(p: &Path) -> Result<libc::stat> {
     let c = cstr(p)?;
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid C string and out-pointer.
     check(unsafe { libc::lstat(c.as_ptr(), &mut st) })?;
+    Ok(st)
+}
+
+/// lstat(2) of an entry (fstatat without following a symlink).
+pub(crate) fn lstat(l: &Loc) -> Result<libc::stat> {
+    let (fd, c) = l.at()?;
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer.
+    check(unsafe { libc::fstatat(fd, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
     Ok(st)
 }
 
@@ -47,36 +59,115 @@ pub(crate) fn fstat(fd: &impl std::os::fd::AsRawFd) -> Result<libc::stat> {
     Ok(st)
 }
 
-pub(crate) fn mknod(p: &Path, mode: u32, rdev: u64) -> Result<()> {
-    let c = cstr(p)?;
+/// openat(2) (close-on-exec).
+pub(crate) fn open(l: &Loc, flags: i32, mode: u32) -> Result<std::fs::File> {
+    let (fd, c) = l.at()?;
     // SAFETY: valid C string.
-    check(unsafe { libc::mknod(c.as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
+    let f = unsafe { libc::openat(fd, c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+    if f < 0 {
+        return Err(crate::at::errno());
+    }
+    // SAFETY: a new descriptor owned by nobody else.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(f) }))
 }
 
-pub(crate) fn mkdir(p: &Path, mode: u32) -> Result<()> {
-    let c = cstr(p)?;
+/// The whole content of a small file (directory IVs, long-name sidecars):
+/// at most `max` bytes are read, a longer file gives `max + 1`.
+pub(crate) fn read_small(l: &Loc, max: usize) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open(l, libc::O_RDONLY, 0)?;
+    let mut out = Vec::new();
+    f.take(max as u64 + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Create a new file (never replacing one) holding `data`; fsynced when asked.
+pub(crate) fn create_file(l: &Loc, mode: u32, data: &[u8], sync: bool) -> Result<()> {
+    use std::io::Write;
+    let mut f = open(
+        l,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW,
+        mode,
+    )?;
+    f.write_all(data)?;
+    if sync {
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+pub(crate) fn mknod(l: &Loc, mode: u32, rdev: u64) -> Result<()> {
+    let (fd, c) = l.at()?;
     // SAFETY: valid C string.
-    check(unsafe { libc::mkdir(c.as_ptr(), mode as libc::mode_t) })
+    check(unsafe { libc::mknodat(fd, c.as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
 }
 
-pub(crate) fn renameat2(from: &Path, to: &Path, flags: u32) -> Result<()> {
-    let (a, b) = (cstr(from)?, cstr(to)?);
-    // SAFETY: valid C strings; AT_FDCWD with absolute paths.
-    check(unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) })
+pub(crate) fn mkdir(l: &Loc, mode: u32) -> Result<()> {
+    let (fd, c) = l.at()?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::mkdirat(fd, c.as_ptr(), mode as libc::mode_t) })
 }
 
-pub(crate) fn lchown(p: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-    let c = cstr(p)?;
+/// unlink(2) of a non-directory.
+pub(crate) fn unlink(l: &Loc) -> Result<()> {
+    let (fd, c) = l.at()?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::unlinkat(fd, c.as_ptr(), 0) })
+}
+
+/// rmdir(2).
+pub(crate) fn rmdir(l: &Loc) -> Result<()> {
+    let (fd, c) = l.at()?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::unlinkat(fd, c.as_ptr(), libc::AT_REMOVEDIR) })
+}
+
+/// symlink(2): a new symlink at `l` holding `target`.
+pub(crate) fn symlink(target: &[u8], l: &Loc) -> Result<()> {
+    let (fd, c) = l.at()?;
+    let t = CString::new(target).map_err(|_| Error::EINVAL)?;
+    // SAFETY: valid C strings.
+    check(unsafe { libc::symlinkat(t.as_ptr(), fd, c.as_ptr()) })
+}
+
+/// link(2) without following a symlink at `from`.
+pub(crate) fn link(from: &Loc, to: &Loc) -> Result<()> {
+    let ((a, ac), (b, bc)) = (from.at()?, to.at()?);
+    // SAFETY: valid C strings.
+    check(unsafe { libc::linkat(a, ac.as_ptr(), b, bc.as_ptr(), 0) })
+}
+
+/// readlink(2).
+pub(crate) fn readlink(l: &Loc) -> Result<Vec<u8>> {
+    let (fd, c) = l.at()?;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: buffer of `buf.len()` bytes.
+    let n = check_len(unsafe { libc::readlinkat(fd, c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    if n >= buf.len() {
+        return Err(Error::ENAMETOOLONG);
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+pub(crate) fn renameat2(from: &Loc, to: &Loc, flags: u32) -> Result<()> {
+    let ((a, ac), (b, bc)) = (from.at()?, to.at()?);
+    // SAFETY: valid C strings.
+    check(unsafe { libc::renameat2(a, ac.as_ptr(), b, bc.as_ptr(), flags) })
+}
+
+pub(crate) fn lchown(l: &Loc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+    let (fd, c) = l.at()?;
     let u = uid.unwrap_or(u32::MAX);
     let g = gid.unwrap_or(u32::MAX);
     // SAFETY: valid C string; -1 leaves an id unchanged.
-    check(unsafe { libc::lchown(c.as_ptr(), u, g) })
+    check(unsafe { libc::fchownat(fd, c.as_ptr(), u, g, libc::AT_SYMLINK_NOFOLLOW) })
 }
 
-pub(crate) fn chmod(p: &Path, mode: u32) -> Result<()> {
-    let c = cstr(p)?;
+pub(crate) fn chmod(l: &Loc, mode: u32) -> Result<()> {
+    let (fd, c) = l.at()?;
     // SAFETY: valid C string.
-    check(unsafe { libc::chmod(c.as_ptr(), mode as libc::mode_t) })
+    check(unsafe { libc::fchmodat(fd, c.as_ptr(), mode as libc::mode_t, 0) })
 }
 
 /// A time for utimensat: None leaves it, Some(None) is "now".
@@ -99,11 +190,11 @@ fn ts(t: TimeSpec) -> libc::timespec {
     }
 }
 
-pub(crate) fn utimens(p: &Path, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
-    let c = cstr(p)?;
+pub(crate) fn utimens(l: &Loc, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
+    let (fd, c) = l.at()?;
     let times = [ts(atime), ts(mtime)];
     // SAFETY: valid C string and array of two timespecs.
-    check(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
+    check(unsafe { libc::utimensat(fd, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) })
 }
 
 pub(crate) fn futimens(fd: &impl std::os::fd::AsRawFd, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
@@ -120,14 +211,14 @@ pub(crate) fn statvfs(p: &Path) -> Result<libc::statvfs> {
     Ok(st)
 }
 
-pub(crate) fn lsetxattr(p: &Path, name: &str, value: &[u8], flags: i32) -> Result<()> {
-    let (c, n) = (cstr(p)?, CString::new(name).map_err(|_| Error::EINVAL)?);
+pub(crate) fn lsetxattr(l: &Loc, name: &str, value: &[u8], flags: i32) -> Result<()> {
+    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
     // SAFETY: valid C strings and buffer.
     check(unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) })
 }
 
-pub(crate) fn lgetxattr(p: &Path, name: &str) -> Result<Vec<u8>> {
-    let (c, n) = (cstr(p)?, CString::new(name).map_err(|_| Error::EINVAL)?);
+pub(crate) fn lgetxattr(l: &Loc, name: &str) -> Result<Vec<u8>> {
+    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
     loop {
         // SAFETY: size query with a null buffer.
         let len = check_len(unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) })?;
@@ -144,8 +235,8 @@ pub(crate) fn lgetxattr(p: &Path, name: &str) -> Result<Vec<u8>> {
     }
 }
 
-pub(crate) fn llistxattr(p: &Path) -> Result<Vec<u8>> {
-    let c = cstr(p)?;
+pub(crate) fn llistxattr(l: &Loc) -> Result<Vec<u8>> {
+    let c = cstr(&l.call_path())?;
     loop {
         // SAFETY: size query with a null buffer.
         let len = check_len(unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) })?;
@@ -162,8 +253,8 @@ pub(crate) fn llistxattr(p: &Path) -> Result<Vec<u8>> {
     }
 }
 
-pub(crate) fn lremovexattr(p: &Path, name: &str) -> Result<()> {
-    let (c, n) = (cstr(p)?, CString::new(name).map_err(|_| Error::EINVAL)?);
+pub(crate) fn lremovexattr(l: &Loc, name: &str) -> Result<()> {
+    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
     // SAFETY: valid C strings.
     check(unsafe { libc::lremovexattr(c.as_ptr(), n.as_ptr()) })
 }

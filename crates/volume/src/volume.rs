@@ -1,9 +1,11 @@
 //! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
 
+use crate::at::{Dir, Loc};
 use crate::diriv::DirIvCache;
 use crate::error::{Error, Result};
 use crate::files::FileTable;
 use crate::keysource::KeySource;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use warpfs_config::{Config, ContentMode};
@@ -65,11 +67,12 @@ impl Volume {
         opts: Options,
     ) -> std::result::Result<Volume, String> {
         let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
-        crate::diriv::read(&root)
+        Dir::open(root.clone())
+            .and_then(|d| crate::diriv::read(&d))
             .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
         let write = config.write_generation();
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
-        let root_dev = crate::sys::lstat(&root).map(|s| s.st_dev).unwrap_or(0);
+        let root_dev = crate::sys::lstat_path(&root).map(|s| s.st_dev).unwrap_or(0);
         let mode = content_mode(config.content_mode());
         let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().xts_cipher());
         let previous = match config.rekey_target() {
@@ -136,7 +139,8 @@ impl Volume {
 
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).
     pub fn init_root(cipherdir: &Path) -> std::io::Result<()> {
-        crate::diriv::create(cipherdir)
+        Dir::open(cipherdir.to_path_buf())
+            .and_then(|d| crate::diriv::create(&d))
             .map(|_| ())
             .map_err(|e| std::io::Error::from_raw_os_error(e.0))
     }
@@ -146,13 +150,42 @@ impl Volume {
         &self.root
     }
 
-    /// Absolute backing path of a relative one.
+    /// Absolute backing path of a relative one (may be longer than
+    /// PATH_MAX: system calls go through [`Volume::dir`] and [`Volume::at`]).
     pub(crate) fn abs(&self, rel: &Path) -> PathBuf {
         if rel.as_os_str().is_empty() {
             self.root.clone()
         } else {
             self.root.join(rel)
         }
+    }
+
+    /// The backing directory at `rel`.
+    pub(crate) fn dir(&self, rel: &Path) -> Result<Dir> {
+        Dir::open(self.abs(rel))
+    }
+
+    /// The backing entry at `rel`, as its directory and its name (use
+    /// `dir.entry(&name)`).
+    pub(crate) fn at(&self, rel: &Path) -> Result<(Dir, OsString)> {
+        let abs = self.abs(rel);
+        match (abs.parent(), abs.file_name()) {
+            (Some(p), Some(n)) => Ok((Dir::open(p.to_path_buf())?, n.to_owned())),
+            // CIPHERDIR is `/`: the entry `.` of itself.
+            _ => Ok((Dir::open(abs)?, OsString::from("."))),
+        }
+    }
+
+    /// Open the backing file at `rel` with open(2) `flags`.
+    pub(crate) fn open_backing(&self, rel: &Path, flags: i32) -> std::io::Result<std::fs::File> {
+        let (d, n) = self.at(rel).map_err(io)?;
+        crate::sys::open(&d.entry(&n), flags, 0).map_err(io)
+    }
+
+    /// Remove the backing non-directory at `rel`.
+    pub(crate) fn unlink_backing(&self, rel: &Path) -> std::io::Result<()> {
+        let (d, n) = self.at(rel).map_err(io)?;
+        crate::sys::unlink(&d.entry(&n)).map_err(io)
     }
 
     pub(crate) fn writable(&self) -> Result<()> {
@@ -165,18 +198,22 @@ impl Volume {
 
     /// Give a new backing entry to the caller (when running as root), with the
     /// group of a set-group-ID parent directory.
-    pub(crate) fn own(&self, path: &Path, parent: &Path, who: Caller) -> Result<()> {
+    pub(crate) fn own(&self, entry: &Loc, who: Caller) -> Result<()> {
         if !self.chown_new {
             return Ok(());
         }
-        let pst = crate::sys::lstat(parent)?;
+        let pst = entry.parent().stat()?;
         let gid = if pst.st_mode & libc::S_ISGID != 0 {
             pst.st_gid
         } else {
             who.gid
         };
-        crate::sys::lchown(path, Some(who.uid), Some(gid))
+        crate::sys::lchown(entry, Some(who.uid), Some(gid))
     }
+}
+
+fn io(e: Error) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e.0)
 }
 
 fn content_mode(m: ContentMode) -> Mode {

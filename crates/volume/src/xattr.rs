@@ -31,7 +31,8 @@ impl Volume {
         self.writable()?;
         let n = self.xattr_backing_name(name)?;
         let sealed = self.sealer.seal(VALUE_AD, value);
-        crate::sys::lsetxattr(&self.abs(path), &n, &sealed, flags)
+        let (d, f) = self.at(path)?;
+        crate::sys::lsetxattr(&d.entry(&f), &n, &sealed, flags)
     }
 
     /// getxattr.
@@ -41,7 +42,8 @@ impl Volume {
             Err(Error(libc::EOPNOTSUPP)) => return Err(Error(libc::ENODATA)),
             Err(e) => return Err(e),
         };
-        let sealed = crate::sys::lgetxattr(&self.abs(path), &n)?;
+        let (d, f) = self.at(path)?;
+        let sealed = crate::sys::lgetxattr(&d.entry(&f), &n)?;
         self.sealer.open(VALUE_AD, &sealed).map_err(|_| {
             tracing::error!("corrupt xattr value on {}", path.display());
             Error::EIO
@@ -50,7 +52,8 @@ impl Volume {
 
     /// listxattr: plaintext names, NUL-separated.
     pub fn listxattr(&self, path: &Path) -> Result<Vec<u8>> {
-        let raw = crate::sys::llistxattr(&self.abs(path))?;
+        let (d, f) = self.at(path)?;
+        let raw = crate::sys::llistxattr(&d.entry(&f))?;
         let mut out = Vec::new();
         for n in raw.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else {
@@ -73,6 +76,7 @@ impl Volume {
             Err(Error(libc::EOPNOTSUPP)) => return Err(Error(libc::ENODATA)),
             Err(e) => return Err(e),
         };
-        crate::sys::lremovexattr(&self.abs(path), &n)
+        let (d, f) = self.at(path)?;
+        crate::sys::lremovexattr(&d.entry(&f), &n)
     }
 }

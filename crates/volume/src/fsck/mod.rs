@@ -71,7 +71,6 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
     let mut volume_cap_hit = false;
     for (idx, item) in items.iter().enumerate() {
         report.files += 1;
-        let abs = vol.abs(&item.rel);
         let mut across = Vec::new();
         let mut on_nonce = |block: u64, n: &Nonce| match nonces.get(n) {
             Some(&(other, other_block)) if other as usize != idx => across.push((block, other, other_block)),
@@ -86,9 +85,13 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
             progress(done, total);
         };
         // Opening and reading the file fail alike: an I/O finding, no repair.
-        let scanned = std::fs::File::open(&abs).map_err(|e| e.to_string()).and_then(|file| {
-            scan::scan(&file, &vol.keys, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes).map_err(|e| e.to_string())
-        });
+        let scanned = vol
+            .open_backing(&item.rel, libc::O_RDONLY)
+            .map_err(|e| e.to_string())
+            .and_then(|file| {
+                scan::scan(&file, &vol.keys, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes)
+                    .map_err(|e| e.to_string())
+            });
         let s = match scanned {
             Ok(s) => s,
             Err(e) => {
@@ -130,7 +133,7 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
                 fix: Fix::None,
             });
         }
-        repair::file(vol, &abs, &mut report.findings[first..], opts.repairs);
+        repair::file(vol, &item.rel, &mut report.findings[first..], opts.repairs);
     }
     if volume_cap_hit {
         report.notes.push(format!(
@@ -174,7 +177,12 @@ mod tests {
         assert!(r.clean(), "{:?}", r.findings);
         assert_eq!((r.files, r.blocks, r.written), (1, 4, 4));
         assert_eq!(seen, (4 * 4096, 4 * 4096));
-        let back = crate::names::encode(&v.names, &crate::diriv::read(v.root()).unwrap(), OsStr::new("f")).unwrap();
+        let back = crate::names::encode(
+            &v.names,
+            &crate::diriv::read(&v.dir(std::path::Path::new("")).unwrap()).unwrap(),
+            OsStr::new("f"),
+        )
+        .unwrap();
         let p = v.root().join(crate::names::file_of(&back));
         let mut raw = std::fs::read(&p).unwrap();
         let off = warpfs_content::layout::data_offset(v.mode, 2) as usize;

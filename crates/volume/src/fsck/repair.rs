@@ -20,12 +20,12 @@ fn result(r: std::io::Result<()>, how: &'static str) -> Fix {
     }
 }
 
-/// Repair the findings of one cipher file (backing path `abs`).
-pub(super) fn file(vol: &Volume, abs: &Path, findings: &mut [Finding], want: Repairs) {
+/// Repair the findings of one cipher file (backing path `rel`, relative to CIPHERDIR).
+pub(super) fn file(vol: &Volume, rel: &Path, findings: &mut [Finding], want: Repairs) {
     let mut rw = None;
-    let mut open = |abs: &Path| -> std::io::Result<std::fs::File> {
+    let mut open = |rel: &Path| -> std::io::Result<std::fs::File> {
         if rw.is_none() {
-            rw = Some(std::fs::OpenOptions::new().read(true).write(true).open(abs)?);
+            rw = Some(vol.open_backing(rel, libc::O_RDWR)?);
         }
         rw.as_ref().expect("just opened").try_clone()
     };
@@ -38,7 +38,7 @@ pub(super) fn file(vol: &Volume, abs: &Path, findings: &mut [Finding], want: Rep
         let block = p.block().expect("zeroable problems have a block");
         f.fix = if want.zero_bad_blocks {
             result(
-                open(abs).and_then(|h| scan::zero_block(&h, vol.mode, block)),
+                open(rel).and_then(|h| scan::zero_block(&h, vol.mode, block)),
                 "block made a hole (reads as zeros)",
             )
         } else {
@@ -51,7 +51,7 @@ pub(super) fn file(vol: &Volume, abs: &Path, findings: &mut [Finding], want: Rep
         };
         f.fix = if want.fix_torn_tails {
             result(
-                open(abs).and_then(|h| scan::fix_torn_tail(&h, vol.mode, *fixed_len)),
+                open(rel).and_then(|h| scan::fix_torn_tail(&h, vol.mode, *fixed_len)),
                 "partial nonce page cut off",
             )
         } else {
@@ -64,7 +64,7 @@ pub(super) fn file(vol: &Volume, abs: &Path, findings: &mut [Finding], want: Rep
 pub(super) fn sidecars(vol: &Volume, findings: &mut [Finding], want: Repairs) {
     for f in findings.iter_mut().filter(|f| f.kind == Kind::OrphanSidecar) {
         f.fix = if want.remove_orphan_sidecars {
-            result(std::fs::remove_file(vol.abs(&f.backing)), "sidecar removed")
+            result(vol.unlink_backing(&f.backing), "sidecar removed")
         } else {
             Fix::NotAsked(SIDECAR)
         };

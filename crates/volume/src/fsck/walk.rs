@@ -3,14 +3,14 @@
 //! regular files to scan, each once (hard links share one scan).
 
 use super::report::{Finding, Fix, Kind, Report};
+use crate::at::Loc;
 use crate::names;
 use crate::namespace::SYMLINK_AD;
 use crate::volume::Volume;
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use warpfs_crypto::names::{is_sidecar, DIRIV_FILE};
 
 /// A regular file to scan.
@@ -48,21 +48,7 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
     let mut stack = vec![(PathBuf::new(), "/".to_string())];
     while let Some((rel, plain)) = stack.pop() {
         report.dirs += 1;
-        let abs = vol.abs(&rel);
-        let iv = match crate::diriv::read(&abs) {
-            Ok(iv) => Some(iv),
-            Err(_) => {
-                let why = match std::fs::symlink_metadata(abs.join(DIRIV_FILE)) {
-                    Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.len()),
-                    Err(e) => format!("{DIRIV_FILE}: {e}"),
-                };
-                report
-                    .findings
-                    .push(finding(plain.clone(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
-                None
-            }
-        };
-        let entries = match std::fs::read_dir(&abs) {
+        let dir = match vol.dir(&rel) {
             Ok(d) => d,
             Err(e) => {
                 report
@@ -71,16 +57,38 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
                 continue;
             }
         };
-        let mut names_here: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        let iv = match crate::diriv::read(&dir) {
+            Ok(iv) => Some(iv),
+            Err(_) => {
+                let why = match crate::sys::lstat(&dir.entry(DIRIV_FILE.as_ref())) {
+                    Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.st_size),
+                    Err(e) => format!("{DIRIV_FILE}: {e}"),
+                };
+                report
+                    .findings
+                    .push(finding(plain.clone(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
+                None
+            }
+        };
+        let entries = match dir.list() {
+            Ok(d) => d,
+            Err(e) => {
+                report
+                    .findings
+                    .push(finding(plain.clone(), rel.clone(), Kind::Io(e.to_string())));
+                continue;
+            }
+        };
+        let mut names_here: Vec<_> = entries.into_iter().map(|e| e.name).collect();
         names_here.sort();
         for bname in names_here {
             let erel = rel.join(&bname);
-            let eabs = abs.join(&bname);
+            let eloc = dir.entry(&bname);
             let b = bname.as_bytes();
             if is_sidecar(b) {
                 // Its entry is the same name without `.name`.
                 let entry = &b[..b.len() - warpfs_crypto::names::SIDECAR_SUFFIX.len()];
-                if std::fs::symlink_metadata(abs.join(OsStr::from_bytes(entry))).is_err() {
+                if crate::sys::lstat(&dir.entry(OsStr::from_bytes(entry))).is_err() {
                     report.findings.push(finding(
                         join(&plain, &format!("?{}", bname.to_string_lossy())),
                         erel,
@@ -91,7 +99,7 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
             }
             let name = match &iv {
                 None => Err("its directory IV is missing".to_string()),
-                Some(iv) => match names::decode(&vol.names, iv, &abs, &bname) {
+                Some(iv) => match names::decode(&vol.names, iv, &dir, &bname) {
                     None => continue, // warpfs.conf, warpfs.diriv, config temp files
                     Some(r) => r,
                 },
@@ -106,27 +114,27 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
                     p
                 }
             };
-            let md = match std::fs::symlink_metadata(&eabs) {
+            let md = match crate::sys::lstat(&eloc) {
                 Ok(m) => m,
                 Err(e) => {
                     report.findings.push(finding(path, erel, Kind::Io(e.to_string())));
                     continue;
                 }
             };
-            let ft = md.file_type();
-            if ft.is_dir() {
+            let ft = md.st_mode & libc::S_IFMT;
+            if ft == libc::S_IFDIR {
                 stack.push((erel, path));
-            } else if ft.is_file() {
-                if seen.insert((md.dev(), md.ino())) {
+            } else if ft == libc::S_IFREG {
+                if seen.insert((md.st_dev, md.st_ino)) {
                     items.push(Item {
                         path,
                         rel: erel,
-                        len: md.len(),
+                        len: md.st_size as u64,
                     });
                 }
-            } else if ft.is_symlink() {
+            } else if ft == libc::S_IFLNK {
                 report.symlinks += 1;
-                if !symlink_ok(vol, &eabs) {
+                if !symlink_ok(vol, &eloc) {
                     report.findings.push(finding(path, erel, Kind::Symlink));
                 }
             }
@@ -135,9 +143,9 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
     items
 }
 
-fn symlink_ok(vol: &Volume, p: &Path) -> bool {
-    let Ok(t) = std::fs::read_link(p) else {
+fn symlink_ok(vol: &Volume, p: &Loc) -> bool {
+    let Ok(t) = crate::sys::readlink(p) else {
         return false;
     };
-    t.to_str().is_some_and(|s| vol.sealer.open_b64(SYMLINK_AD, s).is_ok())
+    std::str::from_utf8(&t).is_ok_and(|s| vol.sealer.open_b64(SYMLINK_AD, s).is_ok())
 }

@@ -6,7 +6,7 @@ use super::Event;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use warpfs_content::header::{self, Header};
@@ -136,24 +136,23 @@ fn has_id(f: &File, id: &[u8; 16]) -> bool {
 /// The file a record is about: at its recorded path if that is still it,
 /// else found by its file ID anywhere under `root` (it was renamed).
 fn find(root: &Path, rec: &Record) -> io::Result<Option<File>> {
-    let open = |p: &Path| OpenOptions::new().read(true).write(true).open(p);
-    let hint = root.join(Path::new(std::ffi::OsStr::from_bytes(&rec.path)));
+    let open = |rel: &Path| crate::at::open_under(root, rel, libc::O_RDWR);
+    let hint = Path::new(std::ffi::OsStr::from_bytes(&rec.path));
     if !rec.path.is_empty() {
-        if let Ok(f) = open(&hint) {
+        if let Ok(f) = open(hint) {
             if has_id(&f, &rec.file_id) {
                 return Ok(Some(f));
             }
         }
     }
     for rel in super::content_files(root)? {
-        let p = root.join(&rel);
-        let Ok(md) = std::fs::symlink_metadata(&p) else {
+        let Ok(md) = crate::at::lstat_under(root, &rel) else {
             continue;
         };
-        if rec.ino != 0 && md.ino() != rec.ino {
+        if rec.ino != 0 && md.st_ino != rec.ino {
             continue;
         }
-        if let Ok(f) = open(&p) {
+        if let Ok(f) = open(&rel) {
             if has_id(&f, &rec.file_id) {
                 return Ok(Some(f));
             }

@@ -14,7 +14,6 @@ pub use warpfs_content::plain_size_of;
 use crate::files::FileTable;
 use crate::Volume;
 use journal::JournalIo;
-use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -97,18 +96,25 @@ impl Walk {
 pub fn content_files(root: &Path) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![PathBuf::new()];
+    let io = |e: crate::Error| io::Error::from_raw_os_error(e.0);
     while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(root.join(&d))? {
-            let e = e?;
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            let ft = e.file_type()?;
-            let rel = d.join(e.file_name());
-            if ft.is_dir() {
+        let dir = crate::at::Dir::open(root.join(&d)).map_err(io)?;
+        for e in dir.list().map_err(io)? {
+            let name = e.name.to_string_lossy();
+            let kind = match e.d_type {
+                libc::DT_UNKNOWN => match crate::sys::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {
+                    libc::S_IFDIR => libc::DT_DIR,
+                    libc::S_IFREG => libc::DT_REG,
+                    _ => libc::DT_UNKNOWN,
+                },
+                t => t,
+            };
+            let rel = d.join(&e.name);
+            if kind == libc::DT_DIR {
                 dirs.push(rel);
-            } else if ft.is_file() {
+            } else if kind == libc::DT_REG {
                 if name.starts_with(OLD_TMP_PREFIX) {
-                    std::fs::remove_file(e.path())?;
+                    crate::sys::unlink(&dir.entry(&e.name)).map_err(io)?;
                 } else if !name.starts_with("warpfs.") || (name.starts_with("warpfs.long.") && !name.ends_with(".name"))
                 {
                     out.push(rel);
@@ -121,8 +127,7 @@ pub fn content_files(root: &Path) -> io::Result<Vec<PathBuf>> {
 
 /// The key generation a cipher file's header records and its rekey
 /// watermark; `None` for an empty file (no header, no key).
-pub fn file_generation(path: &Path) -> io::Result<Option<(u32, u32)>> {
-    let f = std::fs::File::open(path)?;
+pub fn file_generation(f: &std::fs::File) -> io::Result<Option<(u32, u32)>> {
     if f.metadata()?.len() == 0 {
         return Ok(None);
     }
@@ -149,8 +154,8 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     let files = content_files(&w.root).map_err(e)?;
     let total: u64 = files
         .iter()
-        .filter_map(|p| std::fs::symlink_metadata(w.root.join(p)).ok())
-        .map(|m| plain_size_of(w.mode, m.len()))
+        .filter_map(|p| crate::at::lstat_under(&w.root, p).ok())
+        .map(|m| plain_size_of(w.mode, m.st_size as u64))
         .sum();
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
     progress.bytes_total.store(total, Ordering::Relaxed);
@@ -228,21 +233,19 @@ fn rekey_file(
     halt: &dyn Fn() -> bool,
     throttle: &dyn Fn(u64),
 ) -> Result<bool, String> {
-    let abs = w.root.join(rel);
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
     let target = w.keys.write_generation();
-    match file_generation(&abs) {
-        Ok(None) => return Ok(true),
-        Ok(Some((g, 0))) if g == target => return Ok(true),
-        Ok(Some(_)) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(err(&e)),
-    }
-    let f = match OpenOptions::new().read(true).write(true).open(&abs) {
+    let f = match crate::at::open_under(&w.root, rel, libc::O_RDWR) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
         Err(e) => return Err(err(&e)),
     };
+    match file_generation(&f) {
+        Ok(None) => return Ok(true),
+        Ok(Some((g, 0))) if g == target => return Ok(true),
+        Ok(Some(_)) => {}
+        Err(e) => return Err(err(&e)),
+    }
     let ino = f.metadata().map_err(|e| err(&e))?.ino();
     let of = w
         .files

@@ -617,11 +617,7 @@ impl Filesystem for WarpFs {
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        let res = self.loc(ino).and_then(|l| {
-            std::fs::File::open(self.vol.root().join(&l.backing))
-                .and_then(|d| d.sync_all())
-                .map_err(Errno::from)
-        });
+        let res = self.loc(ino).and_then(|l| self.vol.fsyncdir(&l.backing).map_err(errno));
         match res {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
