@@ -48,8 +48,8 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
     let mut stack = vec![(PathBuf::new(), "/".to_string())];
     while let Some((rel, plain)) = stack.pop() {
         report.dirs += 1;
-        let dir = match vol.dir(&rel) {
-            Ok(d) => d,
+        let (dir, entries) = match vol.dir(&rel).and_then(|d| d.list().map(|l| (d, l))) {
+            Ok(x) => x,
             Err(e) => {
                 report
                     .findings
@@ -68,15 +68,6 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
                     .findings
                     .push(finding(plain.clone(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
                 None
-            }
-        };
-        let entries = match dir.list() {
-            Ok(d) => d,
-            Err(e) => {
-                report
-                    .findings
-                    .push(finding(plain.clone(), rel.clone(), Kind::Io(e.to_string())));
-                continue;
             }
         };
         let mut names_here: Vec<_> = entries.into_iter().map(|e| e.name).collect();
