@@ -2,7 +2,8 @@
 //! tmpfs under the cipher dir), a backing FS remounted read-only, permission
 //! denied on backing files and directories (the daemon runs without
 //! CAP_DAC_OVERRIDE), a backing file deleted under an open handle, and
-//! rename/unlink races with I/O on open handles.
+//! rename/unlink races with I/O on open handles; with
+//! `--no-writeback-cache` a full disk fails the buffered `write(2)` itself.
 //!
 //! Each fault must give the caller a clear errno (ENOSPC, EROFS, EACCES),
 //! a rate-limited `backing fault:` line in the daemon log, no panic, and
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mode_tests!(disk_full);
+mode_tests!(disk_full, disk_full_fails_the_write_without_writeback_cache);
 mode_tests!(nonce: disk_full_between_data_and_entries);
 
 /// A tmpfs mounted at a directory, unmounted on drop.
@@ -120,6 +121,46 @@ fn fill(p: &Path, chunk: usize, rng: &mut Rng) -> i32 {
         }
     }
     panic!("{}: the backing FS never filled up", p.display());
+}
+
+/// With `--no-writeback-cache`, a buffered writer on a full disk gets
+/// ENOSPC from `write(2)` itself (no cached write succeeds that cannot be
+/// stored), and what was written before the disk filled reads back whole
+/// after a remount.
+fn disk_full_fails_the_write_without_writeback_cache(mode: Mode) {
+    require_fuse!();
+    let (mut v, _t) = volume_on_tmpfs(mode, "4m");
+    v.mount_with(&["--no-writeback-cache"]);
+    let mut rng = Rng::for_test("faults-no-writeback");
+    let kept = rng.bytes(300 * 1024);
+    write_file(&v.p("kept"), &kept);
+    let chunk = rng.bytes(64 * 1024);
+    let mut f = File::create(v.p("big")).unwrap();
+    let mut written = 0usize;
+    let err = loop {
+        match std::io::Write::write(&mut f, &chunk) {
+            Ok(n) => written += n,
+            Err(e) => break e,
+        }
+        assert!(written < 64 << 20, "4 MiB disk took {written} bytes of buffered writes");
+    };
+    assert_eq!(errno(&err), libc::ENOSPC, "buffered write on a full disk: {err}");
+    assert!(written > 0 && written < 4 << 20, "{written} bytes before ENOSPC");
+    drop(f);
+    // Every byte write(2) accepted was stored.
+    let big_len = fs::metadata(v.p("big")).unwrap().len() as usize;
+    assert!(big_len >= written, "{big_len} bytes stored, {written} accepted");
+    v.remount();
+    assert_eq!(fs::read(v.p("kept")).unwrap(), kept);
+    let big = fs::read(v.p("big")).unwrap();
+    assert!(
+        big.len() >= written,
+        "after remount: {} bytes stored, {written} accepted",
+        big.len()
+    );
+    for (i, c) in big[..written].chunks(chunk.len()).enumerate() {
+        assert_eq!(c, &chunk[..c.len()], "chunk {i} of the accepted writes");
+    }
 }
 
 /// A full backing FS: every write that needs space fails with ENOSPC (from

@@ -96,6 +96,11 @@ pub struct MountArgs {
     /// otherwise [default: 0].
     #[arg(long, value_name = "US", value_parser = clap::value_parser!(u32).range(0..=10_000))]
     engine_spin_us: Option<u32>,
+    /// Send every write to the daemon at once instead of through the kernel's
+    /// writeback cache: a full backing disk then fails `write(2)` itself (as
+    /// on gocryptfs), not only `fsync`/`close`; small writes are slower.
+    #[arg(long)]
+    no_writeback_cache: bool,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -349,7 +354,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             None => logging::Target::Stderr,
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        let fs = serve(vol, engine_cfg, engine_kind, a.speculation).map_err(|e| CliError::new(ERROR, e))?;
+        let fs = serve(vol, engine_cfg, engine_kind, a.speculation)
+            .map_err(|e| CliError::new(ERROR, e))?
+            .with_writeback_cache(!a.no_writeback_cache);
         drop(master);
         report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
@@ -421,7 +428,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation) {
+    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation)
+        .map(|fs| fs.with_writeback_cache(!a.no_writeback_cache))
+    {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());

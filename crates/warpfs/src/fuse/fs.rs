@@ -44,6 +44,8 @@ pub struct WarpFs {
     /// Decrypt-ahead for sequential readers (speculation on).
     ahead: Option<Ahead>,
     rekey_hook: Option<RekeyHook>,
+    /// Ask the kernel for its writeback cache (`--no-writeback-cache`: no).
+    writeback_cache: bool,
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
@@ -88,7 +90,15 @@ impl WarpFs {
             handles: Handles::default(),
             ahead,
             rekey_hook: None,
+            writeback_cache: true,
         })
+    }
+
+    /// Use the kernel's writeback cache (the default) or send every write
+    /// to the daemon at once, so that a backing fault fails the `write(2)`.
+    pub fn with_writeback_cache(mut self, on: bool) -> Self {
+        self.writeback_cache = on;
+        self
     }
 
     /// Tell `hook` of every point of an online rekey.
@@ -169,7 +179,12 @@ impl WarpFs {
 
 impl Filesystem for WarpFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        let want = InitFlags::FUSE_WRITEBACK_CACHE
+        let writeback = if self.writeback_cache {
+            InitFlags::FUSE_WRITEBACK_CACHE
+        } else {
+            InitFlags::empty()
+        };
+        let want = writeback
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_BIG_WRITES
