@@ -116,6 +116,11 @@ impl Dir {
         Loc { dir: self, name }
     }
 
+    /// The directory's descriptor, where its path is too long to use.
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(|f| f.as_raw_fd())
+    }
+
     /// The absolute path (for messages; may be longer than PATH_MAX).
     pub(crate) fn path(&self) -> &Path {
         &self.abs
@@ -217,9 +222,14 @@ impl Loc<'_> {
         }
     }
 
-    /// A path for calls that have no `*at` form (the xattr calls): the
-    /// absolute path, or the entry under the directory's descriptor in
-    /// /proc/self/fd when that path is too long.
+    /// The entry's name in its directory.
+    pub(crate) fn name_bytes(&self) -> &[u8] {
+        self.name.as_bytes()
+    }
+
+    /// A path for calls without an `*at` form (the xattr calls before
+    /// Linux 6.13): the absolute path, or the entry under the directory's
+    /// descriptor in /proc/self/fd when that path is too long.
     pub(crate) fn call_path(&self) -> PathBuf {
         match &self.dir.fd {
             Some(fd) => Path::new("/proc/self/fd")
@@ -272,12 +282,12 @@ pub(crate) fn lstat_under(root: &Path, rel: &Path) -> std::io::Result<libc::stat
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A tree deeper than PATH_MAX under a new temporary directory:
     /// (its root, the absolute path of its deepest directory).
-    fn deep_tree() -> (tempfile::TempDir, PathBuf) {
+    pub(crate) fn deep_tree() -> (tempfile::TempDir, PathBuf) {
         let t = tempfile::tempdir().unwrap();
         let name = "d".repeat(200);
         let mut d = Dir::open(t.path().to_path_buf()).unwrap();

@@ -16,6 +16,7 @@ mod names;
 mod namespace;
 pub mod rekey;
 mod sys;
+mod sysxattr;
 mod volume;
 mod xattr;
 

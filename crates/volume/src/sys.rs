@@ -1,6 +1,6 @@
 //! Thin, checked wrappers over the libc calls on backing entries, each on a
 //! [`Loc`] (the `*at` form, so long backing paths work), plus the few calls
-//! std does not offer (statvfs, xattrs).
+//! std does not offer (statvfs; the xattr calls are in `sysxattr`).
 
 use crate::at::Loc;
 use crate::error::{Error, Result};
@@ -209,54 +209,6 @@ pub(crate) fn statvfs(p: &Path) -> Result<libc::statvfs> {
     // SAFETY: valid C string and out-pointer.
     check(unsafe { libc::statvfs(c.as_ptr(), &mut st) })?;
     Ok(st)
-}
-
-pub(crate) fn lsetxattr(l: &Loc, name: &str, value: &[u8], flags: i32) -> Result<()> {
-    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
-    // SAFETY: valid C strings and buffer.
-    check(unsafe { libc::lsetxattr(c.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) })
-}
-
-pub(crate) fn lgetxattr(l: &Loc, name: &str) -> Result<Vec<u8>> {
-    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
-    loop {
-        // SAFETY: size query with a null buffer.
-        let len = check_len(unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) })?;
-        let mut buf = vec![0u8; len];
-        // SAFETY: buffer of `len` bytes.
-        match check_len(unsafe { libc::lgetxattr(c.as_ptr(), n.as_ptr(), buf.as_mut_ptr().cast(), len) }) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(Error(libc::ERANGE)) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-pub(crate) fn llistxattr(l: &Loc) -> Result<Vec<u8>> {
-    let c = cstr(&l.call_path())?;
-    loop {
-        // SAFETY: size query with a null buffer.
-        let len = check_len(unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) })?;
-        let mut buf = vec![0u8; len];
-        // SAFETY: buffer of `len` bytes.
-        match check_len(unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), len) }) {
-            Ok(n) => {
-                buf.truncate(n);
-                return Ok(buf);
-            }
-            Err(Error(libc::ERANGE)) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-pub(crate) fn lremovexattr(l: &Loc, name: &str) -> Result<()> {
-    let (c, n) = (cstr(&l.call_path())?, CString::new(name).map_err(|_| Error::EINVAL)?);
-    // SAFETY: valid C strings.
-    check(unsafe { libc::lremovexattr(c.as_ptr(), n.as_ptr()) })
 }
 
 /// The current effective uid.

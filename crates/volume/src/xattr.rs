@@ -32,7 +32,7 @@ impl Volume {
         let n = self.xattr_backing_name(name)?;
         let sealed = self.sealer.seal(VALUE_AD, value);
         let (d, f) = self.at(path)?;
-        crate::sys::lsetxattr(&d.entry(&f), &n, &sealed, flags)
+        crate::sysxattr::lsetxattr(&d.entry(&f), &n, &sealed, flags)
     }
 
     /// getxattr.
@@ -43,7 +43,7 @@ impl Volume {
             Err(e) => return Err(e),
         };
         let (d, f) = self.at(path)?;
-        let sealed = crate::sys::lgetxattr(&d.entry(&f), &n)?;
+        let sealed = crate::sysxattr::lgetxattr(&d.entry(&f), &n)?;
         self.sealer.open(VALUE_AD, &sealed).map_err(|_| {
             tracing::error!("corrupt xattr value on {}", path.display());
             Error::EIO
@@ -53,7 +53,7 @@ impl Volume {
     /// listxattr: plaintext names, NUL-separated.
     pub fn listxattr(&self, path: &Path) -> Result<Vec<u8>> {
         let (d, f) = self.at(path)?;
-        let raw = crate::sys::llistxattr(&d.entry(&f))?;
+        let raw = crate::sysxattr::llistxattr(&d.entry(&f))?;
         let mut out = Vec::new();
         for n in raw.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else {
@@ -77,6 +77,6 @@ impl Volume {
             Err(e) => return Err(e),
         };
         let (d, f) = self.at(path)?;
-        crate::sys::lremovexattr(&d.entry(&f), &n)
+        crate::sysxattr::lremovexattr(&d.entry(&f), &n)
     }
 }

@@ -1,0 +1,288 @@
+//! The xattr system calls on a backing entry ([`Loc`]): on a path when the
+//! entry's directory is named by its path, and under the directory's
+//! descriptor when it is not (a path past PATH_MAX). Linux 6.13 added the
+//! `*xattrat` calls for that; older kernels (ENOSYS) get the entry named as
+//! /proc/self/fd/N/name instead, which needs /proc.
+
+use crate::at::Loc;
+use crate::error::{Error, Result};
+use std::ffi::{CStr, CString};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+// The `*xattrat` system call numbers (the same on every architecture with
+// the unified table; not yet in the libc crate).
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_GETXATTRAT: libc::c_long = 464;
+const SYS_LISTXATTRAT: libc::c_long = 465;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
+
+/// `struct xattr_args` of the `*xattrat` calls.
+#[repr(C)]
+struct XattrArgs {
+    value: u64,
+    size: u32,
+    flags: u32,
+}
+
+/// Set once the kernel has answered ENOSYS to an `*xattrat` call.
+static NO_XATTRAT: AtomicBool = AtomicBool::new(false);
+
+/// How a call reaches the entry.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Via {
+    /// `*xattrat` under the directory's descriptor where there is one.
+    At,
+    /// Always a path (/proc/self/fd/N/name under a descriptor).
+    Path,
+}
+
+fn via() -> Via {
+    if NO_XATTRAT.load(Ordering::Relaxed) {
+        Via::Path
+    } else {
+        Via::At
+    }
+}
+
+fn check_len(rc: libc::c_long) -> Result<usize> {
+    if rc < 0 {
+        Err(Error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
+        ))
+    } else {
+        Ok(rc as usize)
+    }
+}
+
+/// Runs one xattr call on `l`: `at(dirfd, name)` under the directory's
+/// descriptor, or `path(path)` where the directory has none, or when the
+/// kernel lacks the `*xattrat` calls (or refuses them, as a seccomp filter
+/// may, with EPERM: the path call then gives the real answer).
+fn run(
+    l: &Loc,
+    via: Via,
+    at: impl Fn(RawFd, &CStr) -> libc::c_long,
+    path: impl Fn(&CStr) -> libc::c_long,
+) -> Result<usize> {
+    if let (Via::At, Some(fd)) = (via, l.parent().raw_fd()) {
+        let name = CString::new(l.name_bytes()).map_err(|_| Error::EINVAL)?;
+        match check_len(at(fd, &name)) {
+            Err(Error(libc::ENOSYS)) => NO_XATTRAT.store(true, Ordering::Relaxed),
+            Err(Error(libc::EPERM)) => {}
+            r => return r,
+        }
+    }
+    let p = crate::sys::cstr(&l.call_path())?;
+    check_len(path(&p))
+}
+
+/// Reads a value whose size is first asked for (`f(null, 0)`), asking again
+/// if it grew in between (ERANGE).
+fn read_sized(f: impl Fn(*mut u8, usize) -> Result<usize>) -> Result<Vec<u8>> {
+    loop {
+        let len = f(std::ptr::null_mut(), 0)?;
+        let mut buf = vec![0u8; len];
+        match f(buf.as_mut_ptr(), len) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(Error(libc::ERANGE)) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn attr_name(name: &str) -> Result<CString> {
+    CString::new(name).map_err(|_| Error::EINVAL)
+}
+
+pub(crate) fn lsetxattr(l: &Loc, name: &str, value: &[u8], flags: i32) -> Result<()> {
+    set(l, via(), name, value, flags)
+}
+
+fn set(l: &Loc, via: Via, name: &str, value: &[u8], flags: i32) -> Result<()> {
+    let n = attr_name(name)?;
+    let size = u32::try_from(value.len()).map_err(|_| Error(libc::E2BIG))?;
+    let args = XattrArgs {
+        value: value.as_ptr() as u64,
+        size,
+        flags: flags as u32,
+    };
+    run(
+        l,
+        via,
+        // SAFETY: valid C strings; `args` points at `value`, alive for the call.
+        |fd, p| unsafe {
+            libc::syscall(
+                SYS_SETXATTRAT,
+                fd,
+                p.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                n.as_ptr(),
+                &args as *const XattrArgs,
+                std::mem::size_of::<XattrArgs>(),
+            )
+        },
+        // SAFETY: valid C strings and buffer.
+        |p| unsafe {
+            libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) as libc::c_long
+        },
+    )
+    .map(drop)
+}
+
+pub(crate) fn lgetxattr(l: &Loc, name: &str) -> Result<Vec<u8>> {
+    get(l, via(), name)
+}
+
+fn get(l: &Loc, via: Via, name: &str) -> Result<Vec<u8>> {
+    let n = attr_name(name)?;
+    read_sized(|buf, len| {
+        let size = u32::try_from(len).map_err(|_| Error(libc::E2BIG))?;
+        let args = XattrArgs {
+            value: buf as u64,
+            size,
+            flags: 0,
+        };
+        run(
+            l,
+            via,
+            // SAFETY: valid C strings; `args` names `len` writable bytes (or none).
+            |fd, p| unsafe {
+                libc::syscall(
+                    SYS_GETXATTRAT,
+                    fd,
+                    p.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    n.as_ptr(),
+                    &args as *const XattrArgs,
+                    std::mem::size_of::<XattrArgs>(),
+                )
+            },
+            // SAFETY: as above.
+            |p| unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.cast(), len) as libc::c_long },
+        )
+    })
+}
+
+pub(crate) fn llistxattr(l: &Loc) -> Result<Vec<u8>> {
+    list(l, via())
+}
+
+fn list(l: &Loc, via: Via) -> Result<Vec<u8>> {
+    read_sized(|buf, len| {
+        run(
+            l,
+            via,
+            // SAFETY: valid C string; `buf` has `len` writable bytes (or none).
+            |fd, p| unsafe { libc::syscall(SYS_LISTXATTRAT, fd, p.as_ptr(), libc::AT_SYMLINK_NOFOLLOW, buf, len) },
+            // SAFETY: as above.
+            |p| unsafe { libc::llistxattr(p.as_ptr(), buf.cast(), len) as libc::c_long },
+        )
+    })
+}
+
+pub(crate) fn lremovexattr(l: &Loc, name: &str) -> Result<()> {
+    remove(l, via(), name)
+}
+
+fn remove(l: &Loc, via: Via, name: &str) -> Result<()> {
+    let n = attr_name(name)?;
+    run(
+        l,
+        via,
+        // SAFETY: valid C strings.
+        |fd, p| unsafe { libc::syscall(SYS_REMOVEXATTRAT, fd, p.as_ptr(), libc::AT_SYMLINK_NOFOLLOW, n.as_ptr()) },
+        // SAFETY: valid C strings.
+        |p| unsafe { libc::lremovexattr(p.as_ptr(), n.as_ptr()) as libc::c_long },
+    )
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::at::Dir;
+    use std::ffi::OsStr;
+
+    /// Every call, both ways, on a file in a directory past PATH_MAX.
+    #[test]
+    fn xattrs_past_path_max_both_ways() {
+        let (_t, deep) = crate::at::tests::deep_tree();
+        let d = Dir::open(deep).unwrap();
+        assert!(d.raw_fd().is_some());
+        let f = d.entry(OsStr::new("f"));
+        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        for via in [Via::At, Via::Path] {
+            set(&f, via, "user.a", b"one", 0).unwrap();
+            set(&f, via, "user.b", &[7u8; 3000], libc::XATTR_CREATE).unwrap();
+            assert_eq!(
+                set(&f, via, "user.b", b"x", libc::XATTR_CREATE),
+                Err(Error(libc::EEXIST))
+            );
+            assert_eq!(get(&f, via, "user.a").unwrap(), b"one");
+            assert_eq!(get(&f, via, "user.b").unwrap(), vec![7u8; 3000]);
+            let mut names: Vec<_> = list(&f, via)
+                .unwrap()
+                .split(|&b| b == 0)
+                .filter(|s| !s.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect();
+            names.sort();
+            assert_eq!(names, [b"user.a".to_vec(), b"user.b".to_vec()]);
+            remove(&f, via, "user.a").unwrap();
+            remove(&f, via, "user.b").unwrap();
+            assert_eq!(get(&f, via, "user.a"), Err(Error(libc::ENODATA)));
+            assert_eq!(remove(&f, via, "user.b"), Err(Error(libc::ENODATA)));
+            assert!(list(&f, via).unwrap().is_empty());
+        }
+    }
+
+    /// On a kernel with `*xattrat` (6.13+) the descriptor is used, not
+    /// /proc: the call succeeds straight through the system call.
+    #[test]
+    fn xattrat_is_used_where_the_kernel_has_it() {
+        let (_t, deep) = crate::at::tests::deep_tree();
+        let d = Dir::open(deep).unwrap();
+        let f = d.entry(OsStr::new("g"));
+        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        let (fd, name) = (d.raw_fd().unwrap(), CString::new("g").unwrap());
+        // SAFETY: valid C strings and an empty list buffer.
+        let rc = unsafe {
+            libc::syscall(
+                SYS_LISTXATTRAT,
+                fd,
+                name.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                std::ptr::null_mut::<u8>(),
+                0usize,
+            )
+        };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error();
+            assert!(matches!(e, Some(libc::ENOSYS) | Some(libc::EPERM)), "{e:?}");
+            eprintln!("skipped: this kernel has no listxattrat");
+            return;
+        }
+        assert_eq!(rc, 0);
+        lsetxattr(&f, "user.k", b"v", 0).unwrap();
+        assert_eq!(lgetxattr(&f, "user.k").unwrap(), b"v");
+        assert!(!NO_XATTRAT.load(Ordering::Relaxed));
+    }
+
+    /// A name longer than the kernel allows is refused, not truncated.
+    #[test]
+    fn bad_names_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path().to_path_buf()).unwrap();
+        let f = d.entry(OsStr::new("f"));
+        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        assert_eq!(lsetxattr(&f, "user.a\0b", b"", 0), Err(Error::EINVAL));
+        assert_eq!(
+            lsetxattr(&f, &format!("user.{}", "n".repeat(300)), b"", 0),
+            Err(Error(libc::ERANGE))
+        );
+    }
+}
