@@ -65,7 +65,7 @@ render_md() {
                            else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         .results as $r
         | (.settings.mode // "gcm") as $mode
-        | ["warpfs-specon", "warpfs-specon-shared", "warpfs-specoff", "gocryptfs", "warpfs-nocrypto"] as $order
+        | ["warpfs-specon", "warpfs-specon-shared", "warpfs-specoff", "warpfs-noxattr", "gocryptfs", "warpfs-nocrypto"] as $order
         | ($r | map(.peer) | unique) as $all
         | ($order | map(select(. as $p | $all | index($p)))) as $peers
         | ($r | map(.job) | unique) as $jobs0

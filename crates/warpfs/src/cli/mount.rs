@@ -101,6 +101,13 @@ pub struct MountArgs {
     /// on gocryptfs), not only `fsync`/`close`; small writes are slower.
     #[arg(long)]
     no_writeback_cache: bool,
+    /// Turn extended attributes off (as gocryptfs's -noxattr): the kernel
+    /// then stops asking for `security.capability` before every write(2),
+    /// a round trip to the daemon per write, so small writes get several
+    /// times faster. Setting or reading an xattr fails (EOPNOTSUPP), and so
+    /// do `warpfs stats` and an online `warpfs rekey` on this mount.
+    #[arg(long, alias = "noxattr")]
+    no_xattr: bool,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -176,6 +183,11 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
 /// The backend is opened here (after the daemon's fork: drivers start
 /// threads). A device backend turns speculation on unless `--speculation`
 /// said otherwise: look-ahead is what goes to the device.
+/// The frontend switches of `a`: writeback cache and xattrs.
+fn frontend(fs: WarpFs, a: &MountArgs) -> WarpFs {
+    fs.with_writeback_cache(!a.no_writeback_cache).with_xattrs(!a.no_xattr)
+}
+
 fn serve(
     mut vol: Volume,
     mut cfg: EngineConfig,
@@ -355,8 +367,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
         let fs = serve(vol, engine_cfg, engine_kind, a.speculation)
-            .map_err(|e| CliError::new(ERROR, e))?
-            .with_writeback_cache(!a.no_writeback_cache);
+            .map(|fs| frontend(fs, &a))
+            .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
@@ -428,9 +440,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation)
-        .map(|fs| fs.with_writeback_cache(!a.no_writeback_cache))
-    {
+    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation).map(|fs| frontend(fs, &a)) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());

@@ -264,6 +264,18 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
             ),
         ));
     }
+    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return Err(CliError::new(
+                ERROR,
+                format!(
+                    "{} is mounted at {} with --no-xattr, which turns off the extended attributes an online rekey talks to the mount through: unmount it and run warpfs rekey again",
+                    a.cipherdir.display(),
+                    mnt.display()
+                ),
+            ));
+        }
+    }
     let rate = max_rate(a)?;
     let (cfg, pw, target) = begin(a)?;
     let jobs = jobs(a);

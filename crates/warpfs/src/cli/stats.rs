@@ -33,7 +33,9 @@ fn read_stats(mountpoint: &std::path::Path) -> Result<String, CliError> {
             "reading the stats needs root (trusted.* attributes need CAP_SYS_ADMIN)".to_string()
         }
         Ok(None) => "not a warpfs mount".to_string(),
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => "not a warpfs mount".to_string(),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            "no extended attributes here: not a warpfs mount, or one mounted with --no-xattr (which turns warpfs stats off; the counters are logged at unmount)".to_string()
+        }
         Err(e) => e.to_string(),
     };
     Err(CliError::new(ERROR, format!("{}: {why}", mountpoint.display())))

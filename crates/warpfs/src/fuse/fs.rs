@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use warpfs_volume::{rekey, Attr, Caller, Error, Volume};
@@ -46,6 +47,11 @@ pub struct WarpFs {
     rekey_hook: Option<RekeyHook>,
     /// Ask the kernel for its writeback cache (`--no-writeback-cache`: no).
     writeback_cache: bool,
+    /// Serve extended attributes (`--no-xattr`: no).
+    xattrs: bool,
+    /// xattr requests refused under `--no-xattr` (logged at unmount: the
+    /// kernel stops sending each kind after the first ENOSYS).
+    xattrs_refused: AtomicU64,
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
@@ -91,6 +97,8 @@ impl WarpFs {
             ahead,
             rekey_hook: None,
             writeback_cache: true,
+            xattrs: true,
+            xattrs_refused: AtomicU64::new(0),
         })
     }
 
@@ -99,6 +107,23 @@ impl WarpFs {
     pub fn with_writeback_cache(mut self, on: bool) -> Self {
         self.writeback_cache = on;
         self
+    }
+
+    /// Serve extended attributes (the default), or answer every xattr
+    /// request ENOSYS, after which the kernel sends none on this mount:
+    /// not even the `security.capability` lookup it makes before every
+    /// `write(2)` (ARCHITECTURE.md, "Extended attributes and writes").
+    pub fn with_xattrs(mut self, on: bool) -> Self {
+        self.xattrs = on;
+        self
+    }
+
+    /// ENOSYS for an xattr request under `--no-xattr`.
+    fn xattrs_off(&self) -> Option<Errno> {
+        (!self.xattrs).then(|| {
+            self.xattrs_refused.fetch_add(1, Ordering::Relaxed);
+            Errno::from_i32(libc::ENOSYS)
+        })
     }
 
     /// Tell `hook` of every point of an online rekey.
@@ -203,6 +228,10 @@ impl Filesystem for WarpFs {
         self.vol.rekey_stop();
         if let Some(s) = self.vol.engine_stats() {
             tracing::info!("at unmount: {}", s.summary());
+        }
+        if !self.xattrs {
+            let n = self.xattrs_refused.load(Ordering::Relaxed);
+            tracing::info!("at unmount: {n} xattr request(s) refused (--no-xattr)");
         }
     }
 
@@ -658,6 +687,9 @@ impl Filesystem for WarpFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if let Some(e) = self.xattrs_off() {
+            return reply.error(e);
+        }
         if ino.0 == ROOT && name.as_bytes() == REKEY_XATTR.as_bytes() {
             return match self.rekey_request(value) {
                 Ok(()) => reply.ok(),
@@ -676,6 +708,9 @@ impl Filesystem for WarpFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if let Some(e) = self.xattrs_off() {
+            return reply.error(e);
+        }
         if ino.0 == ROOT && name.as_bytes() == STATS_XATTR.as_bytes() {
             let res = match self.vol.engine_stats() {
                 Some(s) => Ok(s.to_json().into_bytes()),
@@ -703,6 +738,9 @@ impl Filesystem for WarpFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if let Some(e) = self.xattrs_off() {
+            return reply.error(e);
+        }
         let res = self
             .loc(ino)
             .and_then(|l| self.vol.listxattr(&l.backing).map_err(errno));
@@ -710,6 +748,9 @@ impl Filesystem for WarpFs {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Some(e) = self.xattrs_off() {
+            return reply.error(e);
+        }
         let res = self
             .loc(ino)
             .and_then(|l| self.vol.removexattr(&l.backing, name.as_bytes()).map_err(errno));
