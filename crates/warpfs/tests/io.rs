@@ -637,3 +637,42 @@ fn copy_between_files(mode: Mode) {
         assert_bytes_eq(&fs::read(v.p(p)).unwrap(), &data, p);
     }
 }
+
+/// The mount tunes its bdi (as root): 1 MiB read-ahead, and a dirty limit
+/// raised to 128 MiB or 1/64 of RAM, whichever is less.
+#[test]
+fn mount_tunes_the_bdi() {
+    require_fuse!();
+    let v = Volume::new(Mode::Gcm);
+    let mp = fs::canonicalize(&v.mnt)
+        .unwrap()
+        .to_string_lossy()
+        .replace(' ', "\\040");
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dev = info
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.len() > 4 && f[4] == mp).then(|| f[2].to_string())
+        })
+        .next_back()
+        .expect("the mount in mountinfo");
+    let read = |name: &str| fs::read_to_string(format!("/sys/class/bdi/{dev}/{name}")).map(|s| s.trim().to_string());
+    assert_eq!(read("read_ahead_kb").unwrap(), "1024");
+    let Ok(max) = read("max_bytes") else {
+        eprintln!("SKIPPED the dirty limit: no max_bytes (Linux < 6.2)");
+        return;
+    };
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap();
+    let kb: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|s| s.trim().strip_suffix("kB"))
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap();
+    let want = (128u64 << 20).min(kb * 1024 / 64);
+    // The kernel keeps the limit as a ratio of its dirty threshold, so the
+    // value read back is rounded.
+    let max: u64 = max.parse().unwrap();
+    assert!(max + (1 << 20) >= want, "max_bytes {max}, want at least {want}");
+}

@@ -5,7 +5,7 @@
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
-use crate::fuse::{mount_config, raise_read_ahead, MountOptions, WarpFs};
+use crate::fuse::{mount_config, tune_bdi, MountOptions, WarpFs};
 use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -373,7 +373,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         report_key_locking();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
-        raise_read_ahead(&a.mountpoint);
+        tune_bdi(&a.mountpoint);
         let mut unmounter = session.unmount_callable();
         let mut signals =
             signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
@@ -457,7 +457,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             std::process::exit(MOUNT_FAILED);
         }
     };
-    raise_read_ahead(&a.mountpoint);
+    tune_bdi(&a.mountpoint);
     tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
     redirect_stdio();
     let _ = wr.write_all(b"OK");

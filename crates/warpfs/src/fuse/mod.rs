@@ -9,4 +9,4 @@ mod nodes;
 mod session;
 
 pub use fs::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};
-pub use session::{mount_config, raise_read_ahead, MountOptions};
+pub use session::{mount_config, tune_bdi, MountOptions};

@@ -71,12 +71,20 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
     c
 }
 
-/// Raise the mount's read-ahead to 1 MiB so the kernel sends 1 MiB reads
-/// (the default bdi read-ahead of 128 KiB caps FUSE reads). Best effort:
-/// needs root; failure only costs speed. The device number comes from
+/// Most dirty page cache the mount may hold, in bytes, before the kernel
+/// throttles writers: 128 MiB, but no more than 1/64 of RAM. The kernel's
+/// own limit for a FUSE mount is 1% of its dirty threshold (about 40 MiB
+/// with 23 GiB), and writers then sleep in `balance_dirty_pages` while the
+/// daemon has CPU to spare (ARCHITECTURE.md, "Dirty limit").
+const MAX_DIRTY: u64 = 128 << 20;
+
+/// Tune the mount's bdi: read-ahead to 1 MiB so the kernel sends 1 MiB
+/// reads (the default 128 KiB caps FUSE reads), and the dirty limit up to
+/// [`MAX_DIRTY`] (never down). Best effort: needs root (and Linux 6.2 for
+/// `max_bytes`); failure only costs speed. The device number comes from
 /// /proc/self/mountinfo: a stat of the mountpoint would be a FUSE request
 /// that nobody serves yet.
-pub fn raise_read_ahead(mountpoint: &Path) {
+pub fn tune_bdi(mountpoint: &Path) {
     let Ok(mp) = std::fs::canonicalize(mountpoint) else {
         return;
     };
@@ -86,10 +94,36 @@ pub fn raise_read_ahead(mountpoint: &Path) {
     let Some(dev) = bdi_of(&info, &mp.to_string_lossy()) else {
         return;
     };
-    let p = format!("/sys/class/bdi/{dev}/read_ahead_kb");
-    if let Err(e) = std::fs::write(&p, "1024") {
-        tracing::debug!("could not raise read-ahead ({p}): {e}");
+    let set = |name: &str, value: String| {
+        let p = format!("/sys/class/bdi/{dev}/{name}");
+        if let Err(e) = std::fs::write(&p, value) {
+            tracing::debug!("could not set {p}: {e}");
+        }
+    };
+    set("read_ahead_kb", "1024".into());
+    let ram = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| mem_total(&m));
+    let now = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/max_bytes"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    if let (Some(ram), Some(now)) = (ram, now) {
+        let want = MAX_DIRTY.min(ram / 64);
+        if want > now {
+            set("max_bytes", want.to_string());
+        }
     }
+}
+
+/// MemTotal of a /proc/meminfo text, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let kb = meminfo.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    kb.trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?
+        .checked_mul(1024)
 }
 
 /// The "major:minor" of the last mount at `mountpoint` in a mountinfo text.
@@ -115,6 +149,15 @@ mod tests {
         assert!(o.read_only && o.allow_other);
         assert_eq!(o.other, vec!["noatime"]);
         assert!(o.parse_o("bogus").is_err());
+    }
+
+    #[test]
+    fn reads_mem_total() {
+        let m = "MemTotal:       24297116 kB\nMemFree:        21000000 kB\n";
+        assert_eq!(mem_total(m), Some(24297116 * 1024));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None);
+        assert_eq!(mem_total("MemTotal: 99999999999999999999 kB\n"), None);
     }
 
     #[test]
