@@ -23,7 +23,7 @@ fn check(rc: libc::c_int) -> Result<()> {
     }
 }
 
-fn check_len(rc: libc::ssize_t) -> Result<usize> {
+pub(crate) fn check_len(rc: libc::ssize_t) -> Result<usize> {
     if rc < 0 {
         Err(Error(
             std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),

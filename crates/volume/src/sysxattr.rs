@@ -46,12 +46,27 @@ fn via() -> Via {
 }
 
 fn check_len(rc: libc::c_long) -> Result<usize> {
-    if rc < 0 {
-        Err(Error(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
-        ))
-    } else {
-        Ok(rc as usize)
+    crate::sys::check_len(rc as libc::ssize_t)
+}
+
+/// `setxattrat` or `getxattrat` (`nr`) of attribute `name` on entry `p`
+/// under `dirfd`, with `args` naming the value buffer.
+///
+/// # Safety
+/// `args.value` must point at `args.size` bytes, readable for a set and
+/// writable for a get, alive for the call (or be null with size 0).
+unsafe fn xattrat_value(nr: libc::c_long, dirfd: RawFd, p: &CStr, name: &CStr, args: &XattrArgs) -> libc::c_long {
+    // SAFETY: valid C strings; the caller vouches for `args`.
+    unsafe {
+        libc::syscall(
+            nr,
+            dirfd,
+            p.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+            name.as_ptr(),
+            args as *const XattrArgs,
+            std::mem::size_of::<XattrArgs>(),
+        )
     }
 }
 
@@ -113,18 +128,8 @@ fn set(l: &Loc, via: Via, name: &str, value: &[u8], flags: i32) -> Result<()> {
     run(
         l,
         via,
-        // SAFETY: valid C strings; `args` points at `value`, alive for the call.
-        |fd, p| unsafe {
-            libc::syscall(
-                SYS_SETXATTRAT,
-                fd,
-                p.as_ptr(),
-                libc::AT_SYMLINK_NOFOLLOW,
-                n.as_ptr(),
-                &args as *const XattrArgs,
-                std::mem::size_of::<XattrArgs>(),
-            )
-        },
+        // SAFETY: `args` points at `value`, alive for the call.
+        |fd, p| unsafe { xattrat_value(SYS_SETXATTRAT, fd, p, &n, &args) },
         // SAFETY: valid C strings and buffer.
         |p| unsafe {
             libc::lsetxattr(p.as_ptr(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) as libc::c_long
@@ -149,19 +154,9 @@ fn get(l: &Loc, via: Via, name: &str) -> Result<Vec<u8>> {
         run(
             l,
             via,
-            // SAFETY: valid C strings; `args` names `len` writable bytes (or none).
-            |fd, p| unsafe {
-                libc::syscall(
-                    SYS_GETXATTRAT,
-                    fd,
-                    p.as_ptr(),
-                    libc::AT_SYMLINK_NOFOLLOW,
-                    n.as_ptr(),
-                    &args as *const XattrArgs,
-                    std::mem::size_of::<XattrArgs>(),
-                )
-            },
-            // SAFETY: as above.
+            // SAFETY: `args` names `len` writable bytes (or none).
+            |fd, p| unsafe { xattrat_value(SYS_GETXATTRAT, fd, p, &n, &args) },
+            // SAFETY: valid C strings; `buf` has `len` writable bytes (or none).
             |p| unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), buf.cast(), len) as libc::c_long },
         )
     })
