@@ -254,27 +254,22 @@ fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
 /// The volume is mounted at `mnt`: its daemon moves every file while the
 /// mount serves; this process writes the config, starts, follows and ends.
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
-    if !super::virt::is_root() {
+    // Before the config changes: may this process talk to the mount?
+    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+        let why = match e.raw_os_error() {
+            Some(libc::EPERM) => {
+                "only root and the user the mount runs as may rekey it while it is mounted".to_string()
+            }
+            _ => e.to_string(),
+        };
         return Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted at {}: rekeying a mounted volume needs root (it talks to the mount through trusted.* attributes); or unmount it first",
+                "{} is mounted at {}: {why}; or unmount it first",
                 a.cipherdir.display(),
                 mnt.display()
             ),
         ));
-    }
-    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
-        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-            return Err(CliError::new(
-                ERROR,
-                format!(
-                    "{} is mounted at {} with --no-xattr, which turns off the extended attributes an online rekey talks to the mount through: unmount it and run warpfs rekey again",
-                    a.cipherdir.display(),
-                    mnt.display()
-                ),
-            ));
-        }
     }
     let rate = max_rate(a)?;
     let (cfg, pw, target) = begin(a)?;

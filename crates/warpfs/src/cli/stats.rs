@@ -1,10 +1,11 @@
 //! `warpfs stats MOUNTPOINT`: the live mount's keystream engine counters.
 //!
-//! The mount daemon answers a getxattr of the virtual attribute
-//! `trusted.warpfs.stats` on the mount root with the counters as JSON
-//! (ARCHITECTURE.md, "Engine stats"): it works for a daemonized mount,
-//! needs no socket or file, and ends with the mount. The kernel lets only
-//! CAP_SYS_ADMIN (root) read `trusted.*` attributes.
+//! The mount daemon answers a read of the virtual attribute
+//! `trusted.warpfs.stats` of the mount root with the counters as JSON
+//! (ARCHITECTURE.md, "Engine stats"), through the root's control ioctl
+//! (`cli::virt`): it works for a daemonized mount and under `--no-xattr`,
+//! needs no socket or file, and ends with the mount. Root and the user the
+//! daemon runs as may read it.
 
 use super::exit::{CliError, ERROR};
 use crate::fuse::STATS_XATTR;
@@ -29,13 +30,11 @@ fn read_stats(mountpoint: &std::path::Path) -> Result<String, CliError> {
             return String::from_utf8(buf)
                 .map_err(|_| CliError::new(ERROR, "the mount answered with something that is not text"))
         }
-        Ok(None) if !super::virt::is_root() => {
-            "reading the stats needs root (trusted.* attributes need CAP_SYS_ADMIN)".to_string()
-        }
         Ok(None) => "not a warpfs mount".to_string(),
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-            "no extended attributes here: not a warpfs mount, or one mounted with --no-xattr (which turns warpfs stats off; the counters are logged at unmount)".to_string()
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            "only root and the user the mount runs as may read its stats".to_string()
         }
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => "not a warpfs mount".to_string(),
         Err(e) => e.to_string(),
     };
     Err(CliError::new(ERROR, format!("{}: {why}", mountpoint.display())))

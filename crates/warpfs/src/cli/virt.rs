@@ -1,11 +1,18 @@
-//! The mount daemon's virtual extended attributes on the mount root
+//! The mount daemon's virtual attributes on the mount root
 //! (`trusted.warpfs.stats`, `trusted.warpfs.rekey`): how `warpfs stats`
-//! and `warpfs rekey` talk to a live mount. The kernel lets only
-//! CAP_SYS_ADMIN (root) read or set `trusted.*` attributes.
+//! and `warpfs rekey` talk to a live mount. They go through the control
+//! ioctls of the mount root (`fuse::ctl`: root or the user the daemon runs
+//! as, with or without `--no-xattr`), and through the extended attributes
+//! themselves where the ioctls are unknown (root only: the kernel lets only
+//! CAP_SYS_ADMIN use `trusted.*` attributes).
 
+use crate::fuse::ctl;
 use std::ffi::CString;
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 fn cstrings(mountpoint: &Path, name: &str) -> io::Result<(CString, CString)> {
@@ -16,8 +23,38 @@ fn cstrings(mountpoint: &Path, name: &str) -> io::Result<(CString, CString)> {
     ))
 }
 
+/// Whether `e` says the mount has no control ioctls (not a warpfs mount).
+fn no_ioctl(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::ENOSYS))
+}
+
+/// Send control ioctl `cmd` with `name` and `value` to the mount at
+/// `mountpoint`; the reply's bytes.
+fn control(mountpoint: &Path, cmd: u32, name: &str, value: &[u8]) -> io::Result<Vec<u8>> {
+    let mut buf = ctl::encode(name, value)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large for a control ioctl"))?;
+    let dir = File::options()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(mountpoint)?;
+    // SAFETY: the descriptor is open; `buf` holds ctl::SIZE bytes, the size
+    // encoded in `cmd`, which the kernel reads and (for GET) writes.
+    let n = unsafe { libc::ioctl(dir.as_raw_fd(), cmd as _, buf.as_mut_ptr()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    buf.truncate((n as usize).min(ctl::SIZE));
+    Ok(buf)
+}
+
 /// The attribute's value; `Ok(None)` when the daemon has none (ENODATA).
 pub fn get(mountpoint: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
+    match control(mountpoint, ctl::GET, name, b"") {
+        Ok(v) => return Ok(Some(v)),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => return Ok(None),
+        Err(e) if !no_ioctl(&e) => return Err(e),
+        Err(_) => {}
+    }
     let (path, name) = cstrings(mountpoint, name)?;
     // One call with a buffer far larger than the value (a size probe
     // followed by a read could race with a value that grows).
@@ -37,6 +74,10 @@ pub fn get(mountpoint: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
 
 /// Set the attribute to `value` (a request to the daemon).
 pub fn set(mountpoint: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    match control(mountpoint, ctl::SET, name, value) {
+        Err(e) if no_ioctl(&e) => {}
+        r => return r.map(drop),
+    }
     let (path, name) = cstrings(mountpoint, name)?;
     // SAFETY: valid C strings; value is readable for value.len() bytes.
     let r = unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
@@ -44,10 +85,4 @@ pub fn set(mountpoint: &Path, name: &str, value: &[u8]) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Whether this process may use `trusted.*` attributes at all.
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }

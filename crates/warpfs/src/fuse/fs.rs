@@ -2,6 +2,7 @@
 
 use super::ahead::{Ahead, Found};
 use super::attr::{kind, to_fuse};
+use super::ctl;
 use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
 use fuser::{
@@ -150,6 +151,50 @@ impl WarpFs {
             tracing::warn!("rekey request refused: {m}");
             Errno::from_i32(libc::EINVAL)
         })
+    }
+
+    /// The value of the mount root's virtual attribute `name` (through a
+    /// getxattr or the [`ctl::GET`] ioctl); `None` when `name` is not one.
+    fn virtual_get(&self, name: &[u8]) -> Option<Result<Vec<u8>, Errno>> {
+        let nodata = || Errno::from_i32(libc::ENODATA);
+        if name == STATS_XATTR.as_bytes() {
+            return Some(
+                self.vol
+                    .engine_stats()
+                    .map(|s| s.to_json().into_bytes())
+                    .ok_or_else(nodata),
+            );
+        }
+        if name == REKEY_XATTR.as_bytes() {
+            return Some(self.vol.rekey_status().map(String::into_bytes).ok_or_else(nodata));
+        }
+        None
+    }
+
+    /// Set the mount root's virtual attribute `name` (through a setxattr
+    /// or the [`ctl::SET`] ioctl); `None` when `name` is not a writable one.
+    fn virtual_set(&self, name: &[u8], value: &[u8]) -> Option<Result<(), Errno>> {
+        (name == REKEY_XATTR.as_bytes()).then(|| self.rekey_request(value))
+    }
+
+    /// A control ioctl ([`ctl`]) on the mount root.
+    fn control(&self, uid: u32, cmd: u32, input: &[u8], out_size: u32) -> Result<Vec<u8>, Errno> {
+        if !ctl::allowed(uid) {
+            return Err(Errno::from_i32(libc::EPERM));
+        }
+        let req = ctl::parse(input).ok_or(Errno::from_i32(libc::EINVAL))?;
+        let unknown = || Errno::from_i32(libc::EINVAL);
+        if cmd == ctl::SET {
+            return self
+                .virtual_set(req.name.as_bytes(), req.value)
+                .ok_or_else(unknown)?
+                .map(|()| Vec::new());
+        }
+        let v = self.virtual_get(req.name.as_bytes()).ok_or_else(unknown)??;
+        if v.len() > out_size as usize {
+            return Err(Errno::from_i32(libc::ERANGE));
+        }
+        Ok(v)
     }
 
     fn loc(&self, ino: INodeNo) -> Result<Location, Errno> {
@@ -690,11 +735,13 @@ impl Filesystem for WarpFs {
         if let Some(e) = self.xattrs_off() {
             return reply.error(e);
         }
-        if ino.0 == ROOT && name.as_bytes() == REKEY_XATTR.as_bytes() {
-            return match self.rekey_request(value) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            };
+        if ino.0 == ROOT {
+            if let Some(r) = self.virtual_set(name.as_bytes(), value) {
+                return match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                };
+            }
         }
         let res = self.loc(ino).and_then(|l| {
             self.vol
@@ -711,20 +758,10 @@ impl Filesystem for WarpFs {
         if let Some(e) = self.xattrs_off() {
             return reply.error(e);
         }
-        if ino.0 == ROOT && name.as_bytes() == STATS_XATTR.as_bytes() {
-            let res = match self.vol.engine_stats() {
-                Some(s) => Ok(s.to_json().into_bytes()),
-                None => Err(Errno::from_i32(libc::ENODATA)),
-            };
-            return xattr_reply(res, size, reply);
-        }
-        if ino.0 == ROOT && name.as_bytes() == REKEY_XATTR.as_bytes() {
-            let res = self
-                .vol
-                .rekey_status()
-                .map(String::into_bytes)
-                .ok_or(Errno::from_i32(libc::ENODATA));
-            return xattr_reply(res, size, reply);
+        if ino.0 == ROOT {
+            if let Some(res) = self.virtual_get(name.as_bytes()) {
+                return xattr_reply(res, size, reply);
+            }
         }
         // The kernel asks for security.capability on every write: answer
         // without touching the backing file.
@@ -801,17 +838,24 @@ impl Filesystem for WarpFs {
 
     fn ioctl(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         _fh: FileHandle,
         _flags: fuser::IoctlFlags,
-        _cmd: u32,
-        _in_data: &[u8],
-        _out_size: u32,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
         reply: fuser::ReplyIoctl,
     ) {
-        // Not a terminal, no special ioctls (isatty() asks on every open).
-        reply.error(Errno::from_i32(libc::ENOTTY));
+        if ino.0 != ROOT || (cmd != ctl::GET && cmd != ctl::SET) {
+            // Not a terminal, no other ioctls (isatty() asks on every open).
+            return reply.error(Errno::from_i32(libc::ENOTTY));
+        }
+        match self.control(req.uid(), cmd, in_data, out_size) {
+            // The value fits in an ioctl (at most ctl::SIZE bytes).
+            Ok(v) => reply.ioctl(v.len() as i32, &v),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn fallocate(

@@ -3,6 +3,7 @@
 
 mod ahead;
 mod attr;
+pub mod ctl;
 mod fs;
 mod handles;
 mod nodes;
