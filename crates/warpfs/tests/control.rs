@@ -72,28 +72,27 @@ fn control_ioctls_serve_the_root_and_refuse_the_rest() {
     bad[5..5 + 255].fill(b'a');
     bad[5 + 255..5 + 259].copy_from_slice(&u32::MAX.to_le_bytes());
     assert_errno(ioctl(&v.mnt, GET, bad), libc::EINVAL, "value length past the end");
-    assert_errno(
-        ioctl(&v.mnt, GET, request("user.something", b"")),
-        libc::EINVAL,
-        "not a virtual attribute",
-    );
-    assert_errno(
-        ioctl(&v.mnt, SET, request("trusted.warpfs.stats", b"x")),
-        libc::EINVAL,
-        "the stats are read-only",
-    );
-    assert_errno(
-        ioctl(&v.mnt, SET, request("trusted.warpfs.rekey", b"no such request")),
-        libc::EINVAL,
-        "a rekey request that does not parse",
-    );
-    // A rekey to a generation the volume cannot move to is refused, and
-    // the status says why (nothing was started).
-    assert_errno(
-        ioctl(&v.mnt, SET, request("trusted.warpfs.rekey", b"start 7 1 0")),
-        libc::EINVAL,
-        "a rekey to generation 7 of a generation-0 volume",
-    );
+    // Names that are not virtual attributes, a read-only one, a rekey
+    // request that does not parse, and (last) one to a generation the
+    // volume cannot move to: refused, and the status then says why.
+    for (cmd, name, value, what) in [
+        (GET, "user.something", &b""[..], "not a virtual attribute"),
+        (SET, "trusted.warpfs.stats", b"x", "the stats are read-only"),
+        (
+            SET,
+            "trusted.warpfs.rekey",
+            b"no such request",
+            "a rekey request that does not parse",
+        ),
+        (
+            SET,
+            "trusted.warpfs.rekey",
+            b"start 7 1 0",
+            "a rekey to generation 7 of a generation-0 volume",
+        ),
+    ] {
+        assert_errno(ioctl(&v.mnt, cmd, request(name, value)), libc::EINVAL, what);
+    }
     let st = ioctl(&v.mnt, GET, request("trusted.warpfs.rekey", b"")).expect("status after a refusal");
     let st = String::from_utf8_lossy(&st);
     assert!(st.contains("refused") && st.contains("generation 7"), "{st}");
