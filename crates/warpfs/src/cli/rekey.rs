@@ -254,18 +254,24 @@ fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
 /// The volume is mounted at `mnt`: its daemon moves every file while the
 /// mount serves; this process writes the config, starts, follows and ends.
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
-    // Before the config changes: may this process talk to the mount?
-    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
-        let why = match e.raw_os_error() {
-            Some(libc::EPERM) => {
-                "only root and the user the mount runs as may rekey it while it is mounted".to_string()
-            }
-            _ => e.to_string(),
-        };
+    // Before the config changes: may this process start the daemon's
+    // rekey (root only), and does the mount answer?
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
         return Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted at {}: {why}; or unmount it first",
+                "{} is mounted at {}: rekeying a mounted volume needs root; or unmount it first",
+                a.cipherdir.display(),
+                mnt.display()
+            ),
+        ));
+    }
+    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted at {}: {e}; or unmount it first",
                 a.cipherdir.display(),
                 mnt.display()
             ),

@@ -4,8 +4,10 @@
 //! under `--no-xattr` (ARCHITECTURE.md, "Control channel"). Two restricted
 //! ioctls on a descriptor of the mount root: [`GET`] sends a name and gets
 //! the value back (the ioctl's result is its length), [`SET`] sends a name
-//! and a value. The daemon serves them only to root and to the user it runs
-//! as. The request layout is defined here once, for both sides:
+//! and a value. The daemon serves reads to root and to the user it runs as,
+//! and sets (an online rekey) to root only, as the `trusted.*` attributes
+//! did: starting a rekey is for `warpfs rekey`, which proves the password
+//! first. The request layout is defined here once, for both sides:
 //! [`MAGIC`], the name's length (one byte), the name, the value's length
 //! (u32, little endian), the value, zeros up to [`SIZE`].
 
@@ -67,11 +69,12 @@ pub fn parse(b: &[u8]) -> Option<Request<'_>> {
     Some(Request { name, value })
 }
 
-/// Whether a request from user `uid` may use the control ioctls: root, or
-/// the user the daemon runs as (who could stop it anyway).
-pub fn allowed(uid: u32) -> bool {
+/// Whether a request `cmd` from user `uid` may be served: [`GET`] for root
+/// and the user the daemon runs as (who could stop it anyway), [`SET`] for
+/// root only.
+pub fn allowed(uid: u32, cmd: u32) -> bool {
     // SAFETY: geteuid has no preconditions.
-    uid == 0 || uid == unsafe { libc::geteuid() }
+    uid == 0 || (cmd == GET && uid == unsafe { libc::geteuid() })
 }
 
 #[cfg(test)]
@@ -129,13 +132,14 @@ mod tests {
     }
 
     #[test]
-    fn root_and_the_daemons_user_are_allowed() {
-        assert!(allowed(0));
+    fn reads_for_root_and_the_daemons_user_sets_for_root() {
+        assert!(allowed(0, GET) && allowed(0, SET));
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        assert!(allowed(me));
-        if me == 0 {
-            assert!(!allowed(65534));
+        assert!(allowed(me, GET));
+        assert_eq!(allowed(me, SET), me == 0);
+        if me != 65534 {
+            assert!(!allowed(65534, GET) && !allowed(65534, SET));
         }
     }
 }

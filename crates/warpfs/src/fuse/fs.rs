@@ -179,7 +179,7 @@ impl WarpFs {
 
     /// A control ioctl ([`ctl`]) on the mount root.
     fn control(&self, uid: u32, cmd: u32, input: &[u8], out_size: u32) -> Result<Vec<u8>, Errno> {
-        if !ctl::allowed(uid) {
+        if !ctl::allowed(uid, cmd) {
             return Err(Errno::from_i32(libc::EPERM));
         }
         let req = ctl::parse(input).ok_or(Errno::from_i32(libc::EINVAL))?;
