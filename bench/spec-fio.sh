@@ -83,6 +83,7 @@ render_md() {
           (if $soft then "warpfs keystream made with software AES (WARPFS_NO_AESNI=1, the AES-NI-off experiment of the papers); GHASH keeps PCLMULQDQ, gocryptfs its hardware AES.\n" else empty end),
           "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes)",
           "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (other work on a shared machine makes the numbers noisy)",
+          (if (.settings.warpfs_mount_args // "") != "" then "Every warpfs peer, the no-crypto ceiling included, mounted with `\(.settings.warpfs_mount_args)` (WARPFS_MOUNT_ARGS).\n" else empty end),
           "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · warpfs volumes in \($mode) · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job\n",
           "Placement (taskset): fio on CPU \(.settings.pinning.fio_cpu); every daemon on CPU \(.settings.pinning.daemon_cpus) (FUSE threads); "
             + "keystream workers of warpfs-specon "
@@ -235,7 +236,7 @@ jq -s \
     --arg commit "$GIT_COMMIT" --argjson dirty "$GIT_DIRTY" --arg fio "$(fio --version)" \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --arg engine_cpus "$ENGINE_CPUS" --arg mode "$MODE" \
-    --argjson soft_aes "$SOFT_AES" \
+    --argjson soft_aes "$SOFT_AES" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
     --argjson versions "$VERSIONS_JSON" \
     --rawfile panics "$PANICS" '
     . as $rows | {
@@ -245,6 +246,7 @@ jq -s \
         git: {commit: $commit, dirty: $dirty},
         settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
                    ioengine: "psync", iodepth: 1, direct: 0, mode: $mode, software_aes: $soft_aes,
+                   warpfs_mount_args: $margs,
                    cold_cache: "unmount + drop_caches + mount before every job",
                    pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset",
                              engine_cpus: $engine_cpus,
