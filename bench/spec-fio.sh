@@ -222,7 +222,9 @@ PANICS="$WORK/panics.txt"
 : >"$PANICS"
 for p in "${ACTIVE[@]}"; do
     for f in "$WORK/$p"/daemon.log*; do
-        [[ -f $f ]] && grep -h -i "panick" "$f" | sed "s|^|$p: |" >>"$PANICS" || true
+        if [[ -f $f ]]; then
+            grep -h -i "panick" "$f" | sed "s|^|$p: |" >>"$PANICS" || true
+        fi
     done
 done
 [[ -s $PANICS ]] && wf_warn "panics in daemon logs:" && cat "$PANICS" >&2
