@@ -34,7 +34,7 @@
 #                        daemon runs as root, so without it nothing would be
 #                        denied and the EACCES/EPERM cases would fail.
 #   Measured (first working warpfs): -o allow_other alone passes the same
-#   cases (warpfs turns default_permissions on by itself); without
+#   cases (warpfs turns default_permissions on with allow_other); without
 #   allow_other 22 more cases fail (everything run as nobody/daemon).
 #   Override with WARPFS_MOUNT_OPTS=... .
 #

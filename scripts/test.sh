@@ -63,6 +63,11 @@ else
     wf_warn "not root: no package installs; mount-level tests and pjdfstest will be skipped"
 fi
 [[ -c /dev/fuse ]] || wf_warn "/dev/fuse is missing: mount-level tests cannot run"
+# Debian's udev makes /dev/fuse 0666 so that users mount through fusermount3;
+# containers often leave it 0600. tests/permissions.rs mounts as a user.
+if wf_is_root && [[ -c /dev/fuse ]] && [[ $(stat -c %a /dev/fuse) != 666 ]]; then
+    chmod 0666 /dev/fuse || wf_warn "cannot make /dev/fuse 0666: user-mount tests will be skipped"
+fi
 # Container tests (crates/warpfs/tests/container.rs) put ext4 on the exposed file.
 if wf_is_root; then
     wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"

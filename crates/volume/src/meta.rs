@@ -72,6 +72,17 @@ impl Volume {
         Ok(a)
     }
 
+    /// access(2) for the user the daemon runs as, answered by the backing
+    /// entry (whose mode bits and owner are the file's); `W_OK` on a
+    /// read-only volume is EROFS.
+    pub fn access(&self, path: &Path, mask: i32) -> Result<()> {
+        if mask & libc::W_OK != 0 {
+            self.writable()?;
+        }
+        let (d, n) = self.at(path)?;
+        crate::sys::access(&d.entry(&n), mask)
+    }
+
     /// chmod.
     pub fn chmod(&self, path: &Path, mode: u32) -> Result<()> {
         self.writable()?;

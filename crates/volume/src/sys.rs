@@ -170,6 +170,14 @@ pub(crate) fn chmod(l: &Loc, mode: u32) -> Result<()> {
     check(unsafe { libc::fchmodat(fd, c.as_ptr(), mode as libc::mode_t, 0) })
 }
 
+/// access(2) of an entry for the daemon's effective ids, without following
+/// a symlink (`mask`: `F_OK` or any of `R_OK`, `W_OK`, `X_OK`).
+pub(crate) fn access(l: &Loc, mask: i32) -> Result<()> {
+    let (fd, c) = l.at()?;
+    // SAFETY: valid C string.
+    check(unsafe { libc::faccessat(fd, c.as_ptr(), mask, libc::AT_EACCESS | libc::AT_SYMLINK_NOFOLLOW) })
+}
+
 /// A time for utimensat: None leaves it, Some(None) is "now".
 pub type TimeSpec = Option<Option<(i64, i64)>>;
 

@@ -6,9 +6,9 @@ use super::ctl;
 use super::handles::{Handle, Handles};
 use super::nodes::{Location, Nodes, ROOT};
 use fuser::{
-    BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -56,10 +56,17 @@ pub struct WarpFs {
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
-/// permission denied, I/O error) also gets a rate-limited log line.
+/// permission denied, I/O error) also gets a rate-limited log line. A
+/// daemon that is not root gets EACCES whenever the mode bits refuse its
+/// user (the kernel leaves that check to the backing file system without
+/// `allow_other`): an answer, not a fault.
 fn errno(e: Error) -> Errno {
-    warpfs_volume::faultlog::fault("request", "on the backing file system", e.errno());
-    Errno::from_i32(e.errno())
+    let n = e.errno();
+    // SAFETY: geteuid has no preconditions.
+    if n != libc::EACCES || unsafe { libc::geteuid() } == 0 {
+        warpfs_volume::faultlog::fault("request", "on the backing file system", n);
+    }
+    Errno::from_i32(n)
 }
 
 thread_local! {
@@ -369,6 +376,19 @@ impl Filesystem for WarpFs {
         }
         match self.attr_of(ino, fh) {
             Ok(a) => reply.attr(&TTL, &to_fuse(ino.0, &a)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// access(2) and chdir: the kernel asks only without
+    /// `default_permissions` (see `session::mount_config`).
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        match self.loc(ino) {
+            Ok(l) => match self.vol.access(&l.backing, mask.bits()) {
+                Ok(()) => reply.ok(),
+                // A refusal is the answer asked for: not logged.
+                Err(e) => reply.error(Errno::from_i32(e.errno())),
+            },
             Err(e) => reply.error(e),
         }
     }

@@ -10,6 +10,9 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Let other users in (`allow_other`).
     pub allow_other: bool,
+    /// Have the kernel check permissions (`default_permissions`); always on
+    /// with `allow_other`.
+    pub default_permissions: bool,
     /// Options passed to the kernel as they are (e.g. `noatime`, `nosuid`).
     pub other: Vec<String>,
     /// FUSE worker threads.
@@ -24,7 +27,7 @@ impl MountOptions {
                 "ro" => self.read_only = true,
                 "rw" => self.read_only = false,
                 "allow_other" => self.allow_other = true,
-                "default_permissions" => {}
+                "default_permissions" => self.default_permissions = true,
                 "nosuid" | "suid" | "nodev" | "dev" | "noexec" | "exec" | "noatime" | "atime" | "sync" | "async"
                 | "dirsync" => self.other.push(o.to_string()),
                 _ => return Err(format!("unknown mount option '{o}'")),
@@ -39,10 +42,20 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
     let mut opts = vec![
         MountOption::FSName(cipherdir.to_string_lossy().replace(',', "_")),
         MountOption::Subtype("warpfs".into()),
-        // The kernel checks permissions against the attributes we report, as
-        // for any local file system.
-        MountOption::DefaultPermissions,
     ];
+    if o.allow_other || o.default_permissions {
+        // Other users get in: the kernel checks their permissions against
+        // the attributes we report, as for any local file system.
+        opts.push(MountOption::DefaultPermissions);
+    }
+    // Without `allow_other` only the user the daemon runs as gets in (the
+    // kernel refuses everyone else, root included), and the backing file
+    // system checks each call as that user against the same mode bits, so
+    // the kernel's own check would only repeat it, at a price: it refreshes
+    // a directory's attributes (a GETATTR round trip) before every create,
+    // unlink or rename in a directory just changed. `access` answers
+    // access(2) and chdir from the backing entry (ARCHITECTURE.md,
+    // "Permission checks").
     opts.push(if o.read_only { MountOption::RO } else { MountOption::RW });
     for x in &o.other {
         opts.push(match x.as_str() {
@@ -149,6 +162,21 @@ mod tests {
         assert!(o.read_only && o.allow_other);
         assert_eq!(o.other, vec!["noatime"]);
         assert!(o.parse_o("bogus").is_err());
+    }
+
+    #[test]
+    fn kernel_permission_checks_only_when_others_get_in_or_asked() {
+        let dp = |list: &str| {
+            let mut o = MountOptions::default();
+            o.parse_o(list).unwrap();
+            mount_config(&o, Path::new("/c"))
+                .mount_options
+                .contains(&MountOption::DefaultPermissions)
+        };
+        assert!(!dp(""));
+        assert!(!dp("ro,noatime"));
+        assert!(dp("allow_other"));
+        assert!(dp("default_permissions"));
     }
 
     #[test]

@@ -520,6 +520,28 @@ pub fn wait_pids_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
     }
 }
 
+/// Why a user other than root cannot mount here (fusermount3 missing or
+/// not set-user-ID, /dev/fuse not open to everyone), or `None`.
+pub fn user_mounts_unavailable() -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let fm = ["/usr/bin/fusermount3", "/bin/fusermount3"]
+        .iter()
+        .find_map(|p| fs::metadata(p).ok());
+    match fm {
+        Some(m) if m.permissions().mode() & 0o4000 != 0 => {}
+        Some(_) => return Some("fusermount3 is not set-user-ID".into()),
+        None => return Some("no fusermount3".into()),
+    }
+    match fs::metadata("/dev/fuse") {
+        Ok(m) if m.permissions().mode() & 0o006 == 0o006 => None,
+        Ok(m) => Some(format!(
+            "/dev/fuse is mode {:o}, not open to other users (Debian's udev makes it 0666; scripts/test.sh does too)",
+            m.permissions().mode() & 0o777
+        )),
+        Err(e) => Some(format!("/dev/fuse: {e}")),
+    }
+}
+
 fn have_fusermount3() -> bool {
     static HAVE: OnceLock<bool> = OnceLock::new();
     *HAVE.get_or_init(|| {
@@ -684,6 +706,8 @@ pub struct Volume {
     pub logfile: PathBuf,
     /// Extra arguments for every `mount` (e.g. `-o ro`).
     pub mount_args: Vec<OsString>,
+    /// The (uid, gid) `mount` runs as; `None`: the test's own (root).
+    pub mount_as: Option<(u32, u32)>,
     mounted: bool,
     daemon: Vec<i32>,
     _watchdog: Watchdog,
@@ -709,6 +733,7 @@ impl Volume {
             passfile,
             logfile: root.join("warpfs.log"),
             mount_args: Vec::new(),
+            mount_as: None,
             mounted: false,
             daemon: Vec::new(),
             _watchdog,
@@ -747,6 +772,16 @@ impl Volume {
         self.tmp.path()
     }
 
+    /// Hand the volume's directory (cipher dir, mountpoint, passfile) to
+    /// `uid`:`gid` and mount as that user from now on (through
+    /// fusermount3, as any user's mount).
+    pub fn give_to(&mut self, uid: u32, gid: u32) {
+        let mut c = Command::new("chown");
+        c.arg("-R").arg(format!("{uid}:{gid}")).arg(self.root());
+        run_cmd(c, CMD_TIMEOUT).expect_ok("chown the volume");
+        self.mount_as = Some((uid, gid));
+    }
+
     /// Path inside the mount.
     pub fn p(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.mnt.join(rel)
@@ -769,6 +804,10 @@ impl Volume {
         a.push(self.mnt.clone().into());
         let mut cmd = Command::new(BIN);
         cmd.args(with_test_speculation(a));
+        if let Some((uid, gid)) = self.mount_as {
+            use std::os::unix::process::CommandExt;
+            cmd.uid(uid).gid(gid);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
