@@ -44,6 +44,10 @@ struct Inner<T> {
     next_id: u64,
     /// Exclusive ranges released so far.
     changes: u64,
+    /// Threads waiting on the condvar: a release wakes them only if there
+    /// are any (std's `notify_all` is a futex system call even with no
+    /// waiter, and every read and write releases a range).
+    waiters: usize,
 }
 
 pub(crate) struct RangeLock<T> {
@@ -66,6 +70,7 @@ impl<T: Copy> RangeLock<T> {
                 active: Vec::new(),
                 next_id: 0,
                 changes: 0,
+                waiters: 0,
             }),
             cv: Condvar::new(),
         }
@@ -110,7 +115,9 @@ impl<T: Copy> RangeLock<T> {
                 };
                 return (Some(guard), g.state);
             }
+            g.waiters += 1;
             g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+            g.waiters -= 1;
         }
     }
 }
@@ -139,8 +146,11 @@ impl<T> Drop for RangeGuard<'_, T> {
                 g.changes += 1;
             }
         }
+        let wake = g.waiters > 0;
         drop(g);
-        self.lock.cv.notify_all();
+        if wake {
+            self.lock.cv.notify_all();
+        }
     }
 }
 
@@ -179,6 +189,29 @@ mod tests {
         let (none, s) = l.acquire(|_| None);
         assert!(none.is_none());
         assert_eq!(s, 42);
+    }
+
+    #[test]
+    fn a_release_wakes_the_counted_waiters() {
+        let l = Arc::new(RangeLock::new(()));
+        let (g, _) = l.acquire(|_| Some(Want::whole()));
+        let ts: Vec<_> = (0..2u64)
+            .map(|i| {
+                let l = l.clone();
+                std::thread::spawn(move || drop(l.acquire(|_| Some(Want::shared(i, i + 1)))))
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        while l.lock().waiters < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the readers never waited");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(g); // must wake both (a release without waiters skips the wake-up)
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(l.lock().waiters, 0);
+        drop(l.acquire(|_| Some(Want::whole())));
     }
 
     #[test]
