@@ -3,6 +3,7 @@
 //! crate treats keys as opaque types that zeroize on drop.
 
 pub mod aes_ctr;
+pub mod control;
 pub mod error;
 pub mod gcm;
 pub mod kdf;
@@ -17,6 +18,7 @@ pub mod wrap;
 pub mod xts;
 
 pub use aes_ctr::{ContentKey, Nonce, NONCE_LEN};
+pub use control::{ControlKey, CONTROL_TAG_LEN};
 pub use error::{Error, Result};
 pub use gcm::{GcmTagger, TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
-use warpfs_crypto::{GcmTagger, XtsCipher};
+use warpfs_crypto::{ControlKey, GcmTagger, XtsCipher};
 use warpfs_engine::{Engine, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
@@ -56,5 +56,11 @@ impl KeySource {
             None => Cipher::new(self.mode, keystream, tagger),
         };
         Ok(Arc::new(c.with_generation(g)))
+    }
+
+    /// The key that proves a control request comes from someone who
+    /// unlocked the config (warpfs_crypto::control).
+    pub(crate) fn control_key(&self) -> ControlKey {
+        ControlKey::derive(&self.master)
     }
 }

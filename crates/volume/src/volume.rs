@@ -137,6 +137,14 @@ impl Volume {
         self.engine.as_ref().map(|e| e.stats())
     }
 
+    /// Whether `tag` proves that control request `name` with `value` (an
+    /// online rekey's start or finish) comes from someone who unlocked the
+    /// config: its HMAC under the control key of this volume's master key
+    /// (`warpfs_crypto::ControlKey`), checked in constant time.
+    pub fn control_proof_ok(&self, name: &[u8], value: &[u8], tag: &[u8]) -> bool {
+        self.keysource.control_key().verify(name, value, tag)
+    }
+
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).
     pub fn init_root(cipherdir: &Path) -> std::io::Result<()> {
         Dir::open(cipherdir.to_path_buf())

@@ -1,8 +1,9 @@
 //! The mount root's control ioctls (`fuse::ctl`), sent by hand with the
 //! numbers and layout FORMAT-independent callers would use: a request reads
 //! the live stats, malformed or unknown requests are refused, only the
-//! root directory answers, and another user is turned away (with
-//! `allow_other`, when the tests run as root).
+//! root directory answers, another user is turned away (with
+//! `allow_other`, when the tests run as root), and the mount's own user
+//! starts an online rekey only with the tag that proves the password.
 
 #[macro_use]
 mod common;
@@ -17,7 +18,8 @@ const GET: u32 = (3 << 30) | (16383 << 16) | ((b'W' as u32) << 8) | 0xf0;
 const SET: u32 = (1 << 30) | (16383 << 16) | ((b'W' as u32) << 8) | 0xf1;
 const SIZE: usize = 16383;
 
-/// "WFC1", name length (u8), name, value length (u32 LE), value, zeros.
+/// "WFC1", name length (u8), name, value length (u32 LE), value, zeros
+/// (where a tag length of 0 says: no tag).
 fn request(name: &str, value: &[u8]) -> Vec<u8> {
     let mut b = b"WFC1".to_vec();
     b.push(name.len() as u8);
@@ -25,6 +27,15 @@ fn request(name: &str, value: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&(value.len() as u32).to_le_bytes());
     b.extend_from_slice(value);
     b.resize(SIZE, 0);
+    b
+}
+
+/// [`request`] with a 32-byte tag after the value (tag length 32, tag).
+fn tagged(name: &str, value: &[u8], tag: &[u8; 32]) -> Vec<u8> {
+    let mut b = request(name, value);
+    let at = 4 + 1 + name.len() + 4 + value.len();
+    b[at] = 32;
+    b[at + 1..at + 33].copy_from_slice(tag);
     b
 }
 
@@ -140,4 +151,102 @@ fn another_user_is_refused() {
     assert!(o.stderr.contains("only root and the user the mount runs as"), "{o}");
     // Root still may.
     warpfs(args!["stats", &v.mnt]).expect_ok("stats as root");
+}
+
+/// A user mounts their own volume: they rekey it online with `warpfs
+/// rekey` (which proves the password with a tag on the request), and a
+/// rekey request of theirs without the tag, or with a wrong one, is
+/// refused and starts nothing.
+#[test]
+fn the_mounts_own_user_rekeys_online_only_with_proof_of_the_password() {
+    require_fuse!();
+    if let Some(why) = user_mounts_unavailable() {
+        eprintln!("SKIPPED the_mounts_own_user_rekeys_online_only_with_proof_of_the_password: {why}");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    use std::process::Command;
+    const NOBODY: u32 = 65534;
+    let mut v = Volume::init(Mode::Gcm);
+    v.give_to(NOBODY, NOBODY);
+    v.mount();
+    let mnt_dir = v.mnt.clone();
+    let as_nobody = |mut c: Command| {
+        c.uid(NOBODY).gid(NOBODY).current_dir(&mnt_dir);
+        run_cmd(c, std::time::Duration::from_secs(120))
+    };
+    let sh = |script: &str| {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    };
+    let check = "seq 1 200000 | cmp - a && cat d/b";
+    as_nobody(sh("seq 1 200000 > a && mkdir d && echo hi > d/b")).expect_ok("write as nobody");
+
+    // Forged requests, sent by hand as the mount's user.
+    let mnt = cstr(&v.mnt);
+    let start = b"start 1 1 0";
+    let mut untagged = request("trusted.warpfs.rekey", start);
+    let mut wrong = tagged("trusted.warpfs.rekey", start, &[0x5a; 32]);
+    let mut status = request("trusted.warpfs.rekey", b"");
+    let code = in_child_as(NOBODY, NOBODY, || {
+        // SAFETY: system calls on buffers of SIZE bytes made before the fork.
+        unsafe {
+            let fd = libc::open(mnt.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY);
+            if fd < 0 {
+                return 100;
+            }
+            let errno = |r: libc::c_int| if r < 0 { *libc::__errno_location() } else { 0 };
+            let mut bad = 0;
+            if errno(libc::ioctl(fd, SET as _, untagged.as_mut_ptr())) != libc::EPERM {
+                bad |= 1;
+            }
+            if errno(libc::ioctl(fd, SET as _, wrong.as_mut_ptr())) != libc::EPERM {
+                bad |= 2;
+            }
+            // The status: none, so nothing started.
+            if errno(libc::ioctl(fd, GET as _, status.as_mut_ptr())) != libc::ENODATA {
+                bad |= 4;
+            }
+            bad
+        }
+    });
+    assert_eq!(
+        code,
+        0,
+        "forged requests as the mount's user (1: untagged not refused, 2: wrong tag not refused, 4: a rekey status exists)\nlog:\n{}",
+        v.log()
+    );
+    assert!(v.log().contains("control request of uid 65534 refused"), "{}", v.log());
+    let conf_path = v.cipher.join("warpfs.conf");
+    let conf = || fs::read_to_string(&conf_path).unwrap();
+    assert!(
+        !conf().contains("rekey_target") && !conf().contains("key_generation"),
+        "{}",
+        conf()
+    );
+
+    // The real thing: `warpfs rekey` as the mount's user.
+    let mut rekey = Command::new(env!("CARGO_BIN_EXE_warpfs"));
+    rekey.arg("rekey").arg("--passfile").arg(&v.passfile).arg(&v.cipher);
+    let o = as_nobody(rekey);
+    o.expect_ok("online rekey as the mount's user");
+    assert!(
+        o.stdout.contains("to key generation 1") && o.stdout.contains("online"),
+        "{o}"
+    );
+    let c = conf();
+    assert!(
+        c.contains("\"key_generation\": 1") && !c.contains("rekey_target"),
+        "{c}"
+    );
+    let o = as_nobody(sh(check));
+    o.expect_ok("read back after the rekey");
+    assert_eq!(o.stdout, "hi\n");
+    // After a remount (generation 1 only), the same.
+    v.remount();
+    let o = as_nobody(sh(check));
+    o.expect_ok("read back after a remount");
+    assert_eq!(o.stdout, "hi\n");
+    v.unmount();
 }

@@ -64,7 +64,7 @@ enum Cmd {
     Passwd(passwd::PasswdArgs),
     /// Show a volume's settings (never secrets).
     Info(info::InfoArgs),
-    /// Show a live mount's keystream engine counters (ready-hits, waits, ...; needs root).
+    /// Show a live mount's keystream engine counters (ready-hits, waits, ...; root or the mount's user).
     Stats(stats::StatsArgs),
     /// Check an unmounted volume (config, names, headers, nonces, GCM tags); repair when asked.
     Fsck(fsck::FsckArgs),

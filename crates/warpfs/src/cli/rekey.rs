@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use warpfs_config::Config;
+use warpfs_crypto::{ControlKey, MasterKey};
 use warpfs_volume::rekey::{self, Event, Progress, RekeyOptions, Request};
 use warpfs_volume::{Options, Volume};
 
@@ -87,12 +88,16 @@ pub fn lock_cipherdir(dir: &Path, exclusive: bool) -> std::io::Result<Option<std
     }
 }
 
+/// What [`begin`] gives: the config (recording the target), the password,
+/// the master key and the target generation.
+type Begun = (Config, super::password::Password, MasterKey, u32);
+
 /// Unlock the config and make sure it records a rekey target (writing it
-/// when absent). Returns the config, the password and the target.
-fn begin(a: &RekeyArgs) -> Result<(Config, super::password::Password, u32), CliError> {
+/// when absent).
+fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let mut cfg = Config::load(&a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    cfg.unlock(pw.bytes())?;
+    let master = cfg.unlock(pw.bytes())?;
     let from = cfg.key_generation();
     let target = match cfg.rekey_target() {
         Some(t) => {
@@ -110,7 +115,7 @@ fn begin(a: &RekeyArgs) -> Result<(Config, super::password::Password, u32), CliE
     if std::env::var("WARPFS_REKEY_KILL").as_deref() == Ok("config:0") {
         die();
     }
-    Ok((cfg, pw, target))
+    Ok((cfg, pw, master, target))
 }
 
 fn bar(total: u64) -> ProgressBar {
@@ -177,8 +182,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
             )
         })?;
     let rate = max_rate(a)?;
-    let (cfg, pw, target) = begin(a)?;
-    let master = cfg.unlock(pw.bytes())?;
+    let (cfg, pw, master, target) = begin(a)?;
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
         .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
     let restored = rekey::recover(vol.root()).map_err(|e| CliError::new(ERROR, e))?;
@@ -253,39 +257,48 @@ fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
 
 /// The volume is mounted at `mnt`: its daemon moves every file while the
 /// mount serves; this process writes the config, starts, follows and ends.
+/// The daemon takes the start and the finish from root, and from the user
+/// it runs as when the request carries the tag that proves the password
+/// (HMAC under the master key's control key; `fuse::ctl`).
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
-    // Before the config changes: may this process start the daemon's
-    // rekey (root only), and does the mount answer?
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {}: rekeying a mounted volume needs root; or unmount it first",
-                a.cipherdir.display(),
-                mnt.display()
-            ),
-        ));
-    }
+    // Before the config changes: does the mount answer this user?
     if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+        let why = if e.raw_os_error() == Some(libc::EPERM) {
+            "only root and the user the mount runs as may rekey it while it is mounted".to_string()
+        } else {
+            e.to_string()
+        };
         return Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted at {}: {e}; or unmount it first",
+                "{} is mounted at {}: {why}; or unmount it first",
                 a.cipherdir.display(),
                 mnt.display()
             ),
         ));
     }
     let rate = max_rate(a)?;
-    let (cfg, pw, target) = begin(a)?;
+    let (cfg, pw, master, target) = begin(a)?;
+    let control = ControlKey::derive(&master);
+    drop(master);
     let jobs = jobs(a);
     let start = Request::Start {
         target,
         jobs,
         max_rate: rate,
     };
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, start.encode().as_bytes()) {
+    let start = start.encode();
+    let tag = control.tag(REKEY_XATTR.as_bytes(), start.as_bytes());
+    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
+        if e.raw_os_error() == Some(libc::EPERM) {
+            return Err(CliError::new(
+                ERROR,
+                format!(
+                    "{}: the mount refused the rekey: it takes one from root, or from the user it runs as with proof of the password (a mount of an older warpfs: from root only); unmount it and run warpfs rekey again",
+                    mnt.display()
+                ),
+            ));
+        }
         let why = status(mnt)
             .ok()
             .flatten()
@@ -325,7 +338,9 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     };
     bar.finish_and_clear();
     cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, Request::Finish.encode().as_bytes()) {
+    let finish = Request::Finish.encode();
+    let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
+    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
         // The config is final; the daemon only keeps the old key in memory
         // until it unmounts.
         eprintln!("warpfs: warning: the mount did not drop the old key: {e}");

@@ -2,7 +2,8 @@
 //! (`trusted.warpfs.stats`, `trusted.warpfs.rekey`): how `warpfs stats`
 //! and `warpfs rekey` talk to a live mount. They go through the control
 //! ioctls of the mount root (`fuse::ctl`: root or the user the daemon runs
-//! as, with or without `--no-xattr`), and through the extended attributes
+//! as, who sets only with proof of the password; with or without
+//! `--no-xattr`), and through the extended attributes
 //! themselves where the ioctls are unknown (root only: the kernel lets only
 //! CAP_SYS_ADMIN use `trusted.*` attributes).
 
@@ -28,10 +29,16 @@ fn no_ioctl(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::ENOSYS))
 }
 
-/// Send control ioctl `cmd` with `name` and `value` to the mount at
+/// Send control ioctl `cmd` with `name`, `value` and `tag` to the mount at
 /// `mountpoint`; the reply's bytes.
-fn control(mountpoint: &Path, cmd: u32, name: &str, value: &[u8]) -> io::Result<Vec<u8>> {
-    let mut buf = ctl::encode(name, value)
+fn control(
+    mountpoint: &Path,
+    cmd: u32,
+    name: &str,
+    value: &[u8],
+    tag: Option<&[u8; ctl::TAG_LEN]>,
+) -> io::Result<Vec<u8>> {
+    let mut buf = ctl::encode(name, value, tag)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large for a control ioctl"))?;
     let dir = File::options()
         .read(true)
@@ -49,7 +56,7 @@ fn control(mountpoint: &Path, cmd: u32, name: &str, value: &[u8]) -> io::Result<
 
 /// The attribute's value; `Ok(None)` when the daemon has none (ENODATA).
 pub fn get(mountpoint: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
-    match control(mountpoint, ctl::GET, name, b"") {
+    match control(mountpoint, ctl::GET, name, b"", None) {
         Ok(v) => return Ok(Some(v)),
         Err(e) if e.raw_os_error() == Some(libc::ENODATA) => return Ok(None),
         Err(e) if !no_ioctl(&e) => return Err(e),
@@ -72,9 +79,12 @@ pub fn get(mountpoint: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(buf))
 }
 
-/// Set the attribute to `value` (a request to the daemon).
-pub fn set(mountpoint: &Path, name: &str, value: &[u8]) -> io::Result<()> {
-    match control(mountpoint, ctl::SET, name, value) {
+/// Set the attribute to `value` (a request to the daemon), with `tag`, the
+/// request's proof of the password (`warpfs_crypto::ControlKey`), which
+/// the mount's user needs and root does not. The extended attribute (where
+/// the ioctls are unknown) carries no tag.
+pub fn set(mountpoint: &Path, name: &str, value: &[u8], tag: Option<&[u8; ctl::TAG_LEN]>) -> io::Result<()> {
+    match control(mountpoint, ctl::SET, name, value, tag) {
         Err(e) if no_ioctl(&e) => {}
         r => return r.map(drop),
     }

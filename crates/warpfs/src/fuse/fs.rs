@@ -186,10 +186,22 @@ impl WarpFs {
 
     /// A control ioctl ([`ctl`]) on the mount root.
     fn control(&self, uid: u32, cmd: u32, input: &[u8], out_size: u32) -> Result<Vec<u8>, Errno> {
-        if !ctl::allowed(uid, cmd) {
+        let req = ctl::parse(input);
+        let proven = || {
+            req.as_ref().is_some_and(|r| {
+                r.tag
+                    .is_some_and(|t| self.vol.control_proof_ok(r.name.as_bytes(), r.value, t))
+            })
+        };
+        if !ctl::allowed(uid, cmd, proven) {
+            if cmd == ctl::SET {
+                tracing::warn!(
+                    "control request of uid {uid} refused: only root, or the mount's user with proof of the password"
+                );
+            }
             return Err(Errno::from_i32(libc::EPERM));
         }
-        let req = ctl::parse(input).ok_or(Errno::from_i32(libc::EINVAL))?;
+        let req = req.ok_or(Errno::from_i32(libc::EINVAL))?;
         let unknown = || Errno::from_i32(libc::EINVAL);
         if cmd == ctl::SET {
             return self

@@ -520,6 +520,39 @@ pub fn wait_pids_gone(pids: &[i32], timeout: Duration) -> Vec<i32> {
     }
 }
 
+/// Run `f` in a forked child that has become user `uid` (group `gid`, no
+/// supplementary groups); its result (0–255) is the child's exit status,
+/// returned here (a child killed by a signal gives -1). `f` runs after
+/// `fork` in a multithreaded process: it must only make system calls on
+/// data prepared before (no allocation, no locks, no panics).
+pub fn in_child_as(uid: u32, gid: u32, f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child only makes system calls (setgroups, setresgid,
+    // setresuid, what `f` makes) and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
+    if pid == 0 {
+        // SAFETY: plain system calls; _exit never returns.
+        unsafe {
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(gid, gid, gid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+            {
+                libc::_exit(255);
+            }
+            libc::_exit(f());
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid, "waitpid: {}", io::Error::last_os_error());
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    }
+}
+
 /// Why a user other than root cannot mount here (fusermount3 missing or
 /// not set-user-ID, /dev/fuse not open to everyone), or `None`.
 pub fn user_mounts_unavailable() -> Option<String> {
