@@ -21,6 +21,10 @@ const MAX_QUEUED: usize = 256;
 struct Queue {
     jobs: VecDeque<AheadJob>,
     shutdown: bool,
+    /// Threads waiting for a job: a submit wakes one only when there are
+    /// some (a notify is a futex system call even when nobody waits; busy
+    /// threads come back for the next job by themselves).
+    idle: usize,
 }
 
 struct Inner {
@@ -47,6 +51,7 @@ impl AheadPool {
             q: Mutex::new(Queue {
                 jobs: VecDeque::new(),
                 shutdown: false,
+                idle: 0,
             }),
             cv: Condvar::new(),
         });
@@ -86,8 +91,11 @@ impl AheadPool {
             return false;
         }
         q.jobs.push_back(job);
+        let wake = q.idle > 0;
         drop(q);
-        self.inner.cv.notify_one();
+        if wake {
+            self.inner.cv.notify_one();
+        }
         true
     }
 
@@ -108,7 +116,9 @@ fn run(inner: &Inner) {
                 if q.shutdown {
                     return;
                 }
+                q.idle += 1;
                 q = inner.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.idle -= 1;
             }
         };
         // A panicking job must not take the thread (and every later job)
@@ -204,5 +214,37 @@ mod tests {
         go_tx.send(()).unwrap();
         drop(pool);
         assert_eq!(ran.load(Ordering::SeqCst), 0, "queued jobs are dropped at shutdown");
+    }
+
+    #[test]
+    fn idle_threads_are_counted_and_woken_for_new_jobs() {
+        let pool = AheadPool::new(2, &[], None).unwrap();
+        let idle = || pool.inner.lock().idle;
+        // Both threads go to sleep, counted.
+        while idle() < 2 {
+            std::thread::yield_now();
+        }
+        // Every round of jobs submitted to sleeping threads runs (a submit
+        // that did not wake a counted sleeper would hang here), and the
+        // threads are counted again once back asleep.
+        for round in 0..20 {
+            let (tx, rx) = mpsc::channel();
+            for i in 0..3 {
+                let tx = tx.clone();
+                assert!(pool.submit(Box::new(move || tx.send(i).unwrap())));
+            }
+            let mut got: Vec<i32> = (0..3)
+                .map(|_| {
+                    rx.recv_timeout(std::time::Duration::from_secs(20))
+                        .expect("a job did not run: its submit woke no sleeping thread")
+                })
+                .collect();
+            got.sort_unstable();
+            assert_eq!(got, vec![0, 1, 2], "round {round}");
+            while idle() < 2 {
+                std::thread::yield_now();
+            }
+        }
+        assert!(pool.inner.lock().jobs.is_empty());
     }
 }

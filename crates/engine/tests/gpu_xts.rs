@@ -141,7 +141,7 @@ fn equals_the_mount_xts_mode_cipher() {
         let key: Vec<u8> = (0..key_len as u8).map(|i| i.wrapping_mul(91).wrapping_add(1)).collect();
         let cpu = warpfs_crypto::XtsKey::new(warpfs_crypto::XtsCipher::Aes, &key).unwrap();
         let keys = XtsKeys::new(&key).unwrap();
-        let id: [u8; 16] = std::array::from_fn(|i| (i as u8) * 17 + 5);
+        let id: [u8; 16] = std::array::from_fn(|i| (i as u8).wrapping_mul(17).wrapping_add(5));
         let data: Vec<u8> = (0..9 * 4096).map(|i| (i * 13 % 255) as u8).collect();
         let mut want = data.clone();
         for (b, unit) in want.chunks_mut(4096).enumerate() {

@@ -151,6 +151,10 @@ struct State {
     slots: VecDeque<Slot>,
     free: Vec<Arc<Buf>>,
     seq: u64,
+    /// Reads waiting on the condvar for a chunk: a thread that ends a chunk
+    /// wakes them only when there are some (a notify is a futex system
+    /// call even when nobody waits).
+    waiters: usize,
 }
 
 impl State {
@@ -400,23 +404,7 @@ impl Ahead {
             let r = f.read_ahead_at(off + (k * CHUNK) as u64, dst);
             own.push((k, *r.as_ref().unwrap_or(&0), changes, r.is_ok()));
         }
-        let mut st = stream.lock();
-        let mut waited = None;
-        let t0 = Instant::now();
-        let mut stolen = Vec::new();
-        while let Some(s) = st.slot(id) {
-            if !s.chunks.contains(&Chunk::Running) {
-                break;
-            }
-            let left = self.steal_after.saturating_sub(t0.elapsed());
-            if left.is_zero() {
-                // The thread is not running (preempted): take its chunks.
-                stolen.extend((0..s.chunks.len()).filter(|&k| s.chunks[k] == Chunk::Running));
-                break;
-            }
-            st = stream.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-            waited = Some(t0.elapsed().as_nanos() as u64);
-        }
+        let (mut st, waited, stolen, _) = wait_running(stream, id, self.steal_after);
         let Some(i) = st.slots.iter().position(|s| s.id == id) else {
             // Cannot happen (only its read removes a claimed slot); read inline.
             return Found::Inline { direct: true };
@@ -519,14 +507,60 @@ struct Unfinished<'a> {
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.stream.lock().slot(self.id) {
-            s.chunks[self.chunk] = Chunk::Done {
-                n: 0,
-                changes: 0,
-                ok: false,
-            };
+        let failed = Chunk::Done {
+            n: 0,
+            changes: 0,
+            ok: false,
+        };
+        end_chunk(self.stream, self.id, self.chunk, failed);
+    }
+}
+
+/// What [`wait_running`] gives: the lock, how long it waited (ns; `None`:
+/// no wait), the chunks it gave up on, and how many of its waits ended by
+/// the clock rather than a wake-up.
+type Waited<'a> = (MutexGuard<'a, State>, Option<u64>, Vec<usize>, u32);
+
+/// Wait while slot `id` has chunks a thread is reading; after
+/// `steal_after`, give up and list them (to be read by the caller).
+fn wait_running(stream: &Stream, id: u64, steal_after: Duration) -> Waited<'_> {
+    let mut st = stream.lock();
+    let mut waited = None;
+    let t0 = Instant::now();
+    let mut stolen = Vec::new();
+    let mut timeouts = 0;
+    while let Some(s) = st.slot(id) {
+        if !s.chunks.contains(&Chunk::Running) {
+            break;
         }
-        self.stream.cv.notify_all();
+        let left = steal_after.saturating_sub(t0.elapsed());
+        if left.is_zero() {
+            // The thread is not running (preempted): take its chunks.
+            stolen.extend((0..s.chunks.len()).filter(|&k| s.chunks[k] == Chunk::Running));
+            break;
+        }
+        st.waiters += 1;
+        let timeout;
+        (st, timeout) = stream.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner());
+        st.waiters -= 1;
+        timeouts += u32::from(timeout.timed_out());
+        waited = Some(t0.elapsed().as_nanos() as u64);
+    }
+    (st, waited, stolen, timeouts)
+}
+
+/// Mark chunk `k` of slot `id` (if the slot is still there) `c`, and wake
+/// the reads waiting, if any.
+fn end_chunk(stream: &Stream, id: u64, k: usize, c: Chunk) {
+    let wake = {
+        let mut st = stream.lock();
+        if let Some(s) = st.slot(id) {
+            s.chunks[k] = c;
+        }
+        st.waiters > 0
+    };
+    if wake {
+        stream.cv.notify_all();
     }
 }
 
@@ -550,17 +584,12 @@ fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
         // the lock: it is this thread's alone until marked done.
         let r = f.read_ahead_at(off + (k * CHUNK) as u64, unsafe { buf.chunk(k, len) });
         std::mem::forget(guard);
-        {
-            let mut st = stream.lock();
-            if let Some(s) = st.slot(id) {
-                s.chunks[k] = Chunk::Done {
-                    n: *r.as_ref().unwrap_or(&0),
-                    changes,
-                    ok: r.is_ok(),
-                };
-            }
-        }
-        stream.cv.notify_all();
+        let done = Chunk::Done {
+            n: *r.as_ref().unwrap_or(&0),
+            changes,
+            ok: r.is_ok(),
+        };
+        end_chunk(stream, id, k, done);
     }
 }
 
@@ -617,5 +646,50 @@ mod tests {
         // A buffer smaller than everything kept is dropped.
         st.give_back(Arc::new(Buf::new(64 * K)), 1);
         assert_eq!(caps(&st), vec![1024 * K]);
+    }
+
+    #[test]
+    fn a_chunk_that_ends_wakes_the_counted_waiting_read() {
+        let stream = Stream::default();
+        let slot = |id, chunks| Slot {
+            id,
+            off: 0,
+            len: 2 * CHUNK,
+            buf: Arc::new(Buf::new(2 * CHUNK)),
+            chunks,
+            claimed: true,
+        };
+        let done = Chunk::Done {
+            n: CHUNK,
+            changes: 0,
+            ok: true,
+        };
+        {
+            let mut st = stream.lock();
+            st.slots.push_back(slot(1, vec![done, Chunk::Running]));
+            // Another slot's chunk: no wait.
+            st.slots.push_back(slot(2, vec![done, done]));
+        }
+        const LONG: Duration = Duration::from_secs(20);
+        let (st, waited, stolen, timeouts) = wait_running(&stream, 2, LONG);
+        assert!(waited.is_none() && stolen.is_empty() && timeouts == 0 && st.waiters == 0);
+        drop(st);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                // Once the read is counted as waiting, end its chunk.
+                let t0 = Instant::now();
+                while stream.lock().waiters == 0 && t0.elapsed() < LONG {
+                    std::thread::yield_now();
+                }
+                end_chunk(&stream, 1, 1, done);
+            });
+            // Woken by the end of the chunk: no steal (that takes LONG).
+            let (mut st, waited, stolen, timeouts) = wait_running(&stream, 1, LONG);
+            assert!(stolen.is_empty(), "gave up waiting: {stolen:?}");
+            assert!(waited.is_some());
+            assert_eq!(timeouts, 0, "the wait ended by the clock, not by a wake-up");
+            assert_eq!(st.waiters, 0, "the wait is no longer counted");
+            assert!(st.slot(1).unwrap().chunks[1] == done);
+        });
     }
 }
