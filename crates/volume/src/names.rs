@@ -6,7 +6,7 @@ use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use warpfs_crypto::names::{is_long_file, is_reserved, long_sidecar, BackingName, NameCipher};
+use warpfs_crypto::names::{is_long_file, is_reserved, long_sidecar, BackingName, NameCipher, MAX_NAME};
 
 /// Longest plaintext name accepted (as on ext4/tmpfs).
 pub(crate) const NAME_MAX: usize = 255;
@@ -102,5 +102,51 @@ pub fn decode_with(
         // Our own files: directory IVs, long-name sidecars, the config.
         return None;
     }
+    if s.len() > MAX_NAME {
+        // Not a name warpfs writes (an encrypted name this long is stored
+        // as a long name), and none a Linux file system holds; refused
+        // rather than decrypted, so a sidecar's content is never a name.
+        return Some(Err("backing name longer than 255 bytes".into()));
+    }
     Some(names.decrypt_name(iv, s).map_err(|e| e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warpfs_crypto::keys::{MasterKey, Subkeys};
+
+    fn names() -> NameCipher {
+        Subkeys::derive(&MasterKey::from_bytes(&[9; 32]).unwrap(), 256).names
+    }
+
+    fn no_sidecar(_: &str) -> std::io::Result<Vec<u8>> {
+        Err(std::io::Error::from_raw_os_error(libc::ENOENT))
+    }
+
+    #[test]
+    fn a_long_names_encrypted_form_is_not_a_short_name() {
+        // Found by the `names` fuzz target: the sidecar content of a long
+        // name, used as a backing file name, decrypted to the long name's
+        // plaintext.
+        let (n, iv) = (names(), [3u8; 16]);
+        let plain = vec![b'x'; 200];
+        let BackingName::Long { file, encoded } = n.backing_name(&iv, &plain).unwrap() else {
+            panic!("a 200-byte name is a long name");
+        };
+        assert!(encoded.len() > MAX_NAME);
+        let side = |_: &str| Ok(encoded.clone().into_bytes());
+        assert_eq!(decode_with(&n, &iv, file.as_bytes(), side), Some(Ok(plain)));
+        assert!(matches!(
+            decode_with(&n, &iv, encoded.as_bytes(), no_sidecar),
+            Some(Err(_))
+        ));
+        // The longest short name still decodes.
+        let plain = vec![b'y'; 175];
+        let BackingName::Short(short) = n.backing_name(&iv, &plain).unwrap() else {
+            panic!("a 175-byte name is a short name");
+        };
+        assert_eq!(short.len(), MAX_NAME);
+        assert_eq!(decode_with(&n, &iv, short.as_bytes(), no_sidecar), Some(Ok(plain)));
+    }
 }
