@@ -90,6 +90,28 @@ impl Volume {
         crate::sys::chmod(&d.entry(&n), mode & 0o7777)
     }
 
+    /// Clear set-user-ID, and set-group-ID when the group may execute, of
+    /// the file at `path`, as the kernel does to a file written or
+    /// truncated by a caller without CAP_FSETID; under
+    /// FUSE_HANDLE_KILLPRIV_V2 that is the daemon's job. Whether the mode
+    /// changed.
+    pub fn kill_suidgid(&self, path: &Path) -> Result<bool> {
+        let a = self.getattr(path)?;
+        match killed_mode(a.kind, a.perm.into()) {
+            Some(m) => self.chmod(path, m).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// [`kill_suidgid`](Self::kill_suidgid) through an open file.
+    pub fn kill_suidgid_open(&self, f: &OpenFile) -> Result<bool> {
+        let a = self.getattr_open(f)?;
+        match killed_mode(a.kind, a.perm.into()) {
+            Some(m) => self.chmod_open(f, m).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     /// fchmod through an open file.
     pub fn chmod_open(&self, f: &OpenFile, mode: u32) -> Result<()> {
         self.writable()?;
@@ -153,5 +175,40 @@ impl Volume {
             namelen: crate::names::NAME_MAX as u32,
             frsize: s.f_frsize as u32,
         })
+    }
+}
+
+/// The permission bits of a regular file with `perm` once its
+/// set-user-ID bit, and its set-group-ID bit if the group may execute,
+/// are cleared (the VFS rule: a set-group-ID file the group may not
+/// execute is a mandatory-locking candidate and keeps it); `None` when
+/// nothing changes.
+fn killed_mode(kind: Kind, perm: u32) -> Option<u32> {
+    if kind != Kind::File {
+        return None;
+    }
+    let mut m = perm & !libc::S_ISUID;
+    if perm & libc::S_IXGRP != 0 {
+        m &= !libc::S_ISGID;
+    }
+    (m != perm).then_some(m)
+}
+
+#[cfg(test)]
+mod kill_tests {
+    use super::killed_mode;
+    use crate::attr::Kind;
+
+    #[test]
+    fn set_id_bits_are_killed_as_the_vfs_does() {
+        assert_eq!(killed_mode(Kind::File, 0o4755), Some(0o755));
+        assert_eq!(killed_mode(Kind::File, 0o6755), Some(0o755));
+        assert_eq!(killed_mode(Kind::File, 0o2775), Some(0o775));
+        // Set-group-ID without group execute stays (as on ext4).
+        assert_eq!(killed_mode(Kind::File, 0o2745), None);
+        assert_eq!(killed_mode(Kind::File, 0o6745), Some(0o2745));
+        assert_eq!(killed_mode(Kind::File, 0o755), None);
+        assert_eq!(killed_mode(Kind::File, 0o1777), None, "sticky is not a privilege");
+        assert_eq!(killed_mode(Kind::Dir, 0o6775), None, "only regular files");
     }
 }

@@ -56,7 +56,7 @@ impl Volume {
         flags: i32,
         who: Caller,
         label: String,
-    ) -> Result<(String, Attr, OpenFile)> {
+    ) -> Result<(String, Attr, OpenFile, bool)> {
         self.writable()?;
         let (adir, b, file) = self.backing(dir, name)?;
         let p = adir.entry(file.as_ref());
@@ -81,7 +81,7 @@ impl Volume {
             of.set_len(0)?;
         }
         let attr = self.stat_at(&p)?;
-        Ok((file, attr, of))
+        Ok((file, attr, of, existed))
     }
 
     /// Open an existing regular file. The backing file is always opened

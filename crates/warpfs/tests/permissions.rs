@@ -4,7 +4,9 @@
 //! daemon works as that user on entries that carry the same modes), and the
 //! daemon answers access(2) and chdir from the backing entry. With
 //! `allow_other`, or `-o default_permissions`, the kernel checks. Run as
-//! root and as a user mounting through fusermount3.
+//! root and as a user mounting through fusermount3. Set-user-ID and
+//! set-group-ID bits are dropped on writes and truncations as on a local
+//! file system (by the daemon, under FUSE_HANDLE_KILLPRIV_V2).
 
 #[macro_use]
 mod common;
@@ -226,4 +228,106 @@ fn a_users_own_mount_refuses_what_the_mode_bits_refuse() {
         "warpfs stats as the mount's user: {o:?}"
     );
     v.unmount();
+}
+
+/// What a local file system (ext4 here) does to set-id bits when their
+/// owner, not root, writes or truncates; run in the mount as that user.
+const SET_ID_SCRIPT: &str = r#"
+echo hi > f && chmod 4755 f && echo more >> f && stat -c "write %a" f
+chmod 4755 f && : > f && stat -c "o_trunc %a" f
+chmod 4755 f && truncate -s 10 f && stat -c "truncate %a" f
+chmod 4755 f && fallocate -l 100000 f && stat -c "fallocate %a" f
+chmod 6755 f && echo x >> f && stat -c "6755-write %a" f
+chmod 2775 f && echo x >> f && stat -c "2775-write %a" f
+chmod 2745 f && echo x >> f && stat -c "2745-write %a" f
+chmod 4755 f && cat f > /dev/null && stat -c "read %a" f
+wc -c < f
+dd if=/dev/zero of=g bs=10 count=3000 status=none && wc -c < g
+"#;
+
+const SET_ID_EXPECTED: &str = "write 755
+o_trunc 755
+truncate 755
+fallocate 755
+6755-write 755
+2775-write 775
+2745-write 2745
+read 4755
+100006
+30000
+";
+
+/// The count in the daemon's unmount line "N getxattr request(s) for names
+/// outside user.*" (the kernel's `security.capability` probes).
+fn probes(log: &str) -> Option<u64> {
+    log.lines()
+        .find(|l| l.contains("getxattr request(s) for names outside user.*"))
+        .and_then(|l| l.split("at unmount: ").nth(1))
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+#[test]
+fn the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4() {
+    require_fuse!();
+    if let Some(why) = user_mounts_unavailable() {
+        eprintln!("SKIPPED the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4: {why}");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let mut v = Volume::init(Mode::Gcm);
+    v.give_to(NOBODY, NOBODY);
+    v.mount();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(SET_ID_SCRIPT)
+        .current_dir(&v.mnt)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run sh as nobody");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        SET_ID_EXPECTED,
+        "stderr: {}\nlog:\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        v.log()
+    );
+    v.unmount();
+    // The kernel asks whether a file has privileges to drop once, not
+    // before each of the 3,000 writes (SB_NOSEC under
+    // FUSE_HANDLE_KILLPRIV_V2), where the kernel offers it.
+    let log = v.log();
+    let n = probes(&log).unwrap_or_else(|| panic!("no probe count at unmount:\n{log}"));
+    if log.contains("the kernel offers FUSE_HANDLE_KILLPRIV_V2: true") {
+        assert!(n < 300, "{n} security.capability probes for 3,000 writes:\n{log}");
+    } else {
+        eprintln!("the kernel does not offer FUSE_HANDLE_KILLPRIV_V2: {n} probes");
+    }
+}
+
+#[test]
+fn root_keeps_set_id_bits_on_writes_and_loses_them_on_chown() {
+    require_fuse!();
+    let v = Volume::new(Mode::Gcm);
+    let f = v.p("f");
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    write_file(&f, b"hi");
+    chmod(&f, 0o6755);
+    // Root has CAP_FSETID: writes and truncations keep the bits (as on ext4).
+    {
+        use std::io::Write;
+        let mut h = fs::OpenOptions::new().append(true).open(&f).unwrap();
+        h.write_all(b"more").unwrap();
+    }
+    assert_eq!(mode(&f), 0o6755, "after root's write");
+    fs::OpenOptions::new().write(true).truncate(true).open(&f).unwrap();
+    assert_eq!(mode(&f), 0o6755, "after root's O_TRUNC");
+    fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(7).unwrap();
+    assert_eq!(mode(&f), 0o6755, "after root's truncate");
+    // A chown drops them for anyone.
+    let c = CString::new(f.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), NOBODY, u32::MAX) }, 0);
+    assert_eq!(mode(&f), 0o755, "after chown");
 }

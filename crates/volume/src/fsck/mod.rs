@@ -161,7 +161,7 @@ mod tests {
 
     fn write(v: &Volume, name: &str, blocks: usize) {
         let who = Caller { uid: 0, gid: 0 };
-        let (_, _, f) = v
+        let (_, _, f, _) = v
             .create(Path::new(""), OsStr::new(name), 0o644, libc::O_RDWR, who, name.into())
             .unwrap();
         f.write_at(0, &vec![0x5a; blocks * 4096]).unwrap();

@@ -371,8 +371,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
+        let notifier = fs.notifier_slot();
         let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
+        let _ = notifier.set(session.notifier());
         tune_bdi(&a.mountpoint);
         let mut unmounter = session.unmount_callable();
         let mut signals =
@@ -450,6 +452,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     drop(master);
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
+    let notifier = fs.notifier_slot();
     let session = match fuser::Session::new(fs, &a.mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -457,6 +460,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             std::process::exit(MOUNT_FAILED);
         }
     };
+    let _ = notifier.set(session.notifier());
     tune_bdi(&a.mountpoint);
     tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
     redirect_stdio();

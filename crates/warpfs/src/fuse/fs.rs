@@ -15,7 +15,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use warpfs_volume::{rekey, Attr, Caller, Error, Volume};
 
@@ -53,6 +53,16 @@ pub struct WarpFs {
     /// xattr requests refused under `--no-xattr` (logged at unmount: the
     /// kernel stops sending each kind after the first ENOSYS).
     xattrs_refused: AtomicU64,
+    /// getxattr requests for names other than `user.*` (the kernel's
+    /// `security.capability` probe before a write; logged at unmount).
+    xattr_probes: AtomicU64,
+    /// The kernel took FUSE_HANDLE_KILLPRIV_V2: the daemon clears
+    /// set-user-ID and set-group-ID on writes and truncations (see
+    /// [`WarpFs::kills_for`]).
+    killpriv: bool,
+    /// The session's notifier, once mounted: tells the kernel its cached
+    /// attributes are stale after the daemon changed a mode on its own.
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
@@ -107,7 +117,16 @@ impl WarpFs {
             writeback_cache: true,
             xattrs: true,
             xattrs_refused: AtomicU64::new(0),
+            xattr_probes: AtomicU64::new(0),
+            killpriv: false,
+            notifier: Arc::default(),
         })
+    }
+
+    /// Where the mount puts the session's notifier once the session exists
+    /// (`fuser::Session::notifier`).
+    pub fn notifier_slot(&self) -> Arc<OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     /// Use the kernel's writeback cache (the default) or send every write
@@ -279,9 +298,22 @@ impl Filesystem for WarpFs {
             | InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO;
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
+        // With it the kernel marks the super block SB_NOSEC, remembers per
+        // inode that a file has no privileges to drop, and stops asking
+        // for `security.capability` before every write(2) (one round trip
+        // each); in exchange the daemon drops set-user-ID and
+        // set-group-ID itself (ARCHITECTURE.md, "Extended attributes and
+        // writes").
+        self.killpriv = (want & have).contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        tracing::info!(
+            "the kernel offers FUSE_HANDLE_KILLPRIV_V2: {}; set-id bits are dropped by the {}",
+            have.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2),
+            if self.killpriv { "daemon" } else { "kernel" }
+        );
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);
@@ -296,6 +328,9 @@ impl Filesystem for WarpFs {
         if !self.xattrs {
             let n = self.xattrs_refused.load(Ordering::Relaxed);
             tracing::info!("at unmount: {n} xattr request(s) refused (--no-xattr)");
+        } else {
+            let n = self.xattr_probes.load(Ordering::Relaxed);
+            tracing::info!("at unmount: {n} getxattr request(s) for names outside user.*");
         }
     }
 
@@ -323,7 +358,7 @@ impl Filesystem for WarpFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -366,6 +401,13 @@ impl Filesystem for WarpFs {
             }
             if let Some(s) = size {
                 self.vol_writable()?;
+                if self.kills_for(req) {
+                    match (&open, &loc) {
+                        (Some(f), _) => self.vol.kill_suidgid_open(f)?,
+                        (None, Some(l)) => self.vol.kill_suidgid(&l.backing)?,
+                        (None, None) => false,
+                    };
+                }
                 // Through the caller's handle, else by path (opened for
                 // writing), else through any open file of a deleted inode.
                 match (&by_fh, &loc, &open) {
@@ -519,12 +561,23 @@ impl Filesystem for WarpFs {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let l = match self.loc(ino) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
         match self.vol.open_file(&l.backing, flags.0, l.plain) {
+            Ok(f) if flags.0 & libc::O_TRUNC != 0 && self.kills_for(req) => {
+                // The truncation is done by now, and a daemon that is not
+                // root had the backing file system drop the bits already:
+                // the kernel's cached mode is stale either way.
+                let r = self.vol.kill_suidgid_open(&f);
+                self.inval_attrs(ino);
+                match r {
+                    Ok(_) => reply.opened(FileHandle(self.handles.insert(Handle::File(f))), FopenFlags::empty()),
+                    Err(e) => reply.error(errno(e)),
+                }
+            }
             Ok(f) => reply.opened(FileHandle(self.handles.insert(Handle::File(f))), FopenFlags::empty()),
             Err(e) => reply.error(errno(e)),
         }
@@ -578,11 +631,11 @@ impl Filesystem for WarpFs {
     fn write(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -592,6 +645,12 @@ impl Filesystem for WarpFs {
         };
         if let Err(e) = self.vol_writable() {
             return reply.error(errno(e));
+        }
+        // The kernel sets the flag for a writer without CAP_FSETID.
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = self.kill_privs(ino, &f) {
+                return reply.error(errno(e));
+            }
         }
         match f.write_at(offset, data) {
             Ok(()) => reply.written(data.len() as u32),
@@ -795,9 +854,10 @@ impl Filesystem for WarpFs {
                 return xattr_reply(res, size, reply);
             }
         }
-        // The kernel asks for security.capability on every write: answer
+        // The kernel asks for security.capability before writes: answer
         // without touching the backing file.
         if !name.as_bytes().starts_with(b"user.") {
+            self.xattr_probes.fetch_add(1, Ordering::Relaxed);
             return reply.error(Errno::from_i32(libc::ENODATA));
         }
         let res = self
@@ -852,8 +912,16 @@ impl Filesystem for WarpFs {
             Self::caller(req),
             label,
         ) {
-            Ok((cname, attr, f)) => {
+            Ok((cname, mut attr, f, existed)) => {
                 let ino = self.nodes.node_id(attr.ino);
+                // An existing file opened with O_TRUNC (the kernel sends
+                // CREATE when it holds no valid entry for the name).
+                if existed && flags & libc::O_TRUNC != 0 && self.kills_for(req) {
+                    match self.vol.kill_suidgid_open(&f).and_then(|_| self.vol.getattr_open(&f)) {
+                        Ok(a) => attr = a,
+                        Err(e) => return reply.error(errno(e)),
+                    }
+                }
                 let generation = self.nodes.remember(ino, parent.0, &cname, name, true);
                 let fh = self.handles.insert(Handle::File(f));
                 reply.created(
@@ -892,8 +960,8 @@ impl Filesystem for WarpFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
@@ -905,6 +973,11 @@ impl Filesystem for WarpFs {
         };
         if let Err(e) = self.vol_writable() {
             return reply.error(errno(e));
+        }
+        if self.kills_for(req) {
+            if let Err(e) = self.kill_privs(ino, &f) {
+                return reply.error(errno(e));
+            }
         }
         let end = offset.saturating_add(length);
         let res = match mode {
@@ -921,6 +994,37 @@ impl Filesystem for WarpFs {
 }
 
 impl WarpFs {
+    /// Drop set-user-ID and set-group-ID of `f` (inode `ino`) and, when
+    /// that changed its mode, tell the kernel that the attributes it
+    /// caches are stale (the write and open replies carry none; without
+    /// this `stat` would show the old mode until the attribute timeout).
+    fn kill_privs(&self, ino: INodeNo, f: &warpfs_volume::OpenFile) -> Result<(), Error> {
+        if self.vol.kill_suidgid_open(f)? {
+            self.inval_attrs(ino);
+        }
+        Ok(())
+    }
+
+    /// Invalidate the kernel's cached attributes of `ino` (not its pages).
+    fn inval_attrs(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(ino, -1, 0) {
+                tracing::debug!("attribute invalidation of inode {}: {e}", ino.0);
+            }
+        }
+    }
+
+    /// Whether a truncation (setattr, open with O_TRUNC) or fallocate by
+    /// `req`'s caller drops set-user-ID and set-group-ID here. Under
+    /// FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the daemon and
+    /// says whether the caller lacks CAP_FSETID (FATTR_KILL_SUIDGID,
+    /// FUSE_OPEN_KILL_SUIDGID), but fuser 0.18 does not pass those flags
+    /// on; a caller other than root stands in for "lacks CAP_FSETID" (a
+    /// write carries its own flag, which fuser does pass).
+    fn kills_for(&self, req: &Request) -> bool {
+        self.killpriv && req.uid() != 0
+    }
+
     fn vol_writable(&self) -> Result<(), Error> {
         if self.vol_read_only() {
             Err(Error(libc::EROFS))
