@@ -177,6 +177,27 @@ owner 65534
 in-d y
 ";
 
+/// Run `script` with sh as `nobody` in the mount of `v`; its output must be
+/// `expected`.
+fn expect_as_nobody(v: &Volume, script: &str, expected: &str) {
+    use std::os::unix::process::CommandExt;
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&v.mnt)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("run sh as nobody");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        expected,
+        "stderr: {}\nlog:\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        v.log()
+    );
+}
+
 #[test]
 fn a_users_own_mount_refuses_what_the_mode_bits_refuse() {
     require_fuse!();
@@ -195,21 +216,7 @@ fn a_users_own_mount_refuses_what_the_mode_bits_refuse() {
     );
     assert!(!has_default_permissions(&v.mnt), "default_permissions: {opts}");
 
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(AS_OWNER)
-        .current_dir(&v.mnt)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .expect("run sh as nobody");
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        EXPECTED,
-        "stderr: {}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        v.log()
-    );
+    expect_as_nobody(&v, AS_OWNER, EXPECTED);
     // (The last lines: nothing refused was half done, and what the user
     // made is the user's. Root cannot look itself: without allow_other the
     // kernel lets only the mount's user in.)
@@ -274,25 +281,10 @@ fn the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4() {
         eprintln!("SKIPPED the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4: {why}");
         return;
     }
-    use std::os::unix::process::CommandExt;
     let mut v = Volume::init(Mode::Gcm);
     v.give_to(NOBODY, NOBODY);
     v.mount();
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(SET_ID_SCRIPT)
-        .current_dir(&v.mnt)
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .expect("run sh as nobody");
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout),
-        SET_ID_EXPECTED,
-        "stderr: {}\nlog:\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        v.log()
-    );
+    expect_as_nobody(&v, SET_ID_SCRIPT, SET_ID_EXPECTED);
     v.unmount();
     // The kernel asks whether a file has privileges to drop once, not
     // before each of the 3,000 writes (SB_NOSEC under
