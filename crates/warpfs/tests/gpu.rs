@@ -86,8 +86,7 @@ fn opencl_foreground_mount_still_unmounts_on_sigint_and_sigterm() {
         let opencl = on_opencl(&fg.mnt);
         write_file(&v.p("fg.txt"), b"made on the device");
         fg.signal(sig);
-        let st = fg.wait(Duration::from_secs(20));
-        let st = st.unwrap_or_else(|| panic!("mount -f --engine opencl still running 20 s after signal {sig}"));
+        let st = fg.exited(Duration::from_secs(20), &format!("--engine opencl, signal {sig}"));
         assert_eq!(st.code(), Some(0), "exit after signal {sig}; stderr:\n{}", fg.stderr());
         assert!(!is_mounted(&v.mnt), "still mounted after signal {sig}");
         if !opencl {

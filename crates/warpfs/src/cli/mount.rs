@@ -1,11 +1,12 @@
 //! `warpfs mount`: unlock, mount, and serve. Without `-f` the process forks
 //! before any thread exists; the parent returns once the mount is live (or
-//! prints why it failed). In the foreground SIGINT/SIGTERM unmount cleanly.
+//! prints why it failed). SIGINT/SIGTERM unmount cleanly, in the foreground
+//! and as a daemon (`fuse::stop_on_signals`).
 
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
-use crate::fuse::{mount_config, tune_bdi, MountOptions, WarpFs};
+use crate::fuse::{mount_config, stop_on_signals, tune_bdi, MountOptions, WarpFs};
 use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -377,18 +378,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
         let _ = notifier.set(session.notifier());
         tune_bdi(&a.mountpoint);
-        let mut unmounter = session.unmount_callable();
-        let mut signals =
-            signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
-                .map_err(|e| CliError::new(ERROR, e.to_string()))?;
-        std::thread::spawn(move || {
-            if signals.forever().next().is_some() {
-                tracing::info!("signal received, unmounting");
-                if let Err(e) = unmounter.unmount() {
-                    tracing::error!("unmount failed: {e}");
-                }
-            }
-        });
+        stop_on_signals(&a.mountpoint, session.unmount_callable())
+            .map_err(|e| CliError::new(ERROR, format!("cannot take SIGINT/SIGTERM: {e}")))?;
         tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
         session
             .run()
@@ -454,7 +445,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
     let notifier = fs.notifier_slot();
-    let session = match fuser::Session::new(fs, &a.mountpoint, &config) {
+    let mut session = match fuser::Session::new(fs, &a.mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             let _ = wr.write_all(format!("mount failed: {e}").as_bytes());
@@ -463,6 +454,11 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     };
     let _ = notifier.set(session.notifier());
     tune_bdi(&a.mountpoint);
+    // SIGTERM (a shutdown, `kill`) unmounts cleanly here too.
+    if let Err(e) = stop_on_signals(&a.mountpoint, session.unmount_callable()) {
+        let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
+        std::process::exit(MOUNT_FAILED);
+    }
     tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
     redirect_stdio();
     let _ = wr.write_all(b"OK");

@@ -6,8 +6,11 @@ mod attr;
 pub mod ctl;
 mod fs;
 mod handles;
+mod mountinfo;
 mod nodes;
 mod session;
+mod stop;
 
 pub use fs::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};
 pub use session::{mount_config, tune_bdi, MountOptions};
+pub use stop::stop_on_signals;

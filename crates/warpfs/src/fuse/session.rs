@@ -101,10 +101,7 @@ pub fn tune_bdi(mountpoint: &Path) {
     let Ok(mp) = std::fs::canonicalize(mountpoint) else {
         return;
     };
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return;
-    };
-    let Some(dev) = bdi_of(&info, &mp.to_string_lossy()) else {
+    let Some(dev) = super::mountinfo::read().and_then(|info| super::mountinfo::device_at(&info, &mp)) else {
         return;
     };
     let set = |name: &str, value: String| {
@@ -137,18 +134,6 @@ fn mem_total(meminfo: &str) -> Option<u64> {
         .parse::<u64>()
         .ok()?
         .checked_mul(1024)
-}
-
-/// The "major:minor" of the last mount at `mountpoint` in a mountinfo text.
-fn bdi_of(mountinfo: &str, mountpoint: &str) -> Option<String> {
-    let escaped = mountpoint.replace(' ', "\\040");
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f.len() > 4 && f[4] == escaped).then(|| f[2].to_string())
-        })
-        .next_back()
 }
 
 #[cfg(test)]
@@ -186,12 +171,5 @@ mod tests {
         assert_eq!(mem_total("MemFree: 1 kB\n"), None);
         assert_eq!(mem_total("MemTotal: lots kB\n"), None);
         assert_eq!(mem_total("MemTotal: 99999999999999999999 kB\n"), None);
-    }
-
-    #[test]
-    fn finds_the_last_mount_at_a_path() {
-        let info = "36 35 98:0 / /mnt rw - ext3 /dev/root rw\n40 36 0:61 / /mnt rw - fuse.warpfs c rw\n";
-        assert_eq!(bdi_of(info, "/mnt").as_deref(), Some("0:61"));
-        assert_eq!(bdi_of(info, "/other"), None);
     }
 }

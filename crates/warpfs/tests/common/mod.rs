@@ -916,6 +916,18 @@ impl Volume {
         Ok(())
     }
 
+    /// The daemon's pids, as found when it mounted.
+    pub fn daemon_pids(&self) -> &[i32] {
+        &self.daemon
+    }
+
+    /// The test stopped the daemon and saw the mount go: count the volume
+    /// unmounted.
+    pub fn daemon_stopped(&mut self) {
+        assert!(!is_mounted(&self.mnt), "{} is still mounted", self.mnt.display());
+        self.mounted = false;
+    }
+
     pub fn remount(&mut self) {
         self.unmount();
         self.mount();
@@ -1074,6 +1086,56 @@ impl Foreground {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+impl Foreground {
+    /// The exit status within `timeout`, else a panic that says `what` and
+    /// shows the daemon's log and where each of its threads waits.
+    pub fn exited(&mut self, timeout: Duration, what: &str) -> std::process::ExitStatus {
+        if let Some(st) = self.wait(timeout) {
+            return st;
+        }
+        panic!(
+            "{what}: `warpfs mount -f` still running after {timeout:?} (mounted: {}); its threads:\n{}\nits log:\n{}",
+            is_mounted(&self.mnt),
+            thread_states(self.child.id() as i32),
+            self.stderr()
+        );
+    }
+}
+
+/// Wait until nothing is mounted at `p`; `false` after `timeout`.
+pub fn wait_unmounted(p: &Path, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while is_mounted(p) {
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// One line per thread of `pid`: name, state and kernel wait channel.
+pub fn thread_states(pid: i32) -> String {
+    let Ok(rd) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return format!("(no /proc/{pid}/task)");
+    };
+    let mut out = Vec::new();
+    for t in rd.flatten() {
+        let read = |f: &str| fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        let state = read("stat")
+            .rsplit_once(')')
+            .map(|(_, r)| r.trim_start().chars().take(1).collect::<String>());
+        out.push(format!(
+            "  {} {} {}",
+            read("comm").trim(),
+            state.unwrap_or_default(),
+            read("wchan").trim()
+        ));
+    }
+    out.sort();
+    out.join("\n")
 }
 
 impl Drop for Foreground {
