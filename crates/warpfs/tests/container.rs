@@ -188,6 +188,44 @@ fn punch_hole_zeros_sectors_and_frees_them() {
     ct.close();
 }
 
+/// SIGTERM (a shutdown) does not leave the container's mount dead under a
+/// program that holds the image open: the mount is detached and served
+/// until the image is closed, then the daemon exits and nothing is lost.
+#[test]
+fn sigterm_with_the_image_open_detaches_and_loses_nothing() {
+    require_fuse!();
+    use std::time::Duration;
+    let ct = Ct::create("1M");
+    ct.open();
+    let pids = warpfs_pids(b"container", &ct.mnt);
+    assert!(!pids.is_empty(), "no container daemon found");
+    let f = fs::OpenOptions::new().read(true).write(true).open(ct.vol()).unwrap();
+    f.write_all_at(&[0x5a; 8192], 4096).unwrap();
+    for p in &pids {
+        unsafe { libc::kill(*p, libc::SIGTERM) };
+    }
+    assert!(
+        wait_unmounted(&ct.mnt, Duration::from_secs(15)),
+        "still mounted 15 s after SIGTERM"
+    );
+    assert!(
+        pids.iter().any(|p| !pid_gone(*p)),
+        "the daemon left while the image was open"
+    );
+    f.write_all_at(&[0xa5; 4096], 65536).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let alive = wait_pids_gone(&pids, Duration::from_secs(15));
+    assert!(
+        alive.is_empty(),
+        "daemon {alive:?} still running after the image was closed"
+    );
+    ct.open();
+    assert_eq!(read_vol(&ct.vol(), 4096, 8192), vec![0x5a; 8192]);
+    assert_eq!(read_vol(&ct.vol(), 65536, 4096), vec![0xa5; 4096]);
+    ct.close();
+}
+
 fn read_vol(p: &Path, off: u64, n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
     fs::File::open(p).unwrap().read_exact_at(&mut b, off).unwrap();

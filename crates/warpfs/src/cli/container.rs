@@ -164,13 +164,19 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf) -> Result<(), CliErr
     let mut wr = std::fs::File::from(wr);
     // SAFETY: in the child; detach from the terminal.
     unsafe { libc::setsid() };
-    let session = match fuser::Session::new(ContainerFs::new(img), &mountpoint, &config) {
+    let mut session = match fuser::Session::new(ContainerFs::new(img), &mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             let _ = wr.write_all(format!("mount failed: {e}").as_bytes());
             std::process::exit(MOUNT_FAILED);
         }
     };
+    // SIGTERM unmounts; while a loop device or a program still holds the
+    // image open the mount is detached and served until it lets go.
+    if let Err(e) = crate::fuse::stop_on_signals(&mountpoint, session.unmount_callable()) {
+        let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
+        std::process::exit(MOUNT_FAILED);
+    }
     super::mount::redirect_stdio();
     let _ = wr.write_all(b"OK");
     drop(wr);

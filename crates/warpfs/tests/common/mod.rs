@@ -472,6 +472,11 @@ pub fn mount_options(p: &Path) -> Option<String> {
 
 /// Pids of `warpfs ... mount ... MNT` processes (other than us).
 pub fn daemon_pids(mnt: &Path) -> Vec<i32> {
+    warpfs_pids(b"mount", mnt)
+}
+
+/// Pids of `warpfs ... WORD ... MNT` processes (other than us).
+pub fn warpfs_pids(word: &[u8], mnt: &Path) -> Vec<i32> {
     let me = std::process::id() as i32;
     let want = mnt.as_os_str().as_bytes();
     let mut pids = Vec::new();
@@ -490,7 +495,7 @@ pub fn daemon_pids(mnt: &Path) -> Vec<i32> {
         };
         let argv: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let is_warpfs = argv.first().map(|a0| a0.ends_with(b"warpfs")).unwrap_or(false);
-        if is_warpfs && argv.iter().any(|a| *a == b"mount") && argv.contains(&want) {
+        if is_warpfs && argv.contains(&word) && argv.contains(&want) {
             pids.push(pid);
         }
     }
