@@ -66,6 +66,7 @@ impl RekeyIo for MemIo {
         let ranges = ranges.iter().map(|(o, b)| (*o, b.to_vec())).collect();
         assert!(self.rec.is_none(), "a record is saved while another is pending");
         self.rec = Some(Record {
+            generation: 0,
             file_id: *file_id,
             ino: 0,
             path: Vec::new(),

@@ -255,30 +255,9 @@ impl Loc<'_> {
     }
 }
 
-/// The directory and name of the entry `rel` under `root`.
-fn split_under(root: &Path, rel: &Path) -> std::io::Result<(Dir, OsString)> {
-    let abs = root.join(rel);
-    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    };
-    let d = Dir::open(parent.to_path_buf()).map_err(io)?;
-    Ok((d, name.to_owned()))
-}
-
-fn io(e: Error) -> std::io::Error {
-    std::io::Error::from_raw_os_error(e.0)
-}
-
-/// Open the backing file `rel` under `root` (any length) with open(2) `flags`.
-pub(crate) fn open_under(root: &Path, rel: &Path, flags: i32) -> std::io::Result<std::fs::File> {
-    let (d, n) = split_under(root, rel)?;
-    crate::sys::open(&d.entry(&n), flags, 0).map_err(io)
-}
-
-/// lstat of the backing entry `rel` under `root` (any length).
-pub(crate) fn lstat_under(root: &Path, rel: &Path) -> std::io::Result<libc::stat> {
-    let (d, n) = split_under(root, rel)?;
-    crate::sys::lstat(&d.entry(&n)).map_err(io)
+/// Open the directory at path `p` (any length) as an `O_PATH` descriptor.
+pub(crate) fn open_dir_path(p: &[u8]) -> Result<OwnedFd> {
+    open_long(p)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
-use warpfs_crypto::{ControlKey, GcmTagger, XtsCipher};
+use warpfs_crypto::{ControlKey, GcmTagger, JournalKey, XtsCipher};
 use warpfs_engine::{Engine, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
@@ -62,5 +62,10 @@ impl KeySource {
     /// unlocked the config (warpfs_crypto::control).
     pub(crate) fn control_key(&self) -> ControlKey {
         ControlKey::derive(&self.master)
+    }
+
+    /// The key that authenticates rekey undo journals (FORMAT.md 10.3).
+    pub(crate) fn journal_key(&self) -> JournalKey {
+        JournalKey::derive(&self.master)
     }
 }

@@ -6,6 +6,7 @@
 
 mod at;
 mod attr;
+mod beneath;
 mod diriv;
 mod error;
 mod files;

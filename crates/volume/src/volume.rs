@@ -127,6 +127,11 @@ impl Volume {
         Ok(())
     }
 
+    /// The key that authenticates this volume's rekey undo journals.
+    pub(crate) fn journal_key(&self) -> warpfs_crypto::JournalKey {
+        self.keysource.journal_key()
+    }
+
     /// The attached engine, if any.
     pub fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.as_ref()

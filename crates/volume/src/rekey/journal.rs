@@ -1,17 +1,23 @@
 //! The rekey's undo journals in CIPHERDIR (FORMAT.md 10.3): one file per
 //! rekey worker, `warpfs.rekey.undo-<k>`, holding the old bytes of the
-//! segment that worker is moving; and their recovery after a crash.
+//! segment that worker is moving; and their recovery after a crash. A
+//! journal is applied only when its MAC verifies under the volume's
+//! journal key, it belongs to the rekey under way, and its file is found
+//! beneath CIPHERDIR without following a symlink; anything else is refused
+//! and left for the user to decide (`warpfs fsck`).
 
 use super::Event;
-use std::fs::{File, OpenOptions};
+use crate::beneath::open_beneath;
+use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{RekeyIo, Stage};
-use warpfs_content::undo::{self, Content, Journal, Record};
+use warpfs_content::undo::{self, Content, Journal, JournalError, Record};
+use warpfs_crypto::JournalKey;
 
 /// Name prefix of the journals in the CIPHERDIR root (reserved, FORMAT.md 4.4).
 pub const JOURNAL_PREFIX: &str = "warpfs.rekey.undo-";
@@ -20,6 +26,9 @@ pub const JOURNAL_PREFIX: &str = "warpfs.rekey.undo-";
 pub(crate) struct JournalIo {
     journal: Journal,
     path: PathBuf,
+    key: Arc<JournalKey>,
+    /// The key generation the rekey moves files to.
+    generation: u32,
     ino: u64,
     rel: Vec<u8>,
     /// The encoded record (reused: a segment's record is about 1 MiB).
@@ -31,29 +40,43 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Open journal `name` of `root` beneath it, never through a symlink, and
+/// only if it is a regular file (O_NONBLOCK: a planted FIFO cannot hang us).
+fn open_journal(root: &Path, name: &Path, flags: i32) -> io::Result<File> {
+    let f = open_beneath(root, name, flags | libc::O_NONBLOCK, 0o600).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(io::ErrorKind::InvalidData, "it is a symbolic link")
+        } else {
+            e
+        }
+    })?;
+    if !f.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "it is not a regular file"));
+    }
+    Ok(f)
+}
+
 impl JournalIo {
-    /// Create (or take over, empty) worker `k`'s journal in `root`.
+    /// Create (or take over, empty) worker `k`'s journal in `root`, for a
+    /// rekey to key generation `generation`.
     pub(crate) fn create(
         root: &Path,
         k: usize,
+        key: Arc<JournalKey>,
+        generation: u32,
         on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
     ) -> Result<Self, String> {
-        let path = root.join(format!("{JOURNAL_PREFIX}{k}"));
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let name = PathBuf::from(format!("{JOURNAL_PREFIX}{k}"));
+        let path = root.join(&name);
+        let f =
+            open_journal(root, &name, libc::O_RDWR | libc::O_CREAT).map_err(|e| format!("{}: {e}", path.display()))?;
         let journal = Journal::new(f);
-        // Never overwrite a record that was not applied.
-        match journal.load() {
+        // Never overwrite a record that was not applied or was refused.
+        match journal.load(&key) {
             Ok(Content::Empty) | Ok(Content::Torn) => {}
-            Ok(Content::Record(_)) | Err(_) => {
+            _ => {
                 return Err(format!(
-                    "{}: holds an unapplied undo record (it is applied at mount and at the start of warpfs rekey)",
+                    "{}: holds an unapplied undo record (warpfs fsck tells what it is)",
                     path.display()
                 ))
             }
@@ -63,6 +86,8 @@ impl JournalIo {
         Ok(Self {
             journal,
             path,
+            key,
+            generation,
             ino: 0,
             rel: Vec::new(),
             buf: Vec::new(),
@@ -84,7 +109,7 @@ impl JournalIo {
 
     /// Remove the (empty) journal at the end of a run.
     pub(crate) fn remove(self) {
-        if matches!(self.journal.load(), Ok(Content::Empty)) {
+        if matches!(self.journal.load(&self.key), Ok(Content::Empty)) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -92,7 +117,15 @@ impl JournalIo {
 
 impl RekeyIo for JournalIo {
     fn save(&mut self, file_id: &[u8; 16], ranges: &[(u64, &[u8])]) -> io::Result<()> {
-        undo::encode_into(file_id, self.ino, &self.rel, ranges, &mut self.buf);
+        undo::encode_into(
+            &self.key,
+            self.generation,
+            file_id,
+            self.ino,
+            &self.rel,
+            ranges,
+            &mut self.buf,
+        );
         self.journal.save_encoded(&self.buf)
     }
 
@@ -105,106 +138,289 @@ impl RekeyIo for JournalIo {
     }
 }
 
-/// Every journal file in `root`, empty or not.
+/// Every journal name in `root` (any file type), sorted.
 fn journals(root: &Path) -> io::Result<Vec<PathBuf>> {
     let mut v = Vec::new();
     for e in std::fs::read_dir(root)? {
         let e = e?;
-        if e.file_name().to_string_lossy().starts_with(JOURNAL_PREFIX) {
-            v.push(e.path());
+        if e.file_name().as_bytes().starts_with(JOURNAL_PREFIX.as_bytes()) {
+            v.push(PathBuf::from(e.file_name()));
         }
     }
     v.sort();
     Ok(v)
 }
 
-/// The journals in `root` that hold something (an interrupted rekey left
-/// them; empty ones are harmless leftovers).
-pub fn pending_journals(root: &Path) -> io::Result<Vec<PathBuf>> {
-    Ok(journals(root)?
-        .into_iter()
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0))
-        .collect())
+/// What a journal in CIPHERDIR holds, as recovery judges it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum State {
+    /// Empty: nothing to undo.
+    Empty,
+    /// Shorter than its record says: written only part way when a crash
+    /// came, before its segment was touched; nothing to undo, never applied.
+    Torn,
+    /// An authenticated record of the rekey under way whose file is found
+    /// (or gone): applied by a mount, `warpfs rekey` and `fsck --repair`.
+    Ready(Record),
+    /// A record of an earlier warpfs, which wrote no MAC: applied only when
+    /// the user says so (`fsck --apply-old-journals`).
+    Unauthenticated(Record),
+    /// Never applied, for this reason.
+    Refused(String),
 }
 
-/// Whether `f` is the cipher file with ID `id`.
+/// One journal and its state.
+#[derive(Debug)]
+pub struct Found {
+    /// Its path (CIPHERDIR/warpfs.rekey.undo-K).
+    pub path: PathBuf,
+    /// What it holds.
+    pub state: State,
+}
+
+/// What recovery may do beyond the default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Decisions {
+    /// Apply authenticated records and remove empty and torn journals
+    /// (what a mount and `warpfs rekey` do).
+    pub apply: bool,
+    /// Also apply records of an earlier warpfs (no MAC; still only to a
+    /// file beneath CIPHERDIR reached without a symlink).
+    pub apply_unauthenticated: bool,
+    /// Remove refused journals, and records of an earlier warpfs not
+    /// applied, without applying them.
+    pub discard: bool,
+}
+
+impl Decisions {
+    /// What a mount and `warpfs rekey` do on their own.
+    pub fn automatic() -> Self {
+        Self {
+            apply: true,
+            ..Self::default()
+        }
+    }
+}
+
+/// What [`recover`] did.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Segments put back.
+    pub restored: usize,
+    /// Torn journals removed (nothing to undo).
+    pub torn: usize,
+    /// Journals removed unapplied by [`Decisions::discard`], with why.
+    pub discarded: Vec<(PathBuf, String)>,
+    /// Journals left as they were, with why (refused, or waiting for a
+    /// decision): a mount or rekey must not go on while there are any.
+    pub kept: Vec<(PathBuf, String)>,
+}
+
+impl Recovered {
+    /// The kept journals and why, as one line for the user.
+    pub fn kept_message(&self) -> String {
+        let m: Vec<String> = self
+            .kept
+            .iter()
+            .map(|(p, why)| format!("{}: {why}", p.display()))
+            .collect();
+        m.join("; ")
+    }
+}
+
+impl Found {
+    /// What `warpfs fsck` says of this journal; `None` when it is empty.
+    pub fn describe(&self) -> Option<String> {
+        let p = self.path.display();
+        Some(match &self.state {
+            State::Empty => return None,
+            State::Torn => format!(
+                "{p}: torn rekey undo journal (cut short while written, by a crash or by someone): nothing to undo, never applied; --repair removes it"
+            ),
+            State::Ready(_) => format!(
+                "{p}: an interrupted rekey left this undo journal: the segment it protects may read as errors until it is applied (mount the volume, run warpfs rekey, or fsck --repair)"
+            ),
+            State::Unauthenticated(_) => format!(
+                "{p}: rekey undo journal of an earlier warpfs, which has no MAC: never applied on its own; if a rekey by that warpfs was interrupted, apply it with fsck --apply-old-journals, else remove it with fsck --discard-journals"
+            ),
+            State::Refused(why) => format!(
+                "{p}: rekey undo journal refused, never applied: {why}; fsck --discard-journals removes it"
+            ),
+        })
+    }
+}
+
+/// Whether `f` is a regular cipher file with ID `id`.
 fn has_id(f: &File, id: &[u8; 16]) -> bool {
     let mut h = [0u8; header::LEN];
-    f.read_exact_at(&mut h, 0).is_ok() && Header::parse(&h).is_ok_and(|hdr| hdr.file_id == *id)
+    f.metadata().is_ok_and(|m| m.file_type().is_file())
+        && f.read_exact_at(&mut h, 0).is_ok()
+        && Header::parse(&h).is_ok_and(|hdr| hdr.file_id == *id)
 }
 
 /// The file a record is about: at its recorded path if that is still it,
-/// else found by its file ID anywhere under `root` (it was renamed).
-fn find(root: &Path, rec: &Record) -> io::Result<Option<File>> {
-    let open = |rel: &Path| crate::at::open_under(root, rel, libc::O_RDWR);
+/// else found by its file ID anywhere under `root` (it was renamed), all
+/// opened beneath `root` without following symlinks. A symlink on the
+/// recorded path refuses the record.
+fn find(root: &Path, rec: &Record, flags: i32) -> Result<Option<File>, String> {
+    let open = |rel: &Path| open_beneath(root, rel, flags | libc::O_NONBLOCK, 0);
     let hint = Path::new(std::ffi::OsStr::from_bytes(&rec.path));
     if !rec.path.is_empty() {
-        if let Ok(f) = open(hint) {
-            if has_id(&f, &rec.file_id) {
-                return Ok(Some(f));
+        match open(hint) {
+            Ok(f) if has_id(&f, &rec.file_id) => return Ok(Some(f)),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(format!(
+                    "its file's path {} leads through a symbolic link",
+                    hint.display()
+                ))
             }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e.to_string()),
+            _ => {}
         }
     }
-    for rel in super::content_files(root)? {
-        let Ok(md) = crate::at::lstat_under(root, &rel) else {
-            continue;
-        };
-        if rec.ino != 0 && md.st_ino != rec.ino {
-            continue;
-        }
-        if let Ok(f) = open(&rel) {
-            if has_id(&f, &rec.file_id) {
-                return Ok(Some(f));
+    let files = super::content_files(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    for pass in [true, false] {
+        for rel in &files {
+            // First the files with the recorded inode; then any (a copy).
+            let Ok(md) = crate::beneath::lstat_beneath(root, rel) else {
+                continue;
+            };
+            if pass && (rec.ino == 0 || md.st_ino != rec.ino) {
+                continue;
+            }
+            if let Ok(f) = open(rel) {
+                if has_id(&f, &rec.file_id) {
+                    return Ok(Some(f));
+                }
             }
         }
-    }
-    // The inode may have changed (a copy); look by file ID alone.
-    if rec.ino != 0 {
-        return find(
-            root,
-            &Record {
-                ino: 0,
-                path: Vec::new(),
-                ..rec.clone()
-            },
-        );
     }
     Ok(None)
 }
 
-/// Apply and remove every undo journal in `root`, so each segment a
-/// crashed rekey was moving is back to its old bytes (FORMAT.md 10.3).
-/// Returns how many segments were put back. Call before the volume is
-/// used (mount, `warpfs rekey`). Empty and torn journals are removed; a
-/// record whose file is gone is dropped with a log line.
-pub fn recover(root: &Path) -> Result<usize, String> {
+/// Judge one journal: its state, and for a record the file it applies to.
+fn judge(root: &Path, name: &Path, key: &JournalKey, expected: Option<u32>, flags: i32) -> (State, Option<File>) {
+    let loaded = open_journal(root, name, libc::O_RDONLY)
+        .map_err(JournalError::Io)
+        .and_then(|f| Journal::new(f).load(key));
+    let (state, rec) = match loaded {
+        Ok(Content::Empty) => return (State::Empty, None),
+        Ok(Content::Torn) => return (State::Torn, None),
+        Ok(Content::Record(r)) if expected == Some(r.generation) => (State::Ready(r.clone()), r),
+        Ok(Content::Record(r)) => {
+            let now = match expected {
+                Some(e) => format!("the rekey under way is to generation {e}"),
+                None => "no rekey is under way".into(),
+            };
+            return (
+                State::Refused(format!(
+                    "it belongs to a rekey to key generation {}, but {now} (an old or copied journal)",
+                    r.generation
+                )),
+                None,
+            );
+        }
+        Ok(Content::Unauthenticated(r)) => (State::Unauthenticated(r.clone()), r),
+        Err(JournalError::Refused(why)) => return (State::Refused(why.0), None),
+        Err(JournalError::Io(e)) => return (State::Refused(format!("it cannot be read: {e}")), None),
+    };
+    match find(root, &rec, flags) {
+        Ok(f) => (state, f),
+        Err(why) => (State::Refused(why), None),
+    }
+}
+
+fn inspect_in(root: &Path, key: &JournalKey, expected: Option<u32>) -> Result<Vec<Found>, String> {
+    let names = journals(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    Ok(names
+        .into_iter()
+        .map(|n| Found {
+            state: judge(root, &n, key, expected, libc::O_RDONLY).0,
+            path: root.join(n),
+        })
+        .collect())
+}
+
+fn recover_in(root: &Path, key: &JournalKey, expected: Option<u32>, d: Decisions) -> Result<Recovered, String> {
     let e = |p: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", p.display());
-    let mut restored = 0;
-    for path in journals(root).map_err(|x| e(root, &x))? {
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|x| e(&path, &x))?;
-        match Journal::new(f).load().map_err(|x| e(&path, &x))? {
-            Content::Empty | Content::Torn => {}
-            Content::Record(rec) => match find(root, &rec).map_err(|x| e(root, &x))? {
-                Some(file) => {
-                    rec.apply(&file).map_err(|x| e(&path, &x))?;
-                    tracing::info!(
-                        "rekey: put back a segment of {} that an interrupted rekey was moving",
-                        String::from_utf8_lossy(&rec.path)
+    let mut out = Recovered::default();
+    let mut changed = false;
+    for name in journals(root).map_err(|x| e(root, &x))? {
+        let path = root.join(&name);
+        let (state, file) = judge(root, &name, key, expected, libc::O_RDWR);
+        let (apply, why) = match &state {
+            State::Empty | State::Torn => (None, None),
+            State::Ready(r) => (Some(r), None),
+            State::Unauthenticated(r) if d.apply_unauthenticated => (Some(r), None),
+            State::Unauthenticated(_) => (
+                None,
+                Some("an undo journal of an earlier warpfs, which has no MAC: not applied on its own".to_string()),
+            ),
+            State::Refused(why) => (None, Some(format!("refused: {why}"))),
+        };
+        if let Some(why) = why {
+            if d.discard {
+                out.discarded.push((path.clone(), why));
+            } else {
+                out.kept.push((path, why));
+                continue;
+            }
+        } else if !(d.apply || (d.apply_unauthenticated && matches!(state, State::Unauthenticated(_)))) {
+            continue;
+        }
+        match (apply, file) {
+            (Some(rec), Some(f)) => {
+                rec.apply(&f).map_err(|x| e(&path, &x))?;
+                tracing::info!(
+                    "rekey: put back a segment of {} that an interrupted rekey was moving",
+                    String::from_utf8_lossy(&rec.path)
+                );
+                out.restored += 1;
+            }
+            (Some(_), None) => tracing::warn!(
+                "rekey: {}: the file of this undo record no longer exists; dropped",
+                path.display()
+            ),
+            (None, _) => {
+                if state == State::Torn {
+                    tracing::warn!(
+                        "rekey: {}: torn undo journal (cut short while it was written; nothing to undo); removed",
+                        path.display()
                     );
-                    restored += 1;
+                    out.torn += 1;
                 }
-                None => tracing::warn!(
-                    "rekey: {}: the file of this undo record no longer exists; dropped",
-                    path.display()
-                ),
-            },
+            }
         }
         std::fs::remove_file(&path).map_err(|x| e(&path, &x))?;
+        changed = true;
     }
-    sync_dir(root).map_err(|x| e(root, &x))?;
-    Ok(restored)
+    if changed {
+        sync_dir(root).map_err(|x| e(root, &x))?;
+    }
+    Ok(out)
 }
+
+/// The rekey generation a journal of `vol` must belong to: the target of
+/// the rekey under way, if any.
+fn expected(vol: &crate::Volume) -> Option<u32> {
+    vol.keys.rekeying().then(|| vol.keys.write_generation())
+}
+
+/// Every journal in `vol`'s CIPHERDIR and what it holds (for `fsck`;
+/// nothing is changed).
+pub fn inspect(vol: &crate::Volume) -> Result<Vec<Found>, String> {
+    inspect_in(&vol.root, &vol.journal_key(), expected(vol))
+}
+
+/// Apply and remove the undo journals of `vol`'s CIPHERDIR as `d` allows,
+/// so each segment a crashed rekey was moving is back to its old bytes
+/// (FORMAT.md 10.3). Call before the volume is used (mount, `warpfs
+/// rekey`). Journals not applied or removed are in [`Recovered::kept`]:
+/// the caller must not go on with the volume then.
+pub fn recover(vol: &crate::Volume, d: Decisions) -> Result<Recovered, String> {
+    recover_in(&vol.root, &vol.journal_key(), expected(vol), d)
+}
+
+#[cfg(test)]
+#[path = "journal_tests.rs"]
+mod tests;

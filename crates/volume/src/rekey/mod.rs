@@ -7,7 +7,7 @@
 mod journal;
 mod online;
 
-pub use journal::{pending_journals, recover, JOURNAL_PREFIX};
+pub use journal::{inspect, recover, Decisions, Found, Recovered, State, JOURNAL_PREFIX};
 pub use online::{Online, Request};
 pub use warpfs_content::plain_size_of;
 
@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{Stage, Step};
 use warpfs_content::{Keyring, Mode};
+use warpfs_crypto::JournalKey;
 
 /// Prefix of the temporary copies an earlier, copy-and-rename rekey wrote
 /// (reserved names, FORMAT.md 4.4); leftovers are removed.
@@ -76,6 +77,8 @@ pub(crate) struct Walk {
     pub(crate) files: Arc<FileTable>,
     pub(crate) keys: Arc<Keyring>,
     pub(crate) mode: Mode,
+    /// Authenticates the undo journals.
+    pub(crate) journal_key: Arc<JournalKey>,
 }
 
 impl Walk {
@@ -85,6 +88,7 @@ impl Walk {
             files: vol.files.clone(),
             keys: vol.keys.clone(),
             mode: vol.mode,
+            journal_key: Arc::new(vol.journal_key()),
         }
     }
 }
@@ -154,7 +158,7 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     let files = content_files(&w.root).map_err(e)?;
     let total: u64 = files
         .iter()
-        .filter_map(|p| crate::at::lstat_under(&w.root, p).ok())
+        .filter_map(|p| crate::beneath::lstat_beneath(&w.root, p).ok())
         .map(|m| plain_size_of(w.mode, m.st_size as u64))
         .sum();
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
@@ -169,7 +173,8 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         for k in 0..jobs {
             let (files, next, failed) = (&files, &next, &failed);
             sc.spawn(move || {
-                let mut io = match JournalIo::create(&w.root, k, opts.on_event.clone()) {
+                let target = w.keys.write_generation();
+                let mut io = match JournalIo::create(&w.root, k, w.journal_key.clone(), target, opts.on_event.clone()) {
                     Ok(io) => io,
                     Err(m) => {
                         fail(failed, m);
@@ -235,7 +240,7 @@ fn rekey_file(
 ) -> Result<bool, String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
     let target = w.keys.write_generation();
-    let f = match crate::at::open_under(&w.root, rel, libc::O_RDWR) {
+    let f = match crate::beneath::open_beneath(&w.root, rel, libc::O_RDWR, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
         Err(e) => return Err(err(&e)),

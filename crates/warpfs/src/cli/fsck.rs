@@ -31,8 +31,19 @@ pub struct FsckArgs {
     /// extending) back to their readable size.
     #[arg(long)]
     fix_torn_tails: bool,
-    /// Every repair that loses no data: --remove-orphan-sidecars and
-    /// --fix-torn-tails.
+    /// Apply rekey undo journals written by an earlier warpfs, which have no
+    /// MAC (only when a rekey by that warpfs was interrupted); still only to
+    /// files beneath CIPHERDIR reached without a symlink.
+    #[arg(long)]
+    apply_old_journals: bool,
+    /// Delete rekey undo journals that are refused (forged, damaged, aimed
+    /// outside CIPHERDIR, of another rekey) or of an earlier warpfs and not
+    /// applied, without applying them.
+    #[arg(long)]
+    discard_journals: bool,
+    /// Every repair that loses no data: --remove-orphan-sidecars,
+    /// --fix-torn-tails, and applying the undo journals of an interrupted
+    /// rekey (removing torn ones).
     #[arg(long)]
     repair: bool,
     /// Check even though the volume looks mounted (results may be wrong;
@@ -129,27 +140,10 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     } else {
         ProgressBar::hidden()
     };
-    // Undo journals of an interrupted rekey (FORMAT.md 10.3): applying one
-    // puts back the old bytes of the segment it protects, losing nothing.
-    let (mut extra, mut extra_fixed) = (0usize, 0usize);
-    let pending = warpfs_volume::rekey::pending_journals(vol.root())
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?;
-    if !pending.is_empty() {
-        extra += 1;
-        if a.repair {
-            let n = warpfs_volume::rekey::recover(vol.root()).map_err(|e| CliError::new(ERROR, e))?;
-            extra_fixed += 1;
-            println!(
-                "problem: an interrupted rekey left {} undo journal(s): repaired (put back {n} segment(s))",
-                pending.len()
-            );
-        } else {
-            println!(
-                "problem: an interrupted rekey left {} undo journal(s) (warpfs.rekey.undo-*): the segments they protect may read as errors until applied (mount the volume, run warpfs rekey, or fsck --repair)",
-                pending.len()
-            );
-        }
-    }
+    // Undo journals of an interrupted rekey (FORMAT.md 10.3): an
+    // authenticated one puts back the old bytes of the segment it
+    // protects, losing nothing; any other is never applied on its own.
+    let (extra, extra_fixed) = journals(&vol, &a)?;
     let opts = fsck::Options {
         repairs,
         ..Default::default()
@@ -187,6 +181,54 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
             format!("{found} problem(s) found, {} not repaired", found - fixed),
         ))
     }
+}
+
+/// Report every non-empty undo journal as a problem and settle what the
+/// options ask for: (problems, repaired).
+fn journals(vol: &Volume, a: &FsckArgs) -> Result<(usize, usize), CliError> {
+    use warpfs_volume::rekey::{self, Decisions};
+    let count = |v: &[rekey::Found]| v.iter().filter(|f| f.state != rekey::State::Empty).count();
+    let found = rekey::inspect(vol).map_err(|e| CliError::new(ERROR, e))?;
+    let d = Decisions {
+        apply: a.repair,
+        apply_unauthenticated: a.apply_old_journals,
+        discard: a.discard_journals,
+    };
+    if !(d.apply || d.apply_unauthenticated || d.discard) {
+        for f in &found {
+            if let Some(m) = f.describe() {
+                println!("problem: {m}");
+            }
+        }
+        return Ok((count(&found), 0));
+    }
+    let r = rekey::recover(vol, d).map_err(|e| CliError::new(ERROR, e))?;
+    let after = rekey::inspect(vol).map_err(|e| CliError::new(ERROR, e))?;
+    let still: Vec<&std::path::Path> = after
+        .iter()
+        .filter(|f| f.state != rekey::State::Empty)
+        .map(|f| f.path.as_path())
+        .collect();
+    for f in &found {
+        if let Some(m) = f.describe() {
+            let done = if still.contains(&f.path.as_path()) {
+                ""
+            } else {
+                ": repaired"
+            };
+            println!("problem: {m}{done}");
+        }
+    }
+    if r.restored > 0 {
+        println!(
+            "note: put back {} segment(s) an interrupted rekey was moving",
+            r.restored
+        );
+    }
+    for (p, why) in &r.discarded {
+        println!("note: {}: removed without applying it ({why})", p.display());
+    }
+    Ok((count(&found), count(&found).saturating_sub(still.len())))
 }
 
 #[cfg(test)]

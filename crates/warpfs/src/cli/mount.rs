@@ -341,19 +341,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         check_master_key(&vol, &a.cipherdir)?;
     }
     // A rekey killed part way through a segment left its old bytes in an
-    // undo journal: put them back before anything reads the file.
-    match warpfs_volume::rekey::recover(vol.root()) {
-        Ok(0) => {}
-        Ok(n) => {
-            eprintln!("warpfs: put back {n} segment(s) an interrupted rekey was moving; run warpfs rekey to finish it")
-        }
-        Err(e) => {
-            return Err(CliError::new(
-                MOUNT_FAILED,
-                format!("cannot apply the undo journal of an interrupted rekey: {e}"),
-            ))
-        }
-    }
+    // undo journal: put them back before anything reads the file. A journal
+    // that does not authenticate, or aims outside CIPHERDIR, is never
+    // applied; the mount stops until the user decides (warpfs fsck).
+    super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
     let engine_cfg = engine_config(&a);
     let engine_kind = engine_kind(&a)?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());

@@ -171,6 +171,42 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     }
 }
 
+/// Apply the undo journals an interrupted rekey left in `cipherdir`
+/// (FORMAT.md 10.3), saying what was done; stop with exit `code` while a
+/// journal is refused or waits for a decision (`warpfs fsck`).
+pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Result<(), CliError> {
+    let r = rekey::recover(vol, rekey::Decisions::automatic()).map_err(|e| {
+        CliError::new(
+            code,
+            format!("cannot apply the undo journal of an interrupted rekey: {e}"),
+        )
+    })?;
+    if r.restored > 0 {
+        eprintln!(
+            "warpfs: put back {} segment(s) an interrupted rekey was moving; run warpfs rekey to finish it",
+            r.restored
+        );
+    }
+    if r.torn > 0 {
+        eprintln!(
+            "warpfs: removed {} torn rekey undo journal(s) (cut short while written: nothing to undo, nothing applied)",
+            r.torn
+        );
+    }
+    if r.kept.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::new(
+        code,
+        format!(
+            "{}: rekey undo journal(s) not applied: {}; nothing was applied from them (warpfs fsck {} explains each and settles them)",
+            cipherdir.display(),
+            r.kept_message(),
+            cipherdir.display()
+        ),
+    ))
+}
+
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     let _lock = lock_cipherdir(&a.cipherdir, true)
@@ -185,10 +221,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     let (cfg, pw, master, target) = begin(a)?;
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
         .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
-    let restored = rekey::recover(vol.root()).map_err(|e| CliError::new(ERROR, e))?;
-    if restored > 0 {
-        eprintln!("warpfs: put back {restored} segment(s) the interrupted rekey was moving");
-    }
+    recover_or_stop(&vol, &a.cipherdir, ERROR)?;
     let jobs = jobs(a);
     let opts = RekeyOptions {
         jobs,
