@@ -7,7 +7,8 @@
 #
 #   bash bench/soak.sh [--minutes N]     (default 10)
 #
-# Needs root and /dev/fuse. Writes bench/results/soak-<UTC time>.json
+# Needs root and /dev/fuse; without them it skips (exit 77; a failure with
+# WARPFS_NO_SKIP=1). Writes bench/results/soak-<UTC time>.json
 # ({seconds, ops, failures, remounts, ...}); exit status 1 on any failure.
 set -euo pipefail
 
@@ -21,15 +22,13 @@ while (($#)); do
     case "$1" in
         --minutes) MINUTES="$2"; shift 2 ;;
         --minutes=*) MINUTES="${1#*=}"; shift ;;
-        -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) wf_die "unknown argument: $1" ;;
     esac
 done
 [[ $MINUTES =~ ^[0-9]+(\.[0-9]+)?$ ]] || wf_die "--minutes takes a number"
-if ! wf_is_root || [[ ! -c /dev/fuse ]]; then
-    wf_log "skipped: needs root and /dev/fuse"
-    exit 0
-fi
+wf_is_root || wf_skip "needs root"
+[[ -c /dev/fuse ]] || wf_skip "/dev/fuse does not exist"
 SECS=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
 mkdir -p bench/results
 OUT="bench/results/soak-$(date -u +%Y%m%dT%H%M%SZ).json"

@@ -3,6 +3,7 @@
 # real warpfs mounts: FSX_SEEDS seeds × FSX_OPS operations for each content
 # mode (default 3 × 40,000 × {gcm, ctr, xts} = 360,000 operations), each seed on
 # a fresh file, the cipher dir on tmpfs. Longer soak: FSX_OPS=1000000.
+# Without root or /dev/fuse it skips: exit 77 (a failure with WARPFS_NO_SKIP=1).
 set -euo pipefail
 
 WF_NAME=fsx
@@ -10,10 +11,8 @@ WF_NAME=fsx
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$WF_REPO"
 
-if ! wf_is_root || [[ ! -c /dev/fuse ]]; then
-    wf_log "skipped: needs root and /dev/fuse"
-    exit 0
-fi
+wf_is_root || wf_skip "needs root (tmpfs mounts)"
+[[ -c /dev/fuse ]] || wf_skip "/dev/fuse does not exist"
 OPS="${FSX_OPS:-40000}"
 SEEDS="${FSX_SEEDS:-3}"
 TOOLS="$WF_REPO/target/tools"

@@ -5,6 +5,9 @@
 # plus WF_REPO (the repository root). Nothing here changes the system unless a
 # function is called:
 #   wf_log / wf_warn / wf_die       messages on stderr, prefixed with the script name
+#   wf_skip REASON                  this script cannot run here: say so, record it in
+#                                   $WARPFS_SKIP_LOG, exit 77 (WF_SKIPPED); with
+#                                   WARPFS_NO_SKIP=1 fail (exit 1) instead
 #   wf_is_root                      true when running as uid 0
 #   wf_ensure SPEC...               install missing Debian packages (root only, quiet);
 #                                   SPEC is "command:package" (checked with
@@ -27,6 +30,22 @@ wf_warn() { printf '[%s] WARNING: %s\n' "$WF_NAME" "$*" >&2; }
 wf_die() {
     printf '[%s] ERROR: %s\n' "$WF_NAME" "$*" >&2
     exit 1
+}
+
+# Exit status of a script that skipped (the autotools convention):
+# scripts/test.sh shows the step as skipped and counts it, never as passed.
+WF_SKIPPED=77
+
+wf_skip() {
+    if [[ ${WARPFS_NO_SKIP:-0} == 1 ]]; then
+        wf_die "WARPFS_NO_SKIP=1, but this cannot run here: $*"
+    fi
+    printf '[%s] SKIPPED: %s\n' "$WF_NAME" "$*" >&2
+    if [[ -n ${WARPFS_SKIP_LOG:-} ]]; then
+        printf '%s\t-\t%s\n' "$WF_NAME" "$*" >>"$WARPFS_SKIP_LOG" ||
+            wf_die "cannot record the skip in $WARPFS_SKIP_LOG"
+    fi
+    exit "$WF_SKIPPED"
 }
 
 wf_is_root() { [[ $(id -u) -eq 0 ]]; }

@@ -170,19 +170,43 @@ mod tests {
         assert!(a.is_some() && b.is_some() && c.is_some());
         drop(c);
         let done = Arc::new(AtomicBool::new(false));
+        // Times the waiter looked at the ranges (its `want` runs under the
+        // lock, at the first try and after each wake-up).
+        let looks = Arc::new(AtomicUsize::new(0));
         let t = {
-            let (l, done) = (l.clone(), done.clone());
+            let (l, done, looks) = (l.clone(), done.clone(), looks.clone());
             std::thread::spawn(move || {
-                let (g, _) = l.acquire(|_| Some(Want::whole()));
+                let (g, _) = l.acquire(|_| {
+                    looks.fetch_add(1, Ordering::SeqCst);
+                    Some(Want::whole())
+                });
                 g.as_ref().unwrap().set_state(42);
                 done.store(true, Ordering::SeqCst);
             })
         };
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!done.load(Ordering::SeqCst));
-        drop(a);
-        std::thread::sleep(Duration::from_millis(20));
-        assert!(!done.load(Ordering::SeqCst));
+        // Wait until the waiter has looked `n` times and sleeps again, or
+        // has its range (a lock that wrongly let it in).
+        let waits_after = |n: usize| {
+            let t0 = std::time::Instant::now();
+            loop {
+                if done.load(Ordering::SeqCst) {
+                    return;
+                }
+                {
+                    let g = l.lock();
+                    if g.waiters == 1 && looks.load(Ordering::SeqCst) >= n {
+                        return;
+                    }
+                }
+                assert!(t0.elapsed() < Duration::from_secs(30), "the waiter never waited");
+                std::thread::yield_now();
+            }
+        };
+        waits_after(1);
+        assert!(!done.load(Ordering::SeqCst), "the whole file while a and b are held");
+        drop(a); // wakes the waiter, which finds b and waits again
+        waits_after(2);
+        assert!(!done.load(Ordering::SeqCst), "the whole file while b is held");
         drop(b);
         t.join().unwrap();
         assert_eq!(l.state(), 42);

@@ -912,43 +912,55 @@ fn on_demand_masks_go_straight_into_the_buffer_every_time() {
     assert_eq!(z, vec![0u8; 32]);
 }
 
-/// A cpu-like backend whose masks take long (a worker that lost its CPU).
-struct SlowBackend(std::time::Duration);
+/// A cpu-like backend whose worker stops inside `make` until the test lets
+/// it go (a worker that lost its CPU): it says when it got there, then
+/// waits for the gate.
+struct GatedBackend {
+    inside: Mutex<std::sync::mpsc::Sender<()>>,
+    gate: Mutex<std::sync::mpsc::Receiver<()>>,
+}
 
-impl Backend for SlowBackend {
+impl Backend for GatedBackend {
     fn name(&self) -> String {
-        "slow cpu (test)".into()
+        "gated cpu (test)".into()
     }
     fn make(&self, jobs: &mut [MaskJob<'_>]) {
-        std::thread::sleep(self.0);
+        let _ = self.inside.lock().unwrap().send(());
+        let _ = self.gate.lock().unwrap().recv();
         CpuBackend.make(jobs);
     }
 }
 
 #[test]
 fn apply_makes_the_bytes_itself_when_a_worker_is_slow() {
+    let (inside_tx, inside) = std::sync::mpsc::channel();
+    let (open, gate) = std::sync::mpsc::channel();
     let e = Engine::with_backend(
         EngineConfig {
             threads: 1,
             ..EngineConfig::default()
         },
-        Box::new(SlowBackend(std::time::Duration::from_millis(300))),
+        Box::new(GatedBackend {
+            inside: Mutex::new(inside_tx),
+            gate: Mutex::new(gate),
+        }),
     )
     .unwrap();
     let raw = [0x4au8; 16];
     let k = e.add_raw_key(&raw).unwrap();
     let c = e.context();
     let t = e.define(&c, k, &nonce_of(3), PRIORITY_HIGHEST).unwrap();
-    // Wait until the worker has claimed it (no timing is asserted).
-    while e.ctx_info(&c).state != CtxState::Making {
-        std::thread::yield_now();
-    }
+    // The worker has claimed the mask and is stuck making it.
+    inside.recv().unwrap();
+    assert_eq!(e.ctx_info(&c).state, CtxState::Making);
     let mut buf = vec![0u8; 4096];
     e.apply(&c, &t, &mut buf, 16).unwrap();
     assert_eq!(buf, reference(&raw, &nonce_of(3), 1, 16, 4096));
     let s = e.stats();
     assert_eq!((s.applies, s.inline, s.ready_hits), (1, 1, 0), "{s}");
     // The worker's mask still lands in the context, for later applies.
+    open.send(()).unwrap();
+    drop(open); // later masks, if any, pass the gate at once
     e.quiesce();
     let info = e.ctx_info(&c);
     assert_eq!((info.state, info.made_by_worker), (CtxState::Ready, true));

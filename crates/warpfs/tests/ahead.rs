@@ -1,7 +1,12 @@
 //! Decrypt-ahead through a real mount (speculation on): a sequential reader
-//! is served plaintext read and decrypted ahead on the engine's CPUs; a
-//! result read before a write that has since finished is never served; a
-//! block that fails its tag fails the read it belongs to, as inline.
+//! gets the right bytes whether they were read and decrypted ahead on the
+//! engine's CPUs, taken over from a stalled thread or read inline, and
+//! every block is counted once; a result read before a write that has
+//! since finished is never served; a block that fails its tag fails the
+//! read it belongs to, as inline. Which path a block takes depends on
+//! timing, so no assertion here depends on it: the unit tests of
+//! `fuse/ahead` drive each path deterministically, and bench/spec-fio.sh
+//! measures how many blocks are served ahead (and taken over) per job.
 //!
 //! Reads use O_DIRECT so every `pread` is one FUSE read of exactly its size
 //! at its offset (no page cache, no kernel read-ahead): the requests the
@@ -61,8 +66,8 @@ fn request(f: &File, i: usize) -> std::io::Result<Vec<u8>> {
 }
 
 /// Give the decrypt-ahead threads time to finish the requests planned so
-/// far (no assertion on correctness depends on it; it only makes the
-/// served-ahead path the one taken).
+/// far, so that the served-ahead path is the one usually taken (no
+/// assertion depends on it: a block read inline is as right).
 fn settle() {
     std::thread::sleep(Duration::from_millis(30));
 }
@@ -94,7 +99,7 @@ fn serves_a_sequential_reader(mode: Mode) {
     let s = stats(&v);
     let served = s.ahead_served - s0.ahead_served;
     let by_reader = s.ahead_inline - s0.ahead_inline;
-    assert!(served > 0, "no block served decrypted ahead:\n{s}");
+    eprintln!("served ahead {served}, read by the reader {by_reader}");
     // Every block of the run was either served ahead or decrypted by the
     // reading thread (a miss in the hit rate), and none twice.
     assert_eq!(
@@ -114,14 +119,16 @@ fn serves_a_sequential_reader(mode: Mode) {
 
 /// Reads that do not leave the threads time: chunks are often still being
 /// read when their request arrives, and (with the threshold at 0) taken
-/// over by the read, into another buffer, while the thread finishes.
+/// over by the read, into another buffer, while the thread finishes. The
+/// bytes are right whichever happens; how many chunks were taken over is
+/// reported, not asserted (a timing: `fuse/ahead`'s unit test takes one
+/// over deterministically).
 fn takes_over_chunks_from_a_stalled_thread(mode: Mode) {
     require_fuse!();
     let v = mount_ahead_taking_over(mode);
     let data = Rng::for_test("ahead-steal").bytes(24 * REQ + 5000);
     fs::write(v.p("f"), &data).unwrap();
-    let mut passes = 0;
-    loop {
+    for passes in 0..8 {
         let f = open_direct(&v.p("f"));
         let mut got = Vec::new();
         for i in 0.. {
@@ -136,14 +143,15 @@ fn takes_over_chunks_from_a_stalled_thread(mode: Mode) {
             &data,
             &format!("pass {passes}: sequential read, chunks taken over"),
         );
-        passes += 1;
-        let s = stats(&v);
-        if s.ahead_stolen > 0 || passes == 60 {
-            assert!(s.ahead_stolen > 0, "no chunk taken over in {passes} passes:\n{s}");
-            eprintln!("{} chunk(s) taken over in {passes} pass(es)", s.ahead_stolen);
-            break;
-        }
     }
+    let s = stats(&v);
+    let blocks = 8 * (data.len() as u64).div_ceil(4096);
+    assert_eq!(
+        s.ahead_served + s.ahead_inline,
+        blocks,
+        "blocks counted once each:\n{s}"
+    );
+    eprintln!("{} chunk(s) taken over in 8 passes", s.ahead_stolen);
 }
 
 fn never_serves_bytes_older_than_a_finished_write_taking_over(mode: Mode) {

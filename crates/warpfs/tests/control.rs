@@ -131,7 +131,7 @@ fn another_user_is_refused() {
     require_fuse!();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root (runs warpfs stats as nobody)");
+        warpfs_testkit::skip("needs root (runs warpfs stats as nobody)");
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -160,8 +160,7 @@ fn another_user_is_refused() {
 #[test]
 fn the_mounts_own_user_rekeys_online_only_with_proof_of_the_password() {
     require_fuse!();
-    if let Some(why) = user_mounts_unavailable() {
-        eprintln!("SKIPPED the_mounts_own_user_rekeys_online_only_with_proof_of_the_password: {why}");
+    if warpfs_testkit::skip_if(user_mounts_unavailable()) {
         return;
     }
     use std::os::unix::process::CommandExt;

@@ -15,8 +15,12 @@
 //!   same file and block; where its ciphertext changed (a torn write), the
 //!   block reads as EIO in `gcm`.
 //!
-//! The kill comes at six different times (one volume, six crashes); all
-//! assertions hold whatever the kill interrupted.
+//! The kill comes at six different points (one volume, six crashes: after
+//! the writers together finished 8 to 600 operations, each at least one);
+//! all assertions hold whatever the kill interrupted. Each writer stops at
+//! the first error, which must be the dead connection's (ENOTCONN, or
+//! ECONNABORTED for a request in flight when the daemon died); in `gcm` an
+//! EIO on a file an earlier crash tore a block of is counted and passed.
 
 #[macro_use]
 mod common;
@@ -26,7 +30,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -39,8 +43,9 @@ const FILES_PER_WRITER: usize = 2;
 const MAX_BLOCK: u64 = 300;
 /// Written data is made of self-describing 64-byte chunks.
 const CHUNK: u64 = 64;
-/// Kill times (ms after the writers start): different tear points.
-const KILL_AFTER_MS: [u64; 6] = [60, 150, 250, 330, 420, 500];
+/// Kill points: operations the writers together finished (each at least
+/// one) before the kill; different tear points.
+const KILL_AFTER_OPS: [u64; 6] = [8, 40, 100, 200, 350, 600];
 
 // ---------------------------------------------------------------------------
 // Self-describing data: chunk `c` of block `b` of writer file `f`, version
@@ -162,11 +167,33 @@ fn logged_bad_blocks(log: &str, name: &str, nblocks: u64) -> BTreeSet<u64> {
 // ---------------------------------------------------------------------------
 // The writers
 
+/// Why a writer stopped.
+enum Stopped {
+    /// The flag, set after the kill (the writer made no call in between).
+    Flag,
+    /// The error of its first failed call, and what the call did.
+    Error(std::io::Error, String),
+}
+
 /// Random overwrites, extends, partial-block writes, truncations and fsyncs
-/// on this writer's files until told to stop or the mount dies.
-fn writer(t: usize, files: Vec<(u32, File)>, seed: u64, stop: Arc<AtomicBool>) -> (u64, String) {
+/// on this writer's files until told to stop or a call fails; `done`
+/// counts the operations that succeeded. `torn` are the files an earlier
+/// crash tore a block of (gcm): a call that makes the daemon read such a
+/// block back fails with EIO (a partial write or a cut inside it, a write
+/// extending the file past it as its last block; with the kernel's
+/// writeback cache a buffered write's read-back can come with any later
+/// call on the file: its writeback, a truncation, an fsync). On those
+/// files the writer counts an EIO in `refused` and goes on; any other
+/// error, or an EIO on a file without torn blocks, stops it.
+fn writer(
+    files: Vec<(u32, File)>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+    torn: BTreeSet<u32>,
+    refused: Arc<AtomicU64>,
+) -> Stopped {
     let mut rng = Rng::new(seed);
-    let mut ops = 0u64;
     let mut seq = (seed as u32) & 0xfff0_0000;
     let mut sizes: Vec<u64> = files
         .iter()
@@ -176,21 +203,29 @@ fn writer(t: usize, files: Vec<(u32, File)>, seed: u64, stop: Arc<AtomicBool>) -
         let i = rng.below(files.len() as u64) as usize;
         let (fi, f) = &files[i];
         seq = seq.wrapping_add(1);
-        let r = match rng.below(100) {
+        let old = sizes[i];
+        // The call, and the blocks it writes.
+        let (r, touched) = match rng.below(100) {
             // Whole blocks (overwrite or extend, maybe leaving a hole).
             0..=49 => {
                 let b = rng.below(MAX_BLOCK);
                 let n = rng.range(1, 8).min(MAX_BLOCK - b);
                 let (off, len) = (b * BLOCK, n * BLOCK);
                 sizes[i] = sizes[i].max(off + len);
-                write_at(f, off, &pattern(*fi, off, len, seq))
+                (
+                    write_at(f, off, &pattern(*fi, off, len, seq)),
+                    off / BLOCK..(off + len).div_ceil(BLOCK),
+                )
             }
             // Unaligned (chunk-aligned) ranges: partial blocks, RMW.
             50..=79 => {
                 let off = rng.below(MAX_BLOCK * BLOCK / CHUNK) * CHUNK;
                 let len = (rng.range(1, 160) * CHUNK).min(MAX_BLOCK * BLOCK - off);
                 sizes[i] = sizes[i].max(off + len);
-                write_at(f, off, &pattern(*fi, off, len, seq))
+                (
+                    write_at(f, off, &pattern(*fi, off, len, seq)),
+                    off / BLOCK..(off + len).div_ceil(BLOCK),
+                )
             }
             // Append a partial block at the end (the old last block is redone).
             80..=87 => {
@@ -200,23 +235,36 @@ fn writer(t: usize, files: Vec<(u32, File)>, seed: u64, stop: Arc<AtomicBool>) -
                     continue;
                 }
                 sizes[i] = off + len;
-                write_at(f, off, &pattern(*fi, off, len, seq))
+                (
+                    write_at(f, off, &pattern(*fi, off, len, seq)),
+                    off / BLOCK..(off + len).div_ceil(BLOCK),
+                )
             }
             // Shrink into a block (never to zero: the header stays).
             88..=91 => {
                 let cut = rng.range(1, sizes[i].max(CHUNK) / CHUNK) * CHUNK;
                 sizes[i] = cut;
-                f.set_len(cut)
+                (f.set_len(cut), cut / BLOCK..cut / BLOCK + 1)
             }
             // Write back: keeps the daemon busy writing blocks and entries.
-            _ => f.sync_all(),
+            _ => (f.sync_all(), 0..u64::MAX),
         };
-        if let Err(e) = r {
-            return (ops, format!("writer {t}: stopped by {e}"));
+        match r {
+            Ok(()) => {
+                done.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(e) if errno(&e) == libc::EIO && torn.contains(fi) => {
+                refused.fetch_add(1, Ordering::SeqCst);
+                // The size did not change as planned (or only partly).
+                sizes[i] = f.metadata().map_or(old, |m| m.len());
+            }
+            Err(e) => {
+                let what = format!("w{fi}, blocks {touched:?}, size {}", sizes[i]);
+                return Stopped::Error(e, what);
+            }
         }
-        ops += 1;
     }
-    (ops, format!("writer {t}: stopped by the flag"))
+    Stopped::Flag
 }
 
 fn writer_name(f: u32) -> String {
@@ -274,9 +322,11 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
 
     let mut summary = Vec::new();
     let mut prev_eio: BTreeSet<(String, u64)> = BTreeSet::new();
-    for (round, &kill_ms) in KILL_AFTER_MS.iter().enumerate() {
+    for (round, &kill_ops) in KILL_AFTER_OPS.iter().enumerate() {
         // 1. Writers.
         let stop = Arc::new(AtomicBool::new(false));
+        let done: Vec<Arc<AtomicU64>> = (0..WRITERS).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let refused: Vec<Arc<AtomicU64>> = (0..WRITERS).map(|_| Arc::new(AtomicU64::new(0))).collect();
         let handles: Vec<_> = (0..WRITERS)
             .map(|t| {
                 let files: Vec<(u32, File)> = (0..FILES_PER_WRITER)
@@ -285,13 +335,40 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
                         (f, open_rw(&v.p(writer_name(f))))
                     })
                     .collect();
-                let (stop, seed) = (stop.clone(), rng.next_u64());
-                std::thread::spawn(move || writer(t, files, seed, stop))
+                // This writer's files with a torn block (gcm reads it as EIO).
+                let torn: BTreeSet<u32> = files
+                    .iter()
+                    .map(|(f, _)| *f)
+                    .filter(|f| prev_eio.iter().any(|(n, _)| *n == writer_name(*f)))
+                    .collect();
+                let (stop, seed, done, refused) = (stop.clone(), rng.next_u64(), done[t].clone(), refused[t].clone());
+                std::thread::spawn(move || writer(files, seed, stop, done, torn, refused))
             })
             .collect();
 
-        // 2. Kill the daemon mid-write, detach the dead mount.
-        std::thread::sleep(Duration::from_millis(kill_ms));
+        // 2. Once every writer has done some work and together they did
+        // `kill_ops` operations, kill the daemon mid-write (the writers go
+        // on) and detach the dead mount.
+        let t0 = Instant::now();
+        loop {
+            let counts: Vec<u64> = done.iter().map(|d| d.load(Ordering::SeqCst)).collect();
+            if counts.iter().all(|&n| n > 0) && counts.iter().sum::<u64>() >= kill_ops {
+                break;
+            }
+            if let Some(t) = handles.iter().position(|h| h.is_finished()) {
+                let why = match handles.into_iter().nth(t).map(|h| h.join()) {
+                    Some(Ok(Stopped::Error(e, what))) => format!("{e} ({what})"),
+                    Some(Ok(Stopped::Flag)) => "the flag".into(),
+                    _ => "a panic".into(),
+                };
+                panic!("round {round}: writer {t} ended before the kill, by {why} (operations done: {counts:?})");
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(300),
+                "round {round}: the writers are stuck (operations done: {counts:?})"
+            );
+            std::thread::yield_now();
+        }
         let pids = kill_daemons(&v.mnt);
         assert!(
             !pids.is_empty(),
@@ -309,9 +386,24 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
         );
         stop.store(true, Ordering::Relaxed);
         let mut ops = 0;
-        for h in handles {
-            let (n, why) = h.join().expect("writer thread panicked");
-            eprintln!("round {round}: {why} after {n} ops");
+        for (t, h) in handles.into_iter().enumerate() {
+            let stopped = h.join().expect("writer thread panicked");
+            let n = done[t].load(Ordering::SeqCst);
+            assert!(n > 0, "round {round}: writer {t} did no work");
+            let refusals = refused[t].load(Ordering::SeqCst);
+            if refusals > 0 {
+                eprintln!("round {round}: writer {t}: {refusals} call(s) refused with EIO on torn blocks");
+            }
+            match stopped {
+                Stopped::Flag => eprintln!("round {round}: writer {t}: stopped by the flag after {n} ops"),
+                Stopped::Error(e, what) => {
+                    assert!(
+                        matches!(errno(&e), libc::ENOTCONN | libc::ECONNABORTED),
+                        "round {round}: writer {t} failed with {e} ({what}) after {n} ops, not the dead connection's error"
+                    );
+                    eprintln!("round {round}: writer {t}: stopped by {e} after {n} ops");
+                }
+            }
             ops += n;
         }
         let alive = wait_pids_gone(&pids, Duration::from_secs(10));
@@ -365,7 +457,7 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
             }
         }
         eprintln!(
-            "round {round} (kill after {kill_ms} ms, {ops} ops): sizes {sizes:?}; {} EIO block(s): {eio:?}",
+            "round {round} (kill after {kill_ops} ops, {ops} ops): sizes {sizes:?}; {} EIO block(s): {eio:?}",
             eio.len()
         );
 
@@ -446,7 +538,7 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
             seen.insert(nonce, (p, b, ct));
         }
         summary.push(format!(
-            "round {round}: kill@{kill_ms}ms ops={ops} eio={} (new {new_eio}: {kinds:?}) torn_by_scan={} nonces={} seen={}",
+            "round {round}: kill@{kill_ops}ops ops={ops} eio={} (new {new_eio}: {kinds:?}) torn_by_scan={} nonces={} seen={}",
             eio.len(),
             torn_by_scan.len(),
             here.len(),

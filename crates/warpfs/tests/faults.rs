@@ -433,7 +433,7 @@ fn read_only_backing() {
 fn permission_denied_on_backing() {
     require_fuse!();
     if Command::new("setpriv").arg("--help").output().is_err() {
-        eprintln!("SKIPPED permission_denied_on_backing: setpriv (util-linux) is missing");
+        warpfs_testkit::skip("setpriv (util-linux) is missing");
         return;
     }
     let mut v = Volume::new(Mode::Gcm);

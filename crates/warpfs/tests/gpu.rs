@@ -24,8 +24,9 @@ fn require_opencl() -> bool {
     std::env::var("WARPFS_REQUIRE_OPENCL").is_ok_and(|v| v == "1")
 }
 
-/// Whether the mount at `mnt` makes its masks with OpenCL; skips (false)
-/// or fails (WARPFS_REQUIRE_OPENCL=1) when it fell back to the cpu.
+/// Whether the mount at `mnt` makes its masks with OpenCL; counts the test
+/// as skipped (false) or fails it (WARPFS_REQUIRE_OPENCL=1) when it fell
+/// back to the cpu.
 fn on_opencl(mnt: &std::path::Path) -> bool {
     let s = stats_at(mnt);
     if s.backend.starts_with("opencl") {
@@ -36,7 +37,7 @@ fn on_opencl(mnt: &std::path::Path) -> bool {
         "WARPFS_REQUIRE_OPENCL=1 but the mount runs on {}",
         s.backend
     );
-    eprintln!("SKIP: no OpenCL platform here (backend: {})", s.backend);
+    warpfs_testkit::skip(format!("no OpenCL platform here (the mount runs on {})", s.backend));
     false
 }
 
@@ -102,7 +103,7 @@ fn unavailable_engine_falls_back_to_cpu_with_one_warning() {
     let mut fg = Foreground::start(&v, &["--engine", "cuda"]);
     let s = stats_at(&fg.mnt);
     if s.backend.starts_with("cuda") {
-        eprintln!("SKIP: a CUDA device is present ({})", s.backend);
+        warpfs_testkit::skip(format!("a CUDA device is present ({}): no fallback to test", s.backend));
         fg.signal(libc::SIGTERM);
         fg.wait(Duration::from_secs(20));
         return;

@@ -586,7 +586,7 @@ fn xattrs(mode: Mode) {
     require_fuse!();
     let mut v = Volume::new(mode);
     if !backing_supports_user_xattrs(v.root()) {
-        eprintln!("SKIPPED xattrs: the backing file system has no user.* xattrs");
+        warpfs_testkit::skip("the backing file system has no user.* xattrs");
         return;
     }
     let f = v.p("f");

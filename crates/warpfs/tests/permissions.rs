@@ -201,8 +201,7 @@ fn expect_as_nobody(v: &Volume, script: &str, expected: &str) {
 #[test]
 fn a_users_own_mount_refuses_what_the_mode_bits_refuse() {
     require_fuse!();
-    if let Some(why) = user_mounts_unavailable() {
-        eprintln!("SKIPPED a_users_own_mount_refuses_what_the_mode_bits_refuse: {why}");
+    if warpfs_testkit::skip_if(user_mounts_unavailable()) {
         return;
     }
     use std::os::unix::process::CommandExt;
@@ -277,8 +276,7 @@ fn probes(log: &str) -> Option<u64> {
 #[test]
 fn the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4() {
     require_fuse!();
-    if let Some(why) = user_mounts_unavailable() {
-        eprintln!("SKIPPED the_owner_loses_set_id_bits_on_writes_and_truncations_as_on_ext4: {why}");
+    if warpfs_testkit::skip_if(user_mounts_unavailable()) {
         return;
     }
     let mut v = Volume::init(Mode::Gcm);

@@ -295,8 +295,7 @@ fn after_kill(v: &mut Volume, m: &mut BTreeMap<String, Vec<u8>>, what: &str, mid
 
 #[test]
 fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("skipped: {why}");
+    if warpfs_testkit::skip_if(fuse_unavailable()) {
         return;
     }
     for (kill, mid_segment) in [
@@ -330,8 +329,7 @@ fn killed_rekey_loses_nothing_and_a_rerun_finishes() {
 
 #[test]
 fn rekey_refuses_a_wrong_password_and_keeps_hard_links() {
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("skipped: {why}");
+    if warpfs_testkit::skip_if(fuse_unavailable()) {
         return;
     }
     let mut v = Volume::new(Mode::Gcm);
@@ -370,8 +368,7 @@ fn rekey_refuses_a_wrong_password_and_keeps_hard_links() {
 #[test]
 fn a_running_rekey_locks_out_mounts_and_other_rekeys() {
     use std::os::fd::AsRawFd;
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("skipped: {why}");
+    if warpfs_testkit::skip_if(fuse_unavailable()) {
         return;
     }
     let (mut v, m) = many_files(2);
@@ -481,8 +478,7 @@ fn online_rekey_while_reading_and_writing(mode: Mode) {
 /// rekey` on the new mount finishes.
 #[test]
 fn online_rekey_with_the_daemon_killed_loses_nothing() {
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("skipped: {why}");
+    if warpfs_testkit::skip_if(fuse_unavailable()) {
         return;
     }
     for (kill, mid_segment) in [("data:4", true), ("segment:3", false), ("saved:2", true)] {
@@ -526,8 +522,7 @@ fn online_rekey_with_the_daemon_killed_loses_nothing() {
 /// A read-only mount refuses an online rekey with the reason.
 #[test]
 fn online_rekey_of_a_read_only_mount_is_refused() {
-    if let Some(why) = fuse_unavailable() {
-        eprintln!("skipped: {why}");
+    if warpfs_testkit::skip_if(fuse_unavailable()) {
         return;
     }
     let mut v = Volume::new(Mode::Ctr);

@@ -55,3 +55,20 @@ pub(crate) fn has_vpclmul512() -> bool {
         })
     })
 }
+
+/// In tests: `false` when the kernel can run here; otherwise the calling
+/// test is counted as skipped (`warpfs_testkit::skip`, a failure under
+/// WARPFS_NO_SKIP=1) with the reason, and `true`.
+#[cfg(test)]
+pub(crate) fn cannot_test(available: bool, kernel: &str, features: &str) -> bool {
+    if available {
+        return false;
+    }
+    let why = if cfg!(aes_backend = "soft") {
+        "built with --cfg aes_backend=\"soft\"".to_string()
+    } else {
+        format!("this CPU lacks {features}")
+    };
+    warpfs_testkit::skip(format!("the {kernel} kernel cannot run: {why}"));
+    true
+}

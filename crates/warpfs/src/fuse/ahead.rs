@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 use warpfs_engine::{Engine, AHEAD_STEAL_AFTER};
 use warpfs_volume::OpenFile;
 
+mod buf;
+use buf::Buf;
+
 /// Content block size (for counting blocks in the engine stats).
 const BLOCK: u64 = 4096;
 
@@ -42,71 +45,6 @@ fn steal_after() -> Duration {
 /// zeroed: 1 MiB of memset on the FUSE thread, or a fresh mmap, page
 /// faults included).
 const SPARE_BUFFERS: usize = 2;
-
-/// A request's buffer (of `cap` bytes, at least the request's length),
-/// written in disjoint chunks by the thread that owns each chunk (its claim
-/// is made under the stream's lock).
-struct Buf {
-    ptr: *mut u8,
-    cap: usize,
-}
-
-// SAFETY: `Buf` owns its allocation; threads write only the chunks they
-// claimed under the stream lock (disjoint), and the whole buffer is read
-// only after every chunk is done (see `Ahead::read`).
-unsafe impl Send for Buf {}
-// SAFETY: as above.
-unsafe impl Sync for Buf {}
-
-impl Buf {
-    fn new(cap: usize) -> Self {
-        let b: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
-        Self {
-            cap,
-            ptr: Box::into_raw(b).cast::<u8>(),
-        }
-    }
-
-    /// Chunk `i` of a request of `len` bytes (the last one may be shorter).
-    ///
-    /// # Safety
-    /// The caller owns chunk `i`: it claimed it under the stream lock and no
-    /// other reference to it exists until it marks it done.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn chunk(&self, i: usize, len: usize) -> &mut [u8] {
-        let len = len.min(self.cap);
-        let s = (i * CHUNK).min(len);
-        let e = (s + CHUNK).min(len);
-        std::slice::from_raw_parts_mut(self.ptr.add(s), e - s)
-    }
-
-    /// The first `n` bytes.
-    ///
-    /// # Safety
-    /// Every chunk is done: no thread writes the buffer.
-    unsafe fn head(&self, n: usize) -> &[u8] {
-        std::slice::from_raw_parts(self.ptr, n.min(self.cap))
-    }
-
-    /// The first `n` bytes, writable.
-    ///
-    /// # Safety
-    /// The caller owns the whole buffer: no slot holds it and no job
-    /// writes it.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn head_mut(&self, n: usize) -> &mut [u8] {
-        std::slice::from_raw_parts_mut(self.ptr, n.min(self.cap))
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `Box::into_raw` of a `len`-byte slice.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.cap)));
-        }
-    }
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Chunk {
@@ -456,6 +394,13 @@ impl Ahead {
                     }
                     n += m;
                 }
+                // Read before the file changed: wasted if a thread read it.
+                Chunk::Done { n: m, ok: true, .. } => {
+                    valid = false;
+                    if !own.iter().any(|o| o.0 == k) {
+                        ahead_blocks += blocks(m);
+                    }
+                }
                 _ => valid = false,
             }
         }
@@ -594,102 +539,4 @@ fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn caps(st: &State) -> Vec<usize> {
-        let mut v: Vec<usize> = st.free.iter().map(|b| b.cap).collect();
-        v.sort_unstable();
-        v
-    }
-
-    #[test]
-    fn buffers_are_reused_by_capacity_and_the_largest_are_kept() {
-        const K: usize = 1024;
-        let mut st = State::default();
-        // The kernel's read-ahead ramps up: 128 KiB, 256 KiB, 512 KiB, then 1 MiB.
-        for len in [128 * K, 256 * K, 512 * K] {
-            let b = st.buffer(len);
-            assert_eq!(b.cap, len, "nothing free: a new buffer of the request's length");
-            st.give_back(b, 2);
-        }
-        assert_eq!(
-            caps(&st),
-            vec![256 * K, 512 * K],
-            "a full list keeps the larger buffers"
-        );
-        let big = st.buffer(1024 * K);
-        assert_eq!(big.cap, 1024 * K);
-        st.give_back(big, 2);
-        assert_eq!(caps(&st), vec![512 * K, 1024 * K], "1 MiB replaces the smallest");
-        // Every later 1 MiB request reuses the same buffer (no new, zeroed one).
-        for _ in 0..10 {
-            let b = st.buffer(1024 * K);
-            let p = b.ptr;
-            st.give_back(b, 2);
-            assert!(st.free.iter().any(|x| x.ptr == p));
-            assert_eq!(caps(&st), vec![512 * K, 1024 * K]);
-        }
-        // A smaller request takes the smallest buffer that fits.
-        let b = st.buffer(300 * K);
-        assert_eq!(b.cap, 512 * K);
-        // SAFETY: `b` is this test's alone.
-        unsafe {
-            assert_eq!(
-                b.chunk(2, 300 * K).len(),
-                300 * K - 2 * CHUNK,
-                "chunks end at the request"
-            );
-            assert!(b.chunk(3, 300 * K).is_empty());
-            assert_eq!(b.head_mut(300 * K).len(), 300 * K);
-        }
-        // A buffer smaller than everything kept is dropped.
-        st.give_back(Arc::new(Buf::new(64 * K)), 1);
-        assert_eq!(caps(&st), vec![1024 * K]);
-    }
-
-    #[test]
-    fn a_chunk_that_ends_wakes_the_counted_waiting_read() {
-        let stream = Stream::default();
-        let slot = |id, chunks| Slot {
-            id,
-            off: 0,
-            len: 2 * CHUNK,
-            buf: Arc::new(Buf::new(2 * CHUNK)),
-            chunks,
-            claimed: true,
-        };
-        let done = Chunk::Done {
-            n: CHUNK,
-            changes: 0,
-            ok: true,
-        };
-        {
-            let mut st = stream.lock();
-            st.slots.push_back(slot(1, vec![done, Chunk::Running]));
-            // Another slot's chunk: no wait.
-            st.slots.push_back(slot(2, vec![done, done]));
-        }
-        const LONG: Duration = Duration::from_secs(20);
-        let (st, waited, stolen, timeouts) = wait_running(&stream, 2, LONG);
-        assert!(waited.is_none() && stolen.is_empty() && timeouts == 0 && st.waiters == 0);
-        drop(st);
-        std::thread::scope(|sc| {
-            sc.spawn(|| {
-                // Once the read is counted as waiting, end its chunk.
-                let t0 = Instant::now();
-                while stream.lock().waiters == 0 && t0.elapsed() < LONG {
-                    std::thread::yield_now();
-                }
-                end_chunk(&stream, 1, 1, done);
-            });
-            // Woken by the end of the chunk: no steal (that takes LONG).
-            let (mut st, waited, stolen, timeouts) = wait_running(&stream, 1, LONG);
-            assert!(stolen.is_empty(), "gave up waiting: {stolen:?}");
-            assert!(waited.is_some());
-            assert_eq!(timeouts, 0, "the wait ended by the clock, not by a wake-up");
-            assert_eq!(st.waiters, 0, "the wait is no longer counted");
-            assert!(st.slot(1).unwrap().chunks[1] == done);
-        });
-    }
-}
+mod tests;

@@ -6,7 +6,7 @@
 //! when present, else umount(2), falling back to a lazy unmount).
 //!
 //! Tests that need a kernel mount call `require_fuse!()` first: when not root
-//! or without /dev/fuse they print a skip reason and return.
+//! or without /dev/fuse they return, counted as skipped (`warpfs_testkit`).
 //!
 //! `WARPFS_TEST_SPECULATION=on|off` adds `--speculation on|off` to every
 //! `warpfs mount` the tests run (unless the test passes `--speculation`
@@ -61,13 +61,13 @@ pub fn fuse_unavailable() -> Option<String> {
     None
 }
 
-/// Print a skip line and return from the calling test when FUSE mounts are
-/// not possible.
+/// Return from the calling test, counted as skipped (`warpfs_testkit::skip`:
+/// printed, recorded, a failure under WARPFS_NO_SKIP=1), when FUSE mounts
+/// are not possible.
 #[allow(unused_macros)]
 macro_rules! require_fuse {
     () => {
-        if let Some(why) = $crate::common::fuse_unavailable() {
-            eprintln!("SKIPPED {}: {}", std::thread::current().name().unwrap_or("?"), why);
+        if warpfs_testkit::skip_if($crate::common::fuse_unavailable()) {
             return;
         }
     };
