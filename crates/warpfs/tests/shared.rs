@@ -11,6 +11,9 @@
 //!   under the entry of the other -- never a mix; in ctr (no integrity) a
 //!   torn block reads as garbage. After the writers stop and
 //!   caches are dropped, each mount sees the other's last writes.
+//!
+//! Both mounts use `--shared-storage` (the kernel caches off), as two
+//! mounts of one CIPHERDIR must.
 
 #[macro_use]
 mod common;
@@ -44,6 +47,7 @@ impl Second {
             &v.passfile,
             "--log-file",
             &log,
+            "--shared-storage",
             &v.cipher,
             &mnt
         ])
@@ -95,9 +99,16 @@ fn backing_of_size(v: &Volume, size: u64) -> PathBuf {
         .unwrap_or_else(|| panic!("no backing file for size {size}"))
 }
 
+/// A volume mounted with `--shared-storage`.
+fn shared_volume(mode: Mode) -> Volume {
+    let mut v = Volume::init(mode);
+    v.mount_with(&["--shared-storage"]);
+    v
+}
+
 fn two_mounts_different_files(mode: Mode) {
     require_fuse!();
-    let v = Volume::new(mode);
+    let v = shared_volume(mode);
     let m2 = Second::mount(&v);
     let mut rng = Rng::for_test("shared-different");
     // Sizes: distinct, spanning the nnode and pages 0 and 1.
@@ -191,7 +202,7 @@ fn open_direct(p: &Path) -> fs::File {
 
 fn two_mounts_same_file(mode: Mode) {
     require_fuse!();
-    let v = Volume::new(mode);
+    let v = shared_volume(mode);
     let m2 = Second::mount(&v);
     const NB: u64 = 32;
     write_file(&v.p("shared"), &vec![0u8; (NB * BLOCK) as usize]);

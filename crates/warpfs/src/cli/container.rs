@@ -5,6 +5,7 @@ use super::exit::{CliError, ERROR, MOUNT_FAILED, USAGE};
 use super::PassArgs;
 use crate::container::fs::ContainerFs;
 use crate::container::image::{self, Image, HEADER, SECTOR};
+use crate::fuse::Transport;
 use clap::{Args, Subcommand};
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -44,6 +45,10 @@ enum ContainerCmd {
         file: PathBuf,
         /// An empty directory.
         mountpoint: PathBuf,
+        /// How requests reach the daemon: auto, uring or dev (as for
+        /// `warpfs mount`) [default: $WARPFS_TRANSPORT, else auto].
+        #[arg(long, value_name = "auto|uring|dev", value_parser = parse_transport)]
+        transport: Option<Transport>,
     },
     /// Grow or shrink a closed container to --size (shrinking drops the end).
     Resize {
@@ -109,11 +114,21 @@ pub fn run(a: ContainerArgs) -> Result<(), CliError> {
             println!("Resized {} to {size} bytes.", file.display());
             Ok(())
         }
-        ContainerCmd::Open { pass, file, mountpoint } => open(pass, file, mountpoint),
+        ContainerCmd::Open {
+            pass,
+            file,
+            mountpoint,
+            transport,
+        } => open(pass, file, mountpoint, transport),
     }
 }
 
-fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf) -> Result<(), CliError> {
+fn parse_transport(s: &str) -> Result<Transport, String> {
+    s.parse()
+}
+
+fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Transport>) -> Result<(), CliError> {
+    let transport = Transport::resolve(transport).map_err(|e| CliError::new(USAGE, e))?;
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -164,19 +179,27 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf) -> Result<(), CliErr
     let mut wr = std::fs::File::from(wr);
     // SAFETY: in the child; detach from the terminal.
     unsafe { libc::setsid() };
-    let mut session = match fuser::Session::new(ContainerFs::new(img), &mountpoint, &config) {
+    let ring = crate::fuse::uring::RingOptions::default();
+    let mut mounting = match crate::fuse::serve(ContainerFs::new(img), &mountpoint, &config, transport, ring) {
         Ok(s) => s,
         Err(e) => {
-            let _ = wr.write_all(format!("mount failed: {e}").as_bytes());
+            let _ = wr.write_all(e.as_bytes());
             std::process::exit(MOUNT_FAILED);
         }
     };
     // SIGTERM unmounts; while a loop device or a program still holds the
     // image open the mount is detached and served until it lets go.
-    if let Err(e) = crate::fuse::stop_on_signals(&mountpoint, session.unmount_callable()) {
+    if let Err(e) = crate::fuse::stop_on_signals(&mountpoint, mounting.unmount_callable()) {
         let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
+    let session = match mounting.start() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = wr.write_all(e.as_bytes());
+            std::process::exit(MOUNT_FAILED);
+        }
+    };
     super::mount::redirect_stdio();
     let _ = wr.write_all(b"OK");
     drop(wr);

@@ -6,7 +6,10 @@
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
-use crate::fuse::{mount_config, stop_on_signals, tune_bdi, MountOptions, WarpFs};
+use crate::fuse::uring::RingOptions;
+use crate::fuse::{
+    mount_config, serve as mount_session, stop_on_signals, tune_bdi, Caches, MountOptions, Transport, WarpFs,
+};
 use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -110,6 +113,43 @@ pub struct MountArgs {
     /// either way.
     #[arg(long, alias = "noxattr")]
     no_xattr: bool,
+    /// Two mounts (or a program and a mount) share this CIPHERDIR, as
+    /// gocryptfs's -sharedstorage: the kernel caches stay off (names and
+    /// attributes valid 1 s, no negative entries, pages dropped at every
+    /// open, no cached symlink targets), so changes made elsewhere show up
+    /// within a second.
+    #[arg(long, conflicts_with = "caches")]
+    shared_storage: bool,
+    /// Kernel caches to use: all, none, or a list of entries (long
+    /// entry/attribute timeout), negative (cache "no such name"), keep
+    /// (keep a file's pages across opens while its backing file is
+    /// unchanged), symlinks (cache link targets), noflush (no FLUSH request
+    /// at close). A file changed in CIPHERDIR behind the mount's back is
+    /// seen at its next open (contents) and after at most --cache-timeout
+    /// (names, attributes) [default: all].
+    #[arg(long, value_name = "LIST")]
+    caches: Option<String>,
+    /// Seconds names and attributes stay valid in the kernel with the
+    /// entries cache on [default: 30].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    cache_timeout: Option<u32>,
+    /// How requests reach the daemon: uring (FUSE over io_uring, Linux
+    /// 6.14+: one ring queue per CPU, served on the caller's CPU), dev
+    /// (/dev/fuse), or auto: uring when the kernel offers it (module
+    /// parameter enable_uring is Y), else dev with one log line saying how
+    /// to turn it on. `uring` run as root turns the parameter on (and
+    /// says so); otherwise warpfs never changes it [default:
+    /// $WARPFS_TRANSPORT, else auto].
+    #[arg(long, value_name = "auto|uring|dev", value_parser = parse_transport)]
+    transport: Option<Transport>,
+    /// io_uring entries (requests in flight) per ring queue thread; each
+    /// holds a 1 MiB buffer [default: 2].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    uring_depth: Option<u16>,
+    /// io_uring queue threads per CPU (a request that blocks holds up only
+    /// its thread) [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
+    uring_threads: Option<u16>,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -142,6 +182,19 @@ fn parse_engine_cpus(s: &str) -> Result<CpuList, String> {
     let cpus = warpfs_engine::parse_cpu_list(s)?;
     warpfs_engine::check_cpus_exist(&cpus)?;
     Ok(CpuList(cpus))
+}
+
+fn parse_transport(s: &str) -> Result<Transport, String> {
+    s.parse()
+}
+
+/// The ring layout the arguments ask for.
+fn ring_options(a: &MountArgs) -> RingOptions {
+    let d = RingOptions::default();
+    RingOptions {
+        depth: a.uring_depth.map_or(d.depth, usize::from),
+        threads: a.uring_threads.map_or(d.threads, usize::from),
+    }
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
@@ -185,9 +238,22 @@ fn engine_config(a: &MountArgs) -> EngineConfig {
 /// The backend is opened here (after the daemon's fork: drivers start
 /// threads). A device backend turns speculation on unless `--speculation`
 /// said otherwise: look-ahead is what goes to the device.
-/// The frontend switches of `a`: writeback cache and xattrs.
-fn frontend(fs: WarpFs, a: &MountArgs) -> WarpFs {
-    fs.with_writeback_cache(!a.no_writeback_cache).with_xattrs(!a.no_xattr)
+/// The kernel caches `a` asks for.
+fn caches(a: &MountArgs) -> Result<Caches, CliError> {
+    if a.shared_storage {
+        return Ok(Caches::NONE);
+    }
+    let t = a.cache_timeout.map_or(crate::fuse::cache::DEFAULT_TIMEOUT, |s| {
+        std::time::Duration::from_secs(s.into())
+    });
+    Caches::parse(a.caches.as_deref().unwrap_or("all"), t).map_err(|e| CliError::new(super::exit::USAGE, e))
+}
+
+/// The frontend switches of `a`: writeback cache, xattrs, kernel caches.
+fn frontend(fs: WarpFs, a: &MountArgs, caches: Caches) -> WarpFs {
+    fs.with_writeback_cache(!a.no_writeback_cache)
+        .with_xattrs(!a.no_xattr)
+        .with_caches(caches)
 }
 
 fn serve(
@@ -347,6 +413,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
     let engine_cfg = engine_config(&a);
     let engine_kind = engine_kind(&a)?;
+    let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
+    let ring = ring_options(&a);
+    let caches = caches(&a)?;
     let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
     let config = mount_config(&mo, &cipherdir);
     // SAFETY: umask has no preconditions. Modes are applied exactly as the
@@ -360,18 +429,24 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
         let fs = serve(vol, engine_cfg, engine_kind, a.speculation)
-            .map(|fs| frontend(fs, &a))
+            .map(|fs| frontend(fs, &a, caches))
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
         let notifier = fs.notifier_slot();
-        let mut session = fuser::Session::new(fs, &a.mountpoint, &config)
-            .map_err(|e| CliError::new(MOUNT_FAILED, format!("mount failed: {e}")))?;
-        let _ = notifier.set(session.notifier());
+        let mut mounting =
+            mount_session(fs, &a.mountpoint, &config, transport, ring).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
+        let _ = notifier.set(mounting.notifier());
         tune_bdi(&a.mountpoint);
-        stop_on_signals(&a.mountpoint, session.unmount_callable())
+        stop_on_signals(&a.mountpoint, mounting.unmount_callable())
             .map_err(|e| CliError::new(ERROR, format!("cannot take SIGINT/SIGTERM: {e}")))?;
-        tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
+        let session = mounting.start().map_err(|e| CliError::new(MOUNT_FAILED, e))?;
+        tracing::info!(
+            "mounted {} on {} (transport: {})",
+            cipherdir.display(),
+            a.mountpoint.display(),
+            session.describe()
+        );
         session
             .run()
             .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
@@ -425,7 +500,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation).map(|fs| frontend(fs, &a)) {
+    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation).map(|fs| frontend(fs, &a, caches)) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());
@@ -436,21 +511,33 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
     let notifier = fs.notifier_slot();
-    let mut session = match fuser::Session::new(fs, &a.mountpoint, &config) {
+    let mut mounting = match mount_session(fs, &a.mountpoint, &config, transport, ring) {
         Ok(s) => s,
         Err(e) => {
-            let _ = wr.write_all(format!("mount failed: {e}").as_bytes());
+            let _ = wr.write_all(e.as_bytes());
             std::process::exit(MOUNT_FAILED);
         }
     };
-    let _ = notifier.set(session.notifier());
+    let _ = notifier.set(mounting.notifier());
     tune_bdi(&a.mountpoint);
     // SIGTERM (a shutdown, `kill`) unmounts cleanly here too.
-    if let Err(e) = stop_on_signals(&a.mountpoint, session.unmount_callable()) {
+    if let Err(e) = stop_on_signals(&a.mountpoint, mounting.unmount_callable()) {
         let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    tracing::info!("mounted {} on {}", cipherdir.display(), a.mountpoint.display());
+    let session = match mounting.start() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = wr.write_all(e.as_bytes());
+            std::process::exit(MOUNT_FAILED);
+        }
+    };
+    tracing::info!(
+        "mounted {} on {} (transport: {})",
+        cipherdir.display(),
+        a.mountpoint.display(),
+        session.describe()
+    );
     redirect_stdio();
     let _ = wr.write_all(b"OK");
     drop(wr);

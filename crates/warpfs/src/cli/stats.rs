@@ -42,12 +42,24 @@ fn read_stats(mountpoint: &std::path::Path) -> Result<String, CliError> {
 
 pub fn run(a: StatsArgs) -> Result<(), CliError> {
     let raw = read_stats(&a.mountpoint)?;
-    let s = StatsSnapshot::from_json(&raw)
-        .map_err(|e| CliError::new(ERROR, format!("{}: unreadable stats: {e}", a.mountpoint.display())))?;
+    let unreadable =
+        |e: serde_json::Error| CliError::new(ERROR, format!("{}: unreadable stats: {e}", a.mountpoint.display()));
+    let s = StatsSnapshot::from_json(&raw).map_err(unreadable)?;
+    // The daemon adds the transport serving the mount (`uring`, `dev`).
+    let transport = serde_json::from_str::<serde_json::Value>(&raw)
+        .ok()
+        .and_then(|v| v.get("transport").and_then(|t| t.as_str()).map(str::to_string));
     if a.json {
-        println!("{}", s.to_json());
+        let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).map_err(unreadable)?;
+        if let (Some(t), Some(o)) = (&transport, v.as_object_mut()) {
+            o.insert("transport".into(), t.clone().into());
+        }
+        println!("{v}");
     } else {
         println!("{s}");
+        if let Some(t) = transport {
+            println!("transport: {t}");
+        }
     }
     Ok(())
 }

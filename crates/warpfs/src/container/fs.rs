@@ -1,12 +1,10 @@
 //! The FUSE view of an open container: a root directory holding one file,
-//! `volume`, whose bytes are the image's plaintext sectors.
+//! `volume`, whose bytes are the image's plaintext sectors. Served through
+//! the operations layer (`fuse::ops`), so on either transport.
 
 use super::image::Image;
-use fuser::{
-    BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
-};
+use crate::fuse::ops::{AttrOut, Ctx, DirAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr};
+use fuser::{Errno, FileAttr, FileType, INodeNo, KernelConfig};
 use std::ffi::OsStr;
 use std::time::{Duration, SystemTime};
 
@@ -61,117 +59,80 @@ impl ContainerFs {
             flags: 0,
         }
     }
+
+    fn attr_out(&self, ino: u64) -> AttrOut {
+        AttrOut {
+            attr: self.attr(ino),
+            ttl: TTL,
+        }
+    }
 }
 
 fn io_errno(e: std::io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-impl Filesystem for ContainerFs {
-    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+impl Operations for ContainerFs {
+    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        if parent.0 == ROOT && name == VOLUME_NAME {
-            reply.entry(&TTL, &self.attr(VOLUME), fuser::Generation(0));
+    fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
+        if parent == ROOT && name == VOLUME_NAME {
+            Ok(Entry {
+                attr: self.attr(VOLUME),
+                generation: 0,
+                entry_ttl: TTL,
+                attr_ttl: TTL,
+            })
         } else {
-            reply.error(Errno::ENOENT);
+            Err(Errno::ENOENT)
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match ino.0 {
-            ROOT | VOLUME => reply.attr(&TTL, &self.attr(ino.0)),
-            _ => reply.error(Errno::ENOENT),
+    fn getattr(&self, _: &Ctx, ino: u64, _fh: Option<u64>) -> OpResult<AttrOut> {
+        match ino {
+            ROOT | VOLUME => Ok(self.attr_out(ino)),
+            _ => Err(Errno::ENOENT),
         }
     }
 
-    fn setattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
+    fn setattr(&self, _: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
         // The size changes only with `warpfs container resize`.
-        if size.is_some_and(|s| ino.0 != VOLUME || s != self.image.size()) {
-            return reply.error(Errno::from_i32(libc::EPERM));
+        if set.size.is_some_and(|s| ino != VOLUME || s != self.image.size()) {
+            return Err(Errno::from_i32(libc::EPERM));
         }
-        reply.attr(&TTL, &self.attr(ino.0))
+        Ok(self.attr_out(ino))
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if ino.0 == VOLUME {
-            reply.opened(FileHandle(0), FopenFlags::empty())
+    fn open(&self, _: &Ctx, ino: u64, _flags: i32) -> OpResult<Opened> {
+        if ino == VOLUME {
+            Ok(Opened { fh: 0, flags: 0 })
         } else {
-            reply.error(Errno::EISDIR)
+            Err(Errno::EISDIR)
         }
     }
 
-    fn read(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        let mut buf = vec![0u8; size as usize];
-        match self.image.read_at(offset, &mut buf) {
-            Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(io_errno(e)),
-        }
+    fn read(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
+        let n = self.image.read_at(offset, out.buf(size as usize)).map_err(io_errno)?;
+        out.filled(n);
+        Ok(())
     }
 
-    fn write(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        match self.image.write_at(offset, data) {
-            Ok(()) => reply.written(data.len() as u32),
-            Err(e) => reply.error(io_errno(e)),
-        }
+    fn write(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, data: &[u8], _flags: u32) -> OpResult<u32> {
+        self.image.write_at(offset, data).map_err(io_errno)?;
+        Ok(data.len() as u32)
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.ok();
+    fn fsync(&self, _: &Ctx, _ino: u64, _fh: u64, _datasync: bool) -> OpResult<()> {
+        self.image.sync().map_err(io_errno)
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.image.sync() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(io_errno(e)),
-        }
-    }
-
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        if ino.0 != ROOT {
-            return reply.error(Errno::ENOTDIR);
+    fn readdir(&self, _: &Ctx, ino: u64, _fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+        if ino != ROOT {
+            return Err(Errno::ENOTDIR);
         }
         let entries = [
             (ROOT, FileType::Directory, "."),
@@ -179,33 +140,22 @@ impl Filesystem for ContainerFs {
             (VOLUME, FileType::RegularFile, VOLUME_NAME),
         ];
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*ino), (i + 1) as u64, *kind, name) {
+            if add(*ino, (i + 1) as u64, *kind, OsStr::new(name)) {
                 break;
             }
         }
-        reply.ok()
+        Ok(())
     }
 
-    fn fallocate(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
+    fn fallocate(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
         let end = offset.saturating_add(length);
-        let res = match mode {
+        match mode {
             0 | libc::FALLOC_FL_KEEP_SIZE if end <= self.image.size() => Ok(()),
-            0 | libc::FALLOC_FL_KEEP_SIZE => Err(std::io::Error::from_raw_os_error(libc::ENOSPC)),
-            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => self.image.punch(offset, length),
-            _ => Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP)),
-        };
-        match res {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(io_errno(e)),
+            0 | libc::FALLOC_FL_KEEP_SIZE => Err(Errno::from_i32(libc::ENOSPC)),
+            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
+                self.image.punch(offset, length).map_err(io_errno)
+            }
+            _ => Err(Errno::from_i32(libc::EOPNOTSUPP)),
         }
     }
 }

@@ -1,16 +1,26 @@
 //! warpfs layer 2: the FUSE frontend. Turns kernel requests into volume calls:
 //! inode table, file handles, attribute/entry caching, errno mapping. No crypto.
+//! The file systems answer through the operations layer ([`ops`]); two
+//! transports carry the requests: fuser over /dev/fuse ([`devfuse`]) and
+//! FUSE over io_uring ([`uring`]); [`serve`] runs a mount on either.
 
 mod ahead;
-mod attr;
 pub mod ctl;
-mod fs;
+pub mod devfuse;
 mod handles;
 mod mountinfo;
 mod nodes;
+pub mod ops;
+mod serve;
 mod session;
 mod stop;
+pub mod transport;
+pub mod uring;
+mod warp;
 
-pub use fs::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};
+pub use serve::serve;
 pub use session::{mount_config, tune_bdi, MountOptions};
 pub use stop::stop_on_signals;
+pub use transport::Transport;
+pub use warp::cache::{self, Caches};
+pub use warp::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};

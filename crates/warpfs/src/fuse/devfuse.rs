@@ -1,0 +1,434 @@
+//! The /dev/fuse transport: a `fuser::Filesystem` that hands each request
+//! fuser parsed to the operations layer ([`Operations`]) and encodes the
+//! result with fuser's reply types. With FUSE over io_uring it still serves
+//! what the kernel keeps on /dev/fuse: the INIT handshake, FORGET and
+//! INTERRUPT, and every request when the ring could not start.
+
+use super::ops::{Ctx, DirAdd, DirPlusAdd, Operations, ReadOut, SetAttr, SetTime};
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::cell::RefCell;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
+
+/// What the INIT handshake settled about FUSE over io_uring.
+#[derive(Debug, Default)]
+pub struct RingOffer {
+    /// Ask the kernel for it (when it offers it).
+    pub want: bool,
+    /// The kernel offered it (`enable_uring` is on).
+    pub offered: AtomicBool,
+    /// Both: the kernel now waits for the ring queues.
+    pub taken: AtomicBool,
+}
+
+/// fuser's view of a file system of the operations layer.
+pub struct DevFuse<T: Operations> {
+    ops: Arc<T>,
+    ring: Arc<RingOffer>,
+    /// Gets the file system once INIT is done (the session owns `self`).
+    shared: Arc<OnceLock<Arc<T>>>,
+}
+
+impl<T: Operations> DevFuse<T> {
+    /// Serve `ops`; `ring` says whether to take FUSE over io_uring.
+    pub fn new(ops: Arc<T>, ring: Arc<RingOffer>, shared: Arc<OnceLock<Arc<T>>>) -> Self {
+        Self { ops, ring, shared }
+    }
+}
+
+fn ctx(req: &Request) -> Ctx {
+    Ctx {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
+    t.map(|t| match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(st) => SetTime::At(st),
+    })
+}
+
+thread_local! {
+    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A read reply through fuser: bytes straight from where they are, or from
+/// the thread's buffer.
+struct DevRead<'a> {
+    buf: &'a mut Vec<u8>,
+    reply: Option<ReplyData>,
+}
+
+impl ReadOut for DevRead<'_> {
+    fn buf(&mut self, size: usize) -> &mut [u8] {
+        if self.buf.len() < size {
+            self.buf.resize(size, 0);
+        }
+        &mut self.buf[..size]
+    }
+    fn filled(&mut self, n: usize) {
+        if let Some(r) = self.reply.take() {
+            r.data(&self.buf[..n]);
+        }
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        if let Some(r) = self.reply.take() {
+            r.data(b);
+        }
+    }
+}
+
+impl<T: Operations> Filesystem for DevFuse<T> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let ops = Arc::get_mut(&mut self.ops).ok_or_else(|| std::io::Error::other("file system shared before INIT"))?;
+        ops.init(config)?;
+        let offered = config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
+        self.ring.offered.store(offered, Ordering::Relaxed);
+        if self.ring.want && offered && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok() {
+            self.ring.taken.store(true, Ordering::Relaxed);
+        }
+        let _ = self.shared.set(self.ops.clone());
+        Ok(())
+    }
+
+    // The session's end is the mount's: `destroy` runs once every
+    // transport has stopped (see `session::serve`).
+    fn destroy(&mut self) {}
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.ops.lookup(&ctx(req), parent.0, name) {
+            Ok(e) if e.entry_ttl == e.attr_ttl || e.attr.ino.0 == 0 => {
+                reply.entry(&e.entry_ttl, &e.attr, Generation(e.generation))
+            }
+            // fuser has one timeout for both: the shorter.
+            Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &e.attr, Generation(e.generation)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.ops.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.ops.getattr(&ctx(req), ino.0, fh.map(|f| f.0)) {
+            Ok(a) => reply.attr(&a.ttl, &a.attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: set_time(atime),
+            mtime: set_time(mtime),
+            fh: fh.map(|f| f.0),
+        };
+        match self.ops.setattr(&ctx(req), ino.0, &set) {
+            Ok(a) => reply.attr(&a.ttl, &a.attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        empty(self.ops.access(&ctx(req), ino.0, mask.bits()), reply)
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.ops.readlink(&ctx(req), ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        entry(self.ops.mknod(&ctx(req), parent.0, name, mode, umask, rdev), reply)
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        entry(self.ops.mkdir(&ctx(req), parent.0, name, mode, umask), reply)
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(self.ops.unlink(&ctx(req), parent.0, name), reply)
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(self.ops.rmdir(&ctx(req), parent.0, name), reply)
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        entry(
+            self.ops.symlink(&ctx(req), parent.0, link_name, target.as_os_str()),
+            reply,
+        )
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .ops
+            .rename(&ctx(req), parent.0, name, newparent.0, newname, flags.bits());
+        empty(r, reply)
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        entry(self.ops.link(&ctx(req), ino.0, newparent.0, newname), reply)
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.ops.open(&ctx(req), ino.0, flags.0) {
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::from_bits_retain(o.flags)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        READ_BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            let mut out = DevRead {
+                buf: &mut buf,
+                reply: Some(reply),
+            };
+            if let Err(e) = self.ops.read(&ctx(req), ino.0, fh.0, offset, size, &mut out) {
+                if let Some(r) = out.reply.take() {
+                    r.error(e);
+                }
+            }
+        })
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.ops.write(&ctx(req), ino.0, fh.0, offset, data, write_flags.bits()) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        empty(self.ops.flush(&ctx(req), ino.0, fh.0), reply)
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(self.ops.release(&ctx(req), ino.0, fh.0), reply)
+    }
+
+    fn fsync(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        empty(self.ops.fsync(&ctx(req), ino.0, fh.0, datasync), reply)
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.ops.opendir(&ctx(req), ino.0, flags.0) {
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::from_bits_retain(o.flags)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let mut add = |ino: u64, off: u64, kind, name: &OsStr| reply.add(INodeNo(ino), off, kind, name);
+        let r = self
+            .ops
+            .readdir(&ctx(req), ino.0, fh.0, offset, &mut add as &mut DirAdd<'_>);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let mut add = |e: &super::ops::Entry, off: u64, name: &OsStr| {
+            reply.add(e.attr.ino, off, name, &e.entry_ttl, &e.attr, Generation(e.generation))
+        };
+        let r = self
+            .ops
+            .readdirplus(&ctx(req), ino.0, fh.0, offset, &mut add as &mut DirPlusAdd<'_>);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        empty(self.ops.releasedir(&ctx(req), ino.0, fh.0), reply)
+    }
+
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        empty(self.ops.fsyncdir(&ctx(req), ino.0, fh.0, datasync), reply)
+    }
+
+    fn statfs(&self, req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        match self.ops.statfs(&ctx(req), ino.0) {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        empty(self.ops.setxattr(&ctx(req), ino.0, name, value, flags), reply)
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        xattr(self.ops.getxattr(&ctx(req), ino.0, name, size), reply)
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        xattr(self.ops.listxattr(&ctx(req), ino.0, size), reply)
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(self.ops.removexattr(&ctx(req), ino.0, name), reply)
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.ops.create(&ctx(req), parent.0, name, mode, umask, flags) {
+            Ok((e, o)) => reply.created(
+                &e.entry_ttl.min(e.attr_ttl),
+                &e.attr,
+                Generation(e.generation),
+                FileHandle(o.fh),
+                FopenFlags::from_bits_retain(o.flags),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        match self.ops.ioctl(&ctx(req), ino.0, fh.0, cmd, in_data, out_size) {
+            Ok((result, out)) => reply.ioctl(result, &out),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        empty(self.ops.fallocate(&ctx(req), ino.0, fh.0, offset, length, mode), reply)
+    }
+}
+
+fn empty(r: Result<(), Errno>, reply: ReplyEmpty) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn entry(r: Result<super::ops::Entry, Errno>, reply: ReplyEntry) {
+    match r {
+        Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &e.attr, Generation(e.generation)),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn xattr(r: Result<super::ops::Xattr, Errno>, reply: ReplyXattr) {
+    match r {
+        Ok(super::ops::Xattr::Size(n)) => reply.size(n),
+        Ok(super::ops::Xattr::Data(v)) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}

@@ -1,0 +1,151 @@
+//! Mount a file system of the operations layer and serve it on the chosen
+//! transport: the INIT handshake on /dev/fuse (fuser), then the ring queues
+//! when the kernel took FUSE over io_uring; at the end, both transports
+//! stopped, the file system's `destroy`. Used by `warpfs mount` and
+//! `warpfs container open`.
+
+use super::devfuse::{DevFuse, RingOffer};
+use super::ops::Operations;
+use super::transport::{self, Transport, DEV, ENABLE_URING, URING};
+use super::uring::{Acl, Ring, RingOptions};
+use fuser::{Notifier, Session, SessionACL, SessionUnmounter};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+/// A mount whose INIT handshake is done; requests wait in the kernel until
+/// [`Mounting::start`].
+pub struct Mounting<T: Operations> {
+    session: Session<DevFuse<T>>,
+    ops: Arc<T>,
+    offer: Arc<RingOffer>,
+    t: Transport,
+    acl: Acl,
+    ring_options: RingOptions,
+    want: bool,
+}
+
+/// A live mount.
+pub struct Mounted<T: Operations> {
+    session: Session<DevFuse<T>>,
+    ops: Arc<T>,
+    ring: Option<Ring>,
+}
+
+/// Mount `ops` at `mountpoint` for the transport `t` asks for (see
+/// [`transport::plan`]) and do the INIT handshake. Set up what must be
+/// there before the first request is answered (signal handling), then
+/// [`Mounting::start`].
+pub fn serve<T: Operations>(
+    ops: T,
+    mountpoint: &Path,
+    config: &fuser::Config,
+    t: Transport,
+    ring_options: RingOptions,
+) -> Result<Mounting<T>, String> {
+    let (want, note) = transport::plan(t, Path::new(ENABLE_URING))?;
+    if let Some(n) = note {
+        tracing::info!("{n}");
+    }
+    let offer = Arc::new(RingOffer {
+        want,
+        ..RingOffer::default()
+    });
+    let slot = Arc::new(OnceLock::new());
+    let mut cfg = config.clone();
+    if want {
+        // /dev/fuse then carries only FORGET and INTERRUPT (and everything
+        // if the ring fails to start).
+        cfg.n_threads = Some(cfg.n_threads.unwrap_or(1).clamp(1, 2));
+    }
+    let fs = DevFuse::new(Arc::new(ops), offer.clone(), slot.clone());
+    let session = Session::new(fs, mountpoint, &cfg).map_err(|e| format!("mount failed: {e}"))?;
+    let ops: Arc<T> = slot
+        .get()
+        .cloned()
+        .ok_or_else(|| "mount failed: no INIT handshake".to_string())?;
+    let acl = match config.acl {
+        SessionACL::All => Acl::All,
+        // SAFETY: geteuid has no preconditions.
+        _ => Acl::Owner(unsafe { libc::geteuid() }),
+    };
+    Ok(Mounting {
+        session,
+        ops,
+        offer,
+        t,
+        acl,
+        ring_options,
+        want,
+    })
+}
+
+impl<T: Operations> Mounting<T> {
+    /// Sends invalidations to the kernel (always over /dev/fuse).
+    pub fn notifier(&self) -> Notifier {
+        self.session.notifier()
+    }
+
+    /// Unmounts from another thread (the signal handler).
+    pub fn unmount_callable(&mut self) -> SessionUnmounter {
+        self.session.unmount_callable()
+    }
+
+    /// Start the ring queues when the kernel took FUSE over io_uring (the
+    /// first requests are answered from here on); /dev/fuse is served by
+    /// [`Mounted::run`].
+    pub fn start(self) -> Result<Mounted<T>, String> {
+        let Mounting {
+            session,
+            ops,
+            offer,
+            t,
+            acl,
+            ring_options,
+            want,
+        } = self;
+        let mut ring = None;
+        if offer.taken.load(Ordering::Relaxed) {
+            match Ring::start(session.as_fd(), ops.clone(), acl, ring_options) {
+                Ok(r) => ring = Some(r),
+                // Unmounted already: the session ends at once, as on /dev/fuse.
+                Err(e) if e == super::uring::GONE => tracing::info!("{e}"),
+                Err(e) if t == Transport::Uring => {
+                    return Err(format!("--transport uring: the ring did not start: {e}"))
+                }
+                Err(e) => tracing::warn!("FUSE over io_uring did not start ({e}): serving through /dev/fuse"),
+            }
+        } else if want {
+            let why = "the kernel did not offer FUSE over io_uring at INIT";
+            if t == Transport::Uring {
+                return Err(format!("--transport uring: {why}"));
+            }
+            tracing::info!("serving through /dev/fuse: {why}");
+        }
+        ops.transport_started(if ring.is_some() { URING } else { DEV });
+        Ok(Mounted { session, ops, ring })
+    }
+}
+
+impl<T: Operations> Mounted<T> {
+    /// The transport for the mount log: "io_uring (2 queue(s) x ...)".
+    pub fn describe(&self) -> String {
+        match &self.ring {
+            Some(r) => format!("io_uring, {}", r.describe()),
+            None => "/dev/fuse".into(),
+        }
+    }
+
+    /// Serve until the mount is gone (unmounted, or detached and its last
+    /// file closed); then stop the ring and end the file system.
+    pub fn run(self) -> std::io::Result<()> {
+        let Mounted { session, ops, ring } = self;
+        let r = session.run();
+        if let Some(ring) = ring {
+            ring.stop();
+        }
+        ops.destroy();
+        r
+    }
+}

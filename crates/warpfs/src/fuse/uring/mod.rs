@@ -1,0 +1,189 @@
+//! FUSE over io_uring (Linux 6.14+, `fs/fuse/dev_uring.c`): after the INIT
+//! handshake on /dev/fuse took `FUSE_OVER_IO_URING`, the kernel waits until
+//! every possible CPU has a ring queue with an entry, then queues each
+//! request on the queue of the CPU its caller runs on. Here: one thread per
+//! queue, pinned to its CPU, with its own io_uring and `depth` entries
+//! ([`queue`]); requests are parsed ([`request`]), served by the operations
+//! layer ([`dispatch`]) and answered ([`reply`]) in place, in the entry's
+//! buffers. FORGET and INTERRUPT stay on /dev/fuse (fuser serves them).
+//! ARCHITECTURE.md, "Transports"; docs/decisions/0001-fuse-over-io-uring.md.
+
+mod abi;
+mod dispatch;
+mod queue;
+mod reply;
+mod request;
+
+pub use dispatch::Acl;
+
+use crate::fuse::ops::Operations;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Ring entries per queue thread when not told otherwise (measured:
+/// docs/decisions/0001-fuse-over-io-uring.md).
+pub const DEFAULT_DEPTH: usize = 2;
+/// Bytes of each entry's payload buffer: the largest request or reply the
+/// mount negotiates (`max_write` and `max_pages` of 1 MiB).
+pub const PAYLOAD: usize = 1 << 20;
+
+/// How the ring is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingOptions {
+    /// Entries per thread.
+    pub depth: usize,
+    /// Threads per queue (each with its own entries): a request that blocks
+    /// holds up only its thread.
+    pub threads: usize,
+}
+
+impl Default for RingOptions {
+    fn default() -> Self {
+        Self {
+            depth: DEFAULT_DEPTH,
+            threads: 1,
+        }
+    }
+}
+
+/// The running ring: its queue threads.
+pub struct Ring {
+    threads: Vec<JoinHandle<()>>,
+    wakes: Vec<OwnedFd>,
+    _dev: OwnedFd,
+    /// Requests served through the ring.
+    served: Arc<AtomicU64>,
+    /// Queues (possible CPUs).
+    pub queues: usize,
+    pub options: RingOptions,
+}
+
+/// The message of a ring that did not start because the mount was
+/// already gone.
+pub const GONE: &str = "the connection ended before the ring started";
+
+/// The number of possible CPUs (the kernel makes one queue for each).
+pub fn possible_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|s| warpfs_engine::parse_cpu_list(s.trim()).ok())
+        .map(|v| v.len())
+        .filter(|&n| n > 0)
+        // SAFETY: sysconf has no preconditions.
+        .unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize)
+}
+
+fn eventfd() -> std::io::Result<OwnedFd> {
+    // SAFETY: eventfd has no pointer arguments.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether this process can make an io_uring with 128-byte SQEs at all
+/// (`kernel.io_uring_disabled`, seccomp, old kernels say no).
+pub fn usable() -> Result<(), String> {
+    io_uring::IoUring::<io_uring::squeue::Entry128, io_uring::cqueue::Entry>::builder()
+        .build(2)
+        .map(drop)
+        .map_err(|e| format!("cannot create an io_uring: {e}"))
+}
+
+impl Ring {
+    /// Start the queues on the session's /dev/fuse `dev` and register every
+    /// entry. On failure the kernel is told to fall back to /dev/fuse
+    /// (nothing waits for a ring that will never be ready) and the error
+    /// says why; [`GONE`] when the connection ended first (unmounted right
+    /// away), which is no error.
+    pub fn start<T: Operations>(
+        dev: BorrowedFd<'_>,
+        ops: Arc<T>,
+        acl: Acl,
+        options: RingOptions,
+    ) -> Result<Ring, String> {
+        let dev = dev
+            .try_clone_to_owned()
+            .map_err(|e| format!("cannot duplicate /dev/fuse: {e}"))?;
+        let queues = possible_cpus();
+        let (tx, rx) = mpsc::channel();
+        let mut ring = Ring {
+            threads: Vec::new(),
+            wakes: Vec::new(),
+            _dev: dev,
+            served: Arc::default(),
+            queues,
+            options,
+        };
+        let fail = |ring: Ring, why: String| -> Result<Ring, String> {
+            if let Err(e) = queue::refuse(ring._dev.as_raw_fd()) {
+                tracing::error!("cannot make the kernel fall back to /dev/fuse: {e}");
+            }
+            ring.stop();
+            Err(why)
+        };
+        for qid in 0..queues {
+            for t in 0..options.threads.max(1) {
+                let wake = match eventfd() {
+                    Ok(w) => w,
+                    Err(e) => return fail(ring, format!("eventfd: {e}")),
+                };
+                let spec = queue::Spec {
+                    qid: qid as u16,
+                    cpu: Some(qid),
+                    depth: options.depth.max(1),
+                    payload: PAYLOAD,
+                };
+                let (devfd, wakefd, ops, tx) = (ring._dev.as_raw_fd(), wake.as_raw_fd(), ops.clone(), tx.clone());
+                let served = ring.served.clone();
+                ring.wakes.push(wake);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("warpfs-ring-{qid}.{t}"))
+                    .spawn(move || queue::run(devfd, wakefd, spec, ops, acl, tx, served));
+                match spawned {
+                    Ok(h) => ring.threads.push(h),
+                    Err(e) => return fail(ring, format!("cannot start a ring thread: {e}")),
+                }
+            }
+        }
+        drop(tx);
+        for _ in 0..ring.threads.len() {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return fail(ring, e),
+                Err(_) => return fail(ring, "a ring thread died during setup".into()),
+            }
+        }
+        Ok(ring)
+    }
+
+    /// Wake every queue thread and wait for it (after the session ended, the
+    /// kernel has torn the queues down already; this is for the rest).
+    pub fn stop(mut self) {
+        for w in &self.wakes {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writing 8 bytes from a live buffer to an eventfd.
+            unsafe { libc::write(w.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        }
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        tracing::info!(
+            "at unmount: {} request(s) served through io_uring",
+            self.served.load(Ordering::Relaxed)
+        );
+    }
+
+    /// "N queue(s) × T thread(s) × D entries".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} queue(s) x {} thread(s) x {} entries",
+            self.queues, self.options.threads, self.options.depth
+        )
+    }
+}

@@ -1,0 +1,220 @@
+//! Reply encoding into an entry's payload buffer: the fixed reply structs
+//! (`fuse_entry_out`, `fuse_attr_out`, `fuse_open_out`, ...) and directory
+//! listings, each write bounds-checked ([`Put`]).
+
+use super::abi::{size, Malformed, Put};
+use crate::fuse::ops::{AttrOut, Entry, Opened, Statfs};
+use fuser::{FileAttr, FileType};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `S_IF*` bits of a file type.
+pub fn type_bits(k: FileType) -> u32 {
+    match k {
+        FileType::NamedPipe => libc::S_IFIFO,
+        FileType::CharDevice => libc::S_IFCHR,
+        FileType::BlockDevice => libc::S_IFBLK,
+        FileType::Directory => libc::S_IFDIR,
+        FileType::RegularFile => libc::S_IFREG,
+        FileType::Symlink => libc::S_IFLNK,
+        FileType::Socket => libc::S_IFSOCK,
+    }
+}
+
+/// Seconds and nanoseconds since the epoch (negative before it).
+fn epoch(t: SystemTime) -> (u64, u32) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs(), d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            let (mut s, mut ns) = (-(d.as_secs() as i64), d.subsec_nanos());
+            if ns > 0 {
+                s -= 1;
+                ns = 1_000_000_000 - ns;
+            }
+            (s as u64, ns)
+        }
+    }
+}
+
+fn valid(d: Duration) -> (u64, u32) {
+    (d.as_secs(), d.subsec_nanos())
+}
+
+/// `struct fuse_attr`.
+fn attr(p: &mut Put<'_>, a: &FileAttr) -> Result<(), Malformed> {
+    let (at, atn) = epoch(a.atime);
+    let (mt, mtn) = epoch(a.mtime);
+    let (ct, ctn) = epoch(a.ctime);
+    for v in [a.ino.0, a.size, a.blocks, at, mt, ct] {
+        p.u64(v)?;
+    }
+    let mode = type_bits(a.kind) | u32::from(a.perm);
+    for v in [atn, mtn, ctn, mode, a.nlink, a.uid, a.gid, a.rdev, a.blksize, a.flags] {
+        p.u32(v)?;
+    }
+    Ok(())
+}
+
+/// `struct fuse_entry_out`.
+pub fn entry_out(p: &mut Put<'_>, e: &Entry) -> Result<(), Malformed> {
+    let (es, ens) = valid(e.entry_ttl);
+    let (as_, ans) = valid(e.attr_ttl);
+    p.u64(e.attr.ino.0)?;
+    p.u64(e.generation)?;
+    p.u64(es)?;
+    p.u64(as_)?;
+    p.u32(ens)?;
+    p.u32(ans)?;
+    attr(p, &e.attr)
+}
+
+/// `struct fuse_attr_out`.
+pub fn attr_out(p: &mut Put<'_>, a: &AttrOut) -> Result<(), Malformed> {
+    let (s, ns) = valid(a.ttl);
+    p.u64(s)?;
+    p.u32(ns)?;
+    p.u32(0)?;
+    attr(p, &a.attr)
+}
+
+/// `struct fuse_open_out`.
+pub fn open_out(p: &mut Put<'_>, o: &Opened) -> Result<(), Malformed> {
+    p.u64(o.fh)?;
+    p.u32(o.flags)?;
+    p.u32(0)
+}
+
+/// `struct fuse_write_out`.
+pub fn write_out(p: &mut Put<'_>, n: u32) -> Result<(), Malformed> {
+    p.u32(n)?;
+    p.u32(0)
+}
+
+/// `struct fuse_statfs_out`.
+pub fn statfs_out(p: &mut Put<'_>, s: &Statfs) -> Result<(), Malformed> {
+    for v in [s.blocks, s.bfree, s.bavail, s.files, s.ffree] {
+        p.u64(v)?;
+    }
+    for v in [s.bsize, s.namelen, s.frsize, 0, 0, 0, 0, 0, 0, 0] {
+        p.u32(v)?;
+    }
+    Ok(())
+}
+
+/// `struct fuse_getxattr_out` (the size a getxattr/listxattr of size 0
+/// asked for).
+pub fn xattr_size(p: &mut Put<'_>, n: u32) -> Result<(), Malformed> {
+    p.u32(n)?;
+    p.u32(0)
+}
+
+/// `struct fuse_ioctl_out` and the bytes to copy out.
+pub fn ioctl_out(p: &mut Put<'_>, result: i32, data: &[u8]) -> Result<(), Malformed> {
+    p.i32(result)?;
+    p.u32(0)?;
+    p.u32(1)?;
+    p.u32(1)?;
+    p.raw(data)
+}
+
+/// A directory listing being packed into at most `limit` bytes.
+pub struct DirBuf<'a> {
+    pub put: Put<'a>,
+    pub limit: usize,
+}
+
+impl DirBuf<'_> {
+    fn dirent(&mut self, ino: u64, off: u64, kind: FileType, name: &OsStr) -> Result<(), Malformed> {
+        self.put.u64(ino)?;
+        self.put.u64(off)?;
+        self.put.u32(name.len() as u32)?;
+        self.put.u32(type_bits(kind) >> 12)?;
+        self.put.raw(name.as_bytes())?;
+        self.put.pad8()
+    }
+
+    fn fits(&self, n: usize) -> bool {
+        self.put.at + n <= self.limit
+    }
+
+    /// Add a `struct fuse_dirent`; `true` when it did not fit.
+    pub fn add(&mut self, ino: u64, off: u64, kind: FileType, name: &OsStr) -> bool {
+        let n = (size::DIRENT + name.len()).next_multiple_of(8);
+        !self.fits(n) || self.dirent(ino, off, kind, name).is_err()
+    }
+
+    /// Add a `struct fuse_direntplus`; `true` when it did not fit.
+    pub fn add_plus(&mut self, e: &Entry, off: u64, name: &OsStr) -> bool {
+        let n = size::ENTRY_OUT + (size::DIRENT + name.len()).next_multiple_of(8);
+        if !self.fits(n) {
+            return true;
+        }
+        entry_out(&mut self.put, e).is_err() || self.dirent(e.attr.ino.0, off, e.attr.kind, name).is_err()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuse::ops::Entry;
+    use fuser::INodeNo;
+
+    fn file_attr(ino: u64) -> FileAttr {
+        let mut e = Entry::negative(Duration::ZERO).attr;
+        e.ino = INodeNo(ino);
+        e.kind = FileType::Directory;
+        e.perm = 0o755;
+        e.mtime = UNIX_EPOCH + Duration::new(5, 7);
+        e.atime = UNIX_EPOCH - Duration::new(1, 0) + Duration::new(0, 250);
+        e
+    }
+
+    #[test]
+    fn entry_out_layout() {
+        let mut b = [0u8; 128];
+        let e = Entry {
+            attr: file_attr(42),
+            generation: 3,
+            entry_ttl: Duration::new(30, 5),
+            attr_ttl: Duration::new(1, 0),
+        };
+        let mut p = Put { buf: &mut b, at: 0 };
+        entry_out(&mut p, &e).unwrap();
+        assert_eq!(p.at, size::ENTRY_OUT);
+        let r = super::super::abi::Le(&b);
+        assert_eq!(r.u64(0).unwrap(), 42);
+        assert_eq!(r.u64(8).unwrap(), 3);
+        assert_eq!(r.u64(16).unwrap(), 30);
+        assert_eq!(r.u32(32).unwrap(), 5);
+        // fuse_attr at 40: ino, size, blocks, atime, mtime, ctime, then nsecs.
+        assert_eq!(r.u64(40).unwrap(), 42);
+        assert_eq!(r.u64(40 + 24).unwrap() as i64, -1, "atime before the epoch");
+        assert_eq!(r.u32(40 + 48).unwrap(), 250);
+        assert_eq!(r.u64(40 + 32).unwrap(), 5);
+        assert_eq!(r.u32(40 + 52).unwrap(), 7);
+        assert_eq!(r.u32(40 + 60).unwrap(), libc::S_IFDIR | 0o755);
+        // Too small a buffer is an error, not a panic.
+        let mut small = [0u8; 100];
+        assert!(entry_out(&mut Put { buf: &mut small, at: 0 }, &e).is_err());
+    }
+
+    #[test]
+    fn dir_entries_stop_at_the_limit() {
+        let mut b = vec![0u8; 4096];
+        let mut d = DirBuf {
+            put: Put { buf: &mut b, at: 0 },
+            limit: 64,
+        };
+        assert!(!d.add(1, 1, FileType::Directory, OsStr::new(".")));
+        assert_eq!(d.put.at, 32);
+        assert!(!d.add(2, 2, FileType::RegularFile, OsStr::new("12345678")));
+        assert_eq!(d.put.at, 64);
+        assert!(d.add(3, 3, FileType::RegularFile, OsStr::new("x")), "full");
+        assert_eq!(d.put.at, 64, "a refused entry writes nothing");
+        let r = super::super::abi::Le(&b);
+        assert_eq!(r.u32(32 + 16).unwrap(), 8, "name length");
+        assert_eq!(r.u32(32 + 20).unwrap(), libc::DT_REG as u32);
+    }
+}

@@ -1,0 +1,98 @@
+//! Directories: opendir, readdir, readdirplus, releasedir, fsyncdir.
+
+use super::attr::kind;
+use super::{errno, WarpFs};
+use crate::fuse::handles::Handle;
+use crate::fuse::nodes::ROOT;
+use crate::fuse::ops::{DirAdd, DirPlusAdd, OpResult, Opened};
+use fuser::{Errno, FileType};
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl WarpFs {
+    pub(super) fn opendir(&self, ino: u64) -> OpResult<Opened> {
+        let l = self.loc(ino)?;
+        let list = self.vol.readdir(&l.backing).map_err(errno)?;
+        Ok(Opened {
+            fh: self.handles.insert(Handle::Dir(Arc::new(list))),
+            flags: 0,
+        })
+    }
+
+    pub(super) fn readdir(&self, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+        let Some(Handle::Dir(list)) = self.handles.get(fh) else {
+            return Err(Errno::EBADF);
+        };
+        let mut i = offset as usize;
+        while i < list.len() + 2 {
+            let full = match i {
+                0 => add(ino, 1, FileType::Directory, OsStr::new(".")),
+                1 => add(ROOT, 2, FileType::Directory, OsStr::new("..")),
+                _ => {
+                    let e = &list[i - 2];
+                    add(self.nodes.node_id(e.ino), (i + 1) as u64, kind(e.kind), &e.name)
+                }
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn readdirplus(&self, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
+        let Some(Handle::Dir(list)) = self.handles.get(fh) else {
+            return Err(Errno::EBADF);
+        };
+        let dir = self.loc(ino)?;
+        let mut i = offset as usize;
+        while i < list.len() + 2 {
+            let full = match i {
+                0 | 1 => {
+                    let (name, node) = if i == 0 { (".", ino) } else { ("..", ROOT) };
+                    let attr = self.attr_of(node, None)?;
+                    let mut e = self.entry_of(node, &attr, 0);
+                    e.entry_ttl = Duration::ZERO;
+                    e.attr_ttl = Duration::ZERO;
+                    add(&e, (i + 1) as u64, OsStr::new(name))
+                }
+                _ => {
+                    let e = &list[i - 2];
+                    // An entry that vanished since opendir is skipped.
+                    let Ok(attr) = self.vol.getattr(&dir.backing.join(&e.cname)) else {
+                        i += 1;
+                        continue;
+                    };
+                    let node = self.nodes.node_id(attr.ino);
+                    // The kernel takes a lookup reference to every entry
+                    // that fits; one that does not is given back.
+                    let generation = self.nodes.remember(node, ino, &e.cname, &e.name, false);
+                    let full = add(&self.entry_of(node, &attr, generation), (i + 1) as u64, &e.name);
+                    if full {
+                        self.nodes.forget(node, 1);
+                    }
+                    full
+                }
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    pub(super) fn releasedir(&self, fh: u64) {
+        self.handles.remove(fh);
+        if let Some(a) = &self.ahead {
+            a.forget(fh);
+        }
+    }
+
+    pub(super) fn fsyncdir(&self, ino: u64) -> OpResult<()> {
+        let l = self.loc(ino)?;
+        self.vol.fsyncdir(&l.backing).map_err(errno)
+    }
+}

@@ -1,0 +1,212 @@
+//! Entries and attributes: INIT negotiation, lookup, forget, getattr,
+//! setattr, access, readlink, statfs; the session's end.
+
+use super::attr::to_fuse;
+use super::{errno, WarpFs};
+use crate::fuse::ops::{AttrOut, Ctx, Entry, OpResult, SetAttr, SetTime, Statfs};
+use fuser::{Errno, InitFlags, KernelConfig};
+use std::ffi::OsStr;
+use std::sync::atomic::Ordering;
+use std::time::UNIX_EPOCH;
+use warpfs_volume::{Attr, Error};
+
+fn time_spec(t: Option<SetTime>) -> warpfs_volume::TimeSpec {
+    match t {
+        None => None,
+        Some(SetTime::Now) => Some(None),
+        Some(SetTime::At(st)) => Some(Some(match st.duration_since(UNIX_EPOCH) {
+            Ok(d) => (d.as_secs() as i64, d.subsec_nanos() as i64),
+            Err(e) => {
+                let d = e.duration();
+                let (mut s, mut ns) = (-(d.as_secs() as i64), -(d.subsec_nanos() as i64));
+                if ns < 0 {
+                    s -= 1;
+                    ns += 1_000_000_000;
+                }
+                (s, ns)
+            }
+        })),
+    }
+}
+
+impl WarpFs {
+    pub(super) fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
+        let writeback = if self.writeback_cache {
+            InitFlags::FUSE_WRITEBACK_CACHE
+        } else {
+            InitFlags::empty()
+        };
+        let want = writeback
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            | if self.caches.symlinks {
+                InitFlags::FUSE_CACHE_SYMLINKS
+            } else {
+                InitFlags::empty()
+            };
+        let have = config.capabilities();
+        let _ = config.add_capabilities(want & have);
+        // With it the kernel marks the super block SB_NOSEC, remembers per
+        // inode that a file has no privileges to drop, and stops asking
+        // for `security.capability` before every write(2) (one round trip
+        // each); in exchange the daemon drops set-user-ID and
+        // set-group-ID itself (ARCHITECTURE.md, "Extended attributes and
+        // writes").
+        self.killpriv = (want & have).contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        tracing::info!(
+            "the kernel offers FUSE_HANDLE_KILLPRIV_V2: {}; set-id bits are dropped by the {}",
+            have.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2),
+            if self.killpriv { "daemon" } else { "kernel" }
+        );
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    pub(super) fn destroy(&self) {
+        self.vol.rekey_stop();
+        if let Some(s) = self.vol.engine_stats() {
+            tracing::info!("at unmount: {}", s.summary());
+        }
+        if !self.xattrs {
+            let n = self.xattrs_refused.load(Ordering::Relaxed);
+            tracing::info!("at unmount: {n} xattr request(s) refused (--no-xattr)");
+        } else {
+            let n = self.xattr_probes.load(Ordering::Relaxed);
+            tracing::info!("at unmount: {n} getxattr request(s) for names outside user.*");
+        }
+    }
+
+    pub(super) fn lookup(&self, parent: u64, name: &OsStr) -> OpResult<Entry> {
+        let p = self.loc(parent)?;
+        match self.vol.lookup(&p.backing, name) {
+            Ok((cname, attr)) => Ok(self.entry(parent, &cname, name, &attr, false)),
+            Err(e) if e.errno() == libc::ENOENT && !self.caches.negative_ttl().is_zero() => {
+                Ok(Entry::negative(self.caches.negative_ttl()))
+            }
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    pub(super) fn attr_of(&self, ino: u64, fh: Option<u64>) -> OpResult<Attr> {
+        if let Some(f) = fh.and_then(|fh| self.handles.file(fh)) {
+            return self.vol.getattr_open(&f).map_err(errno);
+        }
+        match self.nodes.locate(ino) {
+            Some(l) => match self.vol.getattr(&l.backing) {
+                // Deleted under an open handle: the open file answers.
+                Err(e) if e.errno() == libc::ENOENT => match self.vol.open_file_of(self.nodes.backing_ino(ino)) {
+                    Some(f) => self.vol.getattr_open(&f).map_err(errno),
+                    None => Err(errno(e)),
+                },
+                r => r.map_err(errno),
+            },
+            // Unlinked or replaced, but still open through some handle.
+            None => match self.vol.open_file_of(self.nodes.backing_ino(ino)) {
+                Some(f) => self.vol.getattr_open(&f).map_err(errno),
+                None => Err(Errno::ENOENT),
+            },
+        }
+    }
+
+    pub(super) fn getattr(&self, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
+        let a = self.attr_of(ino, fh)?;
+        Ok(AttrOut {
+            attr: to_fuse(ino, &a),
+            ttl: self.caches.entry_ttl(),
+        })
+    }
+
+    pub(super) fn setattr(&self, ctx: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
+        let loc = self.nodes.locate(ino);
+        // An open file is changed through its fd, never its path: the
+        // backing file may have been deleted or replaced under the handle.
+        let by_fh = set.fh.and_then(|fh| self.handles.file(fh));
+        let open = by_fh
+            .clone()
+            .or_else(|| self.vol.open_file_of(self.nodes.backing_ino(ino)));
+        let res = (|| -> Result<(), Error> {
+            if loc.is_none() && open.is_none() {
+                return Err(Error(libc::ENOENT));
+            }
+            if let Some(m) = set.mode {
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.chmod_open(f, m)?,
+                    (None, Some(l)) => self.vol.chmod(&l.backing, m)?,
+                    (None, None) => {}
+                }
+            }
+            if set.uid.is_some() || set.gid.is_some() {
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.chown_open(f, set.uid, set.gid)?,
+                    (None, Some(l)) => self.vol.chown(&l.backing, set.uid, set.gid)?,
+                    (None, None) => {}
+                }
+            }
+            if let Some(s) = set.size {
+                self.vol_writable()?;
+                self.seen.changed(ino);
+                if self.kills_for(ctx) {
+                    match (&open, &loc) {
+                        (Some(f), _) => self.vol.kill_suidgid_open(f)?,
+                        (None, Some(l)) => self.vol.kill_suidgid(&l.backing)?,
+                        (None, None) => false,
+                    };
+                }
+                // Through the caller's handle, else by path (opened for
+                // writing), else through any open file of a deleted inode.
+                match (&by_fh, &loc, &open) {
+                    (Some(f), _, _) | (None, None, Some(f)) => f.set_len(s)?,
+                    (None, Some(l), _) => self.vol.truncate(&l.backing, s, l.plain.clone())?,
+                    (None, None, None) => {}
+                }
+            }
+            if set.atime.is_some() || set.mtime.is_some() {
+                let (a, m) = (time_spec(set.atime), time_spec(set.mtime));
+                match (&open, &loc) {
+                    (Some(f), _) => self.vol.utimens_open(f, a, m)?,
+                    (None, Some(l)) => self.vol.utimens(&l.backing, a, m)?,
+                    (None, None) => {}
+                }
+            }
+            Ok(())
+        })();
+        res.map_err(errno)?;
+        self.getattr(ino, set.fh)
+    }
+
+    /// access(2) and chdir: the kernel asks only without
+    /// `default_permissions` (see `session::mount_config`).
+    pub(super) fn access(&self, ino: u64, mask: i32) -> OpResult<()> {
+        let l = self.loc(ino)?;
+        // A refusal is the answer asked for: not logged.
+        self.vol
+            .access(&l.backing, mask)
+            .map_err(|e| Errno::from_i32(e.errno()))
+    }
+
+    pub(super) fn readlink(&self, ino: u64) -> OpResult<Vec<u8>> {
+        let l = self.loc(ino)?;
+        self.vol.readlink(&l.backing).map_err(errno)
+    }
+
+    pub(super) fn statfs(&self) -> OpResult<Statfs> {
+        let s = self.vol.statfs().map_err(errno)?;
+        Ok(Statfs {
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            bsize: s.bsize,
+            namelen: s.namelen,
+            frsize: s.frsize,
+        })
+    }
+}

@@ -1,0 +1,167 @@
+//! Files: open, create, read, write, flush, release, fsync, fallocate.
+
+use super::{errno, WarpFs};
+use crate::fuse::ahead::Found;
+use crate::fuse::handles::Handle;
+use crate::fuse::ops::{Ctx, Entry, OpResult, Opened, ReadOut};
+use fuser::Errno;
+use std::ffi::OsStr;
+
+/// `FUSE_WRITE_KILL_SUIDGID` of a write request: the writer lacks
+/// CAP_FSETID.
+const WRITE_KILL_SUIDGID: u32 = 1 << 2;
+/// `FOPEN_KEEP_CACHE`: the kernel keeps the file's pages from before.
+const FOPEN_KEEP_CACHE: u32 = 1 << 1;
+
+impl WarpFs {
+    fn opened(&self, f: warpfs_volume::OpenFile, flags: u32) -> Opened {
+        Opened {
+            fh: self.handles.insert(Handle::File(f)),
+            flags,
+        }
+    }
+
+    /// `FOPEN_KEEP_CACHE` when the backing file of `ino` is as at its last
+    /// open (so its pages in the kernel are still right); when it changed
+    /// behind the mount's back, the kernel's attributes are dropped too.
+    fn keep_cache(&self, ino: u64, f: &warpfs_volume::OpenFile) -> u32 {
+        if !self.caches.keep {
+            return 0;
+        }
+        let Ok(a) = self.vol.getattr_open(f) else { return 0 };
+        let (keep, stale) = self.seen.check(ino, &a);
+        if stale {
+            self.inval_attrs(ino);
+        }
+        if keep {
+            FOPEN_KEEP_CACHE
+        } else {
+            0
+        }
+    }
+
+    pub(super) fn open(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
+        let l = self.loc(ino)?;
+        let f = self.vol.open_file(&l.backing, flags, l.plain).map_err(errno)?;
+        if flags & libc::O_TRUNC != 0 && self.kills_for(ctx) {
+            // The truncation is done by now, and a daemon that is not
+            // root had the backing file system drop the bits already:
+            // the kernel's cached mode is stale either way.
+            let r = self.vol.kill_suidgid_open(&f);
+            self.inval_attrs(ino);
+            r.map_err(errno)?;
+        }
+        let keep = if flags & libc::O_TRUNC != 0 {
+            self.seen.changed(ino);
+            0
+        } else {
+            self.keep_cache(ino, &f)
+        };
+        Ok(self.opened(f, keep))
+    }
+
+    pub(super) fn create(
+        &self,
+        ctx: &Ctx,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> OpResult<(Entry, Opened)> {
+        let p = self.loc(parent)?;
+        let label = Self::child_label(&p, name);
+        let (cname, mut attr, f, existed) = self
+            .vol
+            .create(
+                &p.backing,
+                name,
+                mode & 0o7777 & !umask,
+                flags,
+                Self::caller(ctx),
+                label,
+            )
+            .map_err(errno)?;
+        // An existing file opened with O_TRUNC (the kernel sends CREATE
+        // when it holds no valid entry for the name).
+        if existed && flags & libc::O_TRUNC != 0 && self.kills_for(ctx) {
+            attr = self
+                .vol
+                .kill_suidgid_open(&f)
+                .and_then(|_| self.vol.getattr_open(&f))
+                .map_err(errno)?;
+        }
+        let e = self.entry(parent, &cname, name, &attr, true);
+        self.seen.changed(e.attr.ino.0);
+        Ok((e, self.opened(f, 0)))
+    }
+
+    pub(super) fn read(&self, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        let mut direct = false;
+        if let Some(a) = &self.ahead {
+            match a.read(fh, &f, offset, size as usize) {
+                Found::Ready(r) => {
+                    out.bytes(r.bytes());
+                    a.recycle(fh, r);
+                    return Ok(());
+                }
+                Found::Failed(e) => return Err(Errno::from_i32(e)),
+                Found::Inline { direct: d } => direct = d,
+            }
+        }
+        let buf = out.buf(size as usize);
+        let n = if direct {
+            f.read_direct_at(offset, buf)
+        } else {
+            f.read_at(offset, buf)
+        }
+        .map_err(|e| Errno::from_i32(e.errno()))?;
+        out.filled(n);
+        if let (true, Some(a)) = (direct, &self.ahead) {
+            a.count_inline(n);
+        }
+        Ok(())
+    }
+
+    pub(super) fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        self.vol_writable().map_err(errno)?;
+        self.seen.changed(ino);
+        // The kernel sets the flag for a writer without CAP_FSETID.
+        if write_flags & WRITE_KILL_SUIDGID != 0 {
+            self.kill_privs(ino, &f).map_err(errno)?;
+        }
+        f.write_at(offset, data).map_err(|e| Errno::from_i32(e.errno()))?;
+        Ok(data.len() as u32)
+    }
+
+    pub(super) fn release(&self, fh: u64) {
+        self.handles.remove(fh);
+        if let Some(a) = &self.ahead {
+            a.forget(fh);
+        }
+    }
+
+    pub(super) fn fsync(&self, fh: u64, datasync: bool) -> OpResult<()> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        f.sync(datasync).map_err(|e| Errno::from_i32(e.errno()))
+    }
+
+    pub(super) fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        self.vol_writable().map_err(errno)?;
+        self.seen.changed(ino);
+        if self.kills_for(ctx) {
+            self.kill_privs(ino, &f).map_err(errno)?;
+        }
+        let end = offset.saturating_add(length);
+        match mode {
+            0 if end > f.size() => f.set_len(end),
+            0 | libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => f.punch_hole(offset, length),
+            _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
+        }
+        .map_err(|e| Errno::from_i32(e.errno()))
+    }
+}

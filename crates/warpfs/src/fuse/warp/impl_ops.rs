@@ -1,0 +1,133 @@
+//! [`Operations`] for [`WarpFs`]: each request goes to the method of its
+//! group (inherent methods of the same name, which Rust resolves first).
+
+use super::WarpFs;
+use crate::fuse::ops::{
+    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
+};
+use fuser::KernelConfig;
+use std::ffi::OsStr;
+
+impl Operations for WarpFs {
+    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
+        WarpFs::init(self, config)
+    }
+    fn destroy(&self) {
+        WarpFs::destroy(self)
+    }
+    fn transport_started(&self, transport: &'static str) {
+        self.set_transport(transport)
+    }
+    fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
+        WarpFs::lookup(self, parent, name)
+    }
+    fn forget(&self, ino: u64, nlookup: u64) {
+        self.nodes.forget(ino, nlookup)
+    }
+    fn getattr(&self, _: &Ctx, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
+        WarpFs::getattr(self, ino, fh)
+    }
+    fn setattr(&self, ctx: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
+        WarpFs::setattr(self, ctx, ino, set)
+    }
+    fn readlink(&self, _: &Ctx, ino: u64) -> OpResult<Vec<u8>> {
+        WarpFs::readlink(self, ino)
+    }
+    fn mknod(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32) -> OpResult<Entry> {
+        WarpFs::mknod(self, ctx, parent, name, mode, umask, rdev)
+    }
+    fn mkdir(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> OpResult<Entry> {
+        WarpFs::mkdir(self, ctx, parent, name, mode, umask)
+    }
+    fn unlink(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
+        WarpFs::unlink(self, parent, name)
+    }
+    fn rmdir(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
+        WarpFs::rmdir(self, parent, name)
+    }
+    fn symlink(&self, ctx: &Ctx, parent: u64, name: &OsStr, target: &OsStr) -> OpResult<Entry> {
+        WarpFs::symlink(self, ctx, parent, name, target)
+    }
+    fn rename(&self, _: &Ctx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> OpResult<()> {
+        WarpFs::rename(self, parent, name, newparent, newname, flags)
+    }
+    fn link(&self, _: &Ctx, ino: u64, newparent: u64, newname: &OsStr) -> OpResult<Entry> {
+        WarpFs::link(self, ino, newparent, newname)
+    }
+    fn open(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
+        WarpFs::open(self, ctx, ino, flags)
+    }
+    fn read(&self, _: &Ctx, _ino: u64, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
+        WarpFs::read(self, fh, offset, size, out)
+    }
+    fn write(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
+        WarpFs::write(self, ino, fh, offset, data, write_flags)
+    }
+    fn flush(&self, _: &Ctx, _ino: u64, _fh: u64) -> OpResult<()> {
+        // Nothing to do at close: with `noflush` the kernel learns that
+        // from the first ENOSYS and stops asking.
+        if self.caches.noflush {
+            Err(fuser::Errno::ENOSYS)
+        } else {
+            Ok(())
+        }
+    }
+    fn release(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
+        WarpFs::release(self, fh);
+        Ok(())
+    }
+    fn fsync(&self, _: &Ctx, _ino: u64, fh: u64, datasync: bool) -> OpResult<()> {
+        WarpFs::fsync(self, fh, datasync)
+    }
+    fn opendir(&self, _: &Ctx, ino: u64, _flags: i32) -> OpResult<Opened> {
+        WarpFs::opendir(self, ino)
+    }
+    fn readdir(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+        WarpFs::readdir(self, ino, fh, offset, add)
+    }
+    fn readdirplus(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
+        WarpFs::readdirplus(self, ino, fh, offset, add)
+    }
+    fn releasedir(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
+        WarpFs::releasedir(self, fh);
+        Ok(())
+    }
+    fn fsyncdir(&self, _: &Ctx, ino: u64, _fh: u64, _datasync: bool) -> OpResult<()> {
+        WarpFs::fsyncdir(self, ino)
+    }
+    fn statfs(&self, _: &Ctx, _ino: u64) -> OpResult<Statfs> {
+        WarpFs::statfs(self)
+    }
+    fn setxattr(&self, _: &Ctx, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
+        WarpFs::setxattr(self, ino, name, value, flags)
+    }
+    fn getxattr(&self, _: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
+        WarpFs::getxattr(self, ino, name, size)
+    }
+    fn listxattr(&self, _: &Ctx, ino: u64, size: u32) -> OpResult<Xattr> {
+        WarpFs::listxattr(self, ino, size)
+    }
+    fn removexattr(&self, _: &Ctx, ino: u64, name: &OsStr) -> OpResult<()> {
+        WarpFs::removexattr(self, ino, name)
+    }
+    fn access(&self, _: &Ctx, ino: u64, mask: i32) -> OpResult<()> {
+        WarpFs::access(self, ino, mask)
+    }
+    fn create(
+        &self,
+        ctx: &Ctx,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> OpResult<(Entry, Opened)> {
+        WarpFs::create(self, ctx, parent, name, mode, umask, flags)
+    }
+    fn ioctl(&self, ctx: &Ctx, ino: u64, _fh: u64, cmd: u32, input: &[u8], out_size: u32) -> OpResult<(i32, Vec<u8>)> {
+        WarpFs::ioctl(self, ctx.uid, ino, cmd, input, out_size)
+    }
+    fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
+        WarpFs::fallocate(self, ctx, ino, fh, offset, length, mode)
+    }
+}

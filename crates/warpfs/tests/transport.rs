@@ -1,0 +1,289 @@
+//! Transports and kernel caches, through real mounts:
+//!
+//! - `each_transport_serves_and_names_itself`: `--transport uring` serves
+//!   every request through the ring (the daemon counts them at unmount) and
+//!   `warpfs stats` and the mount log name it; `--transport dev` likewise.
+//! - `enable_uring_is_changed_only_when_asked`: with the module parameter
+//!   off, `auto` serves through /dev/fuse, says how to turn it on and leaves
+//!   it alone; `--transport uring` as root turns it on and says so (the
+//!   parameter is put back as found).
+//! - `unchanged_files_stay_cached_changed_ones_do_not`: a re-read of an
+//!   unchanged file is served from the kernel's page cache (the daemon
+//!   decrypts nothing), unless the backing file changed behind the mount's
+//!   back (then the new contents are read) or the mount is
+//!   `--shared-storage`.
+//! - `negative_entries_only_without_shared_storage`: a name created by a
+//!   second mount is seen at once by a `--shared-storage` mount that had
+//!   just looked it up in vain, and not by a mount that caches "no such
+//!   name" (for its --cache-timeout).
+//! - `container_open_serves_on_either_transport`: `container open
+//!   --transport uring|dev` mounts, and the exposed volume reads back what
+//!   was written, past the page cache.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::fs;
+use std::path::Path;
+use std::sync::Mutex;
+use warpfs_engine::StatsSnapshot;
+
+const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Tests that read or write the module parameter take this, so that they
+/// do not change it under each other.
+static PARAM_LOCK: Mutex<()> = Mutex::new(());
+
+fn uring_unavailable() -> Option<String> {
+    if !Path::new(PARAM).exists() {
+        return Some(format!("{PARAM} is missing: no FUSE over io_uring in this kernel"));
+    }
+    None
+}
+
+fn stats_json(v: &Volume) -> serde_json::Value {
+    let o = warpfs(args!["stats", "--json", &v.mnt]);
+    o.expect_ok("warpfs stats --json");
+    serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("bad stats JSON ({e})\n{o}"))
+}
+
+fn stats(v: &Volume) -> StatsSnapshot {
+    let o = warpfs(args!["stats", "--json", &v.mnt]);
+    o.expect_ok("warpfs stats --json");
+    StatsSnapshot::from_json(o.stdout.trim()).unwrap()
+}
+
+/// Masks applied plus blocks decrypted without one: what the daemon
+/// decrypted so far.
+fn decrypted(v: &Volume) -> u64 {
+    let s = stats(v);
+    s.applies + s.direct
+}
+
+/// The number in the log line "at unmount: N request(s) served through io_uring".
+fn ring_requests(log: &str) -> Option<u64> {
+    log.lines()
+        .find_map(|l| {
+            l.split("at unmount: ")
+                .nth(1)?
+                .strip_suffix(" request(s) served through io_uring")
+        })
+        .and_then(|n| n.trim().parse().ok())
+}
+
+#[test]
+fn each_transport_serves_and_names_itself() {
+    require_fuse!();
+    if let Some(why) = uring_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for (t, name, line) in [
+        ("uring", "uring", "transport: io_uring"),
+        ("dev", "dev", "transport: /dev/fuse"),
+    ] {
+        let mut v = Volume::init(Mode::Gcm);
+        v.mount_with(&["--transport", t]);
+        let data = Rng::for_test("transport").bytes(300_000);
+        fs::write(v.p("f"), &data).unwrap();
+        fs::create_dir(v.p("d")).unwrap();
+        fs::rename(v.p("f"), v.p("d/g")).unwrap();
+        assert_bytes_eq(&fs::read(v.p("d/g")).unwrap(), &data, &format!("{t}: read back"));
+        assert_eq!(stats_json(&v)["transport"], name, "{t}: stats --json");
+        let human = warpfs(args!["stats", &v.mnt]);
+        assert!(
+            human.stdout.contains(&format!("transport: {name}")),
+            "{t}: stats\n{human}"
+        );
+        v.unmount();
+        let log = v.log();
+        assert!(log.contains(line), "{t}: mount log\n{log}");
+        let served = ring_requests(&log);
+        if t == "uring" {
+            let n = served.unwrap_or_else(|| panic!("no ring request count in the log\n{log}"));
+            assert!(n > 10, "only {n} request(s) went through the ring\n{log}");
+        } else {
+            assert_eq!(served, None, "/dev/fuse mount ran a ring\n{log}");
+        }
+        v.mount_with(&["--transport", t]);
+        assert_bytes_eq(&fs::read(v.p("d/g")).unwrap(), &data, &format!("{t}: after remount"));
+    }
+}
+
+/// Puts the module parameter back as it was.
+struct Restore(String);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let _ = fs::write(PARAM, self.0.trim());
+    }
+}
+
+#[test]
+fn enable_uring_is_changed_only_when_asked() {
+    require_fuse!();
+    if let Some(why) = uring_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _restore = Restore(fs::read_to_string(PARAM).unwrap());
+    fs::write(PARAM, "N").unwrap();
+    let mut v = Volume::init(Mode::Ctr);
+    v.mount_with(&["--transport", "auto"]);
+    fs::write(v.p("a"), b"auto").unwrap();
+    assert_eq!(stats_json(&v)["transport"], "dev");
+    assert_eq!(
+        fs::read_to_string(PARAM).unwrap().trim(),
+        "N",
+        "auto changed enable_uring"
+    );
+    v.unmount();
+    let log = v.log();
+    assert!(
+        log.contains("serving through /dev/fuse") && log.contains("echo Y >"),
+        "auto with enable_uring off: no line saying why and how\n{log}"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    v.mount_with(&["--transport", "uring"]);
+    assert_eq!(
+        fs::read_to_string(PARAM).unwrap().trim(),
+        "Y",
+        "--transport uring as root"
+    );
+    assert_eq!(stats_json(&v)["transport"], "uring");
+    assert_eq!(fs::read(v.p("a")).unwrap(), b"auto");
+    v.unmount();
+    assert!(
+        v.log().contains("set /sys/module/fuse/parameters/enable_uring to Y"),
+        "{}",
+        v.log()
+    );
+}
+
+fn unchanged_files_stay_cached_changed_ones_do_not(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::init(mode);
+    v.mount();
+    let a = Rng::for_test("cache-a").bytes(200_000);
+    let b = Rng::for_test("cache-b").bytes(200_000);
+    fs::write(v.p("f"), &a).unwrap();
+    let before: Vec<_> = v.backing_paths();
+    fs::write(v.p("g"), &b).unwrap();
+    let g_backing = v
+        .backing_paths()
+        .into_iter()
+        .find(|p| !before.contains(p))
+        .expect("g's backing file");
+    let f_backing = before
+        .into_iter()
+        .find(|p| p.is_file() && fs::metadata(p).unwrap().len() == fs::metadata(&g_backing).unwrap().len())
+        .expect("f's backing file");
+    // Written through the mount: the first open starts over, later ones keep.
+    assert_bytes_eq(&fs::read(v.p("f")).unwrap(), &a, "first read");
+    assert_bytes_eq(&fs::read(v.p("f")).unwrap(), &a, "second read");
+    let d0 = decrypted(&v);
+    assert_bytes_eq(&fs::read(v.p("f")).unwrap(), &a, "re-read of an unchanged file");
+    assert_eq!(decrypted(&v), d0, "an unchanged file was read from the daemon again");
+    // Behind the mount's back: g's cipher file over f's (same inode).
+    fs::write(&f_backing, fs::read(&g_backing).unwrap()).unwrap();
+    assert_bytes_eq(
+        &fs::read(v.p("f")).unwrap(),
+        &b,
+        "read after a change behind the mount's back",
+    );
+    v.unmount();
+    // --shared-storage: every open reads from the daemon.
+    v.mount_with(&["--shared-storage"]);
+    assert_bytes_eq(&fs::read(v.p("g")).unwrap(), &b, "shared: first read");
+    let d0 = decrypted(&v);
+    assert_bytes_eq(&fs::read(v.p("g")).unwrap(), &b, "shared: re-read");
+    assert!(decrypted(&v) > d0, "--shared-storage kept the page cache across opens");
+}
+
+mode_tests!(nonce: unchanged_files_stay_cached_changed_ones_do_not);
+
+#[test]
+fn negative_entries_only_without_shared_storage() {
+    require_fuse!();
+    for (extra, cached) in [
+        (&["--shared-storage"][..], false),
+        (&["--cache-timeout", "3600"][..], true),
+    ] {
+        let mut v = Volume::init(Mode::Gcm);
+        v.mount_with(extra);
+        let mnt2 = v.root().join("mnt2");
+        fs::create_dir_all(&mnt2).unwrap();
+        assert!(fs::symlink_metadata(v.p("late")).is_err(), "{extra:?}: not there yet");
+        warpfs(args![
+            "mount",
+            "--passfile",
+            &v.passfile,
+            "--shared-storage",
+            &v.cipher,
+            &mnt2
+        ])
+        .expect_ok("second mount");
+        fs::write(mnt2.join("late"), b"made by the other mount").unwrap();
+        let seen = fs::symlink_metadata(v.p("late")).is_ok();
+        unmount_path(&mnt2).unwrap();
+        assert_eq!(seen, !cached, "{extra:?}: a name the other mount made");
+    }
+}
+
+#[test]
+fn container_open_serves_on_either_transport() {
+    require_fuse!();
+    if let Some(why) = uring_unavailable() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for t in ["uring", "dev"] {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap();
+        let (img, mnt, pass) = (root.join("img"), root.join("m"), root.join("pw"));
+        fs::create_dir(&mnt).unwrap();
+        fs::write(&pass, "container password\n").unwrap();
+        warpfs(args![
+            "container",
+            "create",
+            "--passfile",
+            &pass,
+            "--size",
+            "8M",
+            "--kdf-memory",
+            "32768",
+            "--kdf-iterations",
+            "2",
+            &img
+        ])
+        .expect_ok("container create");
+        warpfs(args![
+            "container",
+            "open",
+            "--passfile",
+            &pass,
+            "--transport",
+            t,
+            &img,
+            &mnt
+        ])
+        .expect_ok("container open");
+        let data = Rng::for_test("container-transport").bytes(1 << 20);
+        let vol = mnt.join("volume");
+        {
+            let f = open_rw(&vol);
+            write_at(&f, 4096, &data).unwrap();
+            f.sync_all().unwrap();
+            drop_cache(&f);
+            assert_bytes_eq(&read_at(&f, 4096, data.len()).unwrap(), &data, &format!("{t}: volume"));
+        }
+        unmount_path(&mnt).unwrap();
+    }
+}
