@@ -13,6 +13,12 @@
 #   3. test       cargo test --workspace --release --no-fail-fast
 #                 (the mount-level tests in crates/warpfs/tests need root and
 #                 /dev/fuse; without them they are counted as skipped)
+#   3b. dev-fuse  every mount-level test of crates/warpfs again on /dev/fuse
+#                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
+#                 FUSE over io_uring where the kernel has it: enable_uring is
+#                 set on for the run and put back at exit), then fsx with one
+#                 seed per mode; scripts/transport-matrix.sh runs everything
+#                 (pjdfstest and soak too) on the other transport
 #   4. spec-on    the mount-level io and namespace tests again, every mount
 #                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
 #                 ran them with the default, off), so both engine paths are
@@ -94,6 +100,17 @@ if wf_is_root; then
     wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"
 fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
+# FUSE over io_uring (Linux 6.14+): the suite runs on it; step dev-fuse runs
+# the mount-level tests again on /dev/fuse. The module parameter is put back.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+if wf_is_root && [[ -w $URING_PARAM ]]; then
+    URING_WAS="$(cat "$URING_PARAM")"
+    echo Y >"$URING_PARAM"
+    trap 'echo "$URING_WAS" >"$URING_PARAM"' EXIT
+    export WARPFS_TRANSPORT="${WARPFS_TRANSPORT:-uring}"
+else
+    wf_warn "no writable $URING_PARAM: every step runs on /dev/fuse"
+fi
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 # ---- steps -------------------------------------------------------------------
@@ -129,6 +146,8 @@ step() {
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step test cargo test --workspace --release --no-fail-fast
+step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
+    bash -c 'cargo test --release -p warpfs --no-fail-fast; r=$?; bash scripts/fsx.sh || r=1; exit $r'
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
