@@ -6,7 +6,7 @@
 //! ([`queue`]); requests are parsed ([`request`]), served by the operations
 //! layer ([`dispatch`]) and answered ([`reply`]) in place, in the entry's
 //! buffers. FORGET and INTERRUPT stay on /dev/fuse (fuser serves them).
-//! ARCHITECTURE.md, "Transports"; docs/decisions/0001-fuse-over-io-uring.md.
+//! ARCHITECTURE.md, "Transports"; docs/decisions/0007-fuse-over-io-uring.md.
 
 mod abi;
 mod dispatch;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 /// Ring entries per queue thread when not told otherwise (measured:
-/// docs/decisions/0001-fuse-over-io-uring.md).
+/// docs/decisions/0007-fuse-over-io-uring.md).
 pub const DEFAULT_DEPTH: usize = 2;
 /// Bytes of each entry's payload buffer: the largest request or reply the
 /// mount negotiates (`max_write` and `max_pages` of 1 MiB).
