@@ -75,8 +75,7 @@ fn ring_requests(log: &str) -> Option<u64> {
 #[test]
 fn each_transport_serves_and_names_itself() {
     require_fuse!();
-    if let Some(why) = uring_unavailable() {
-        eprintln!("SKIP: {why}");
+    if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
     }
     let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -124,8 +123,7 @@ impl Drop for Restore {
 #[test]
 fn enable_uring_is_changed_only_when_asked() {
     require_fuse!();
-    if let Some(why) = uring_unavailable() {
-        eprintln!("SKIP: {why}");
+    if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
     }
     let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -239,8 +237,7 @@ fn negative_entries_only_without_shared_storage() {
 #[test]
 fn container_open_serves_on_either_transport() {
     require_fuse!();
-    if let Some(why) = uring_unavailable() {
-        eprintln!("SKIP: {why}");
+    if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
     }
     let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());

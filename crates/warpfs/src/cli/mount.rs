@@ -29,6 +29,8 @@ use warpfs_volume::{Options, Volume};
 /// than fetching one made on the other core, and the workers take CPU from
 /// the FUSE threads, so it is off there; with software AES (no AES-NI, or
 /// `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead pays and it is on.
+/// Measured again with FUSE over io_uring, where requests are served on the
+/// caller's core: still slower on 2 cores (docs/decisions/0007).
 pub fn auto_speculation() -> bool {
     let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !has_aes_ni();
     soft || cores() >= 4
