@@ -31,8 +31,9 @@ use warpfs_engine::StatsSnapshot;
 
 const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
 
-/// Tests that read or write the module parameter take this, so that they
-/// do not change it under each other.
+/// Every test here takes this: one sets the module parameter off for a
+/// while, and a mount made with `WARPFS_TRANSPORT=uring` (the suite on
+/// io_uring) as root would turn it back on meanwhile.
 static PARAM_LOCK: Mutex<()> = Mutex::new(());
 
 fn uring_unavailable() -> Option<String> {
@@ -166,6 +167,7 @@ fn enable_uring_is_changed_only_when_asked() {
 
 fn unchanged_files_stay_cached_changed_ones_do_not(mode: Mode) {
     require_fuse!();
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let mut v = Volume::init(mode);
     v.mount();
     let a = Rng::for_test("cache-a").bytes(200_000);
@@ -209,6 +211,7 @@ mode_tests!(nonce: unchanged_files_stay_cached_changed_ones_do_not);
 #[test]
 fn negative_entries_only_without_shared_storage() {
     require_fuse!();
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     for (extra, cached) in [
         (&["--shared-storage"][..], false),
         (&["--cache-timeout", "3600"][..], true),
