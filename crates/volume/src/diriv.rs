@@ -67,11 +67,19 @@ pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     })
 }
 
-/// Write a fresh random IV into a new backing directory (read-only file, fsynced).
+/// Write a fresh random IV into a new backing directory (read-only file,
+/// fsynced), then fsync the directory: once the caller's mkdir returns,
+/// an fsync of the parent (what makes a new directory durable under
+/// POSIX) must not leave a directory without its IV after a power loss.
 pub(crate) fn create(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     let iv: [u8; DIRIV_LEN] = warpfs_crypto::rand::array();
     crate::sys::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, &iv, true)?;
-    Ok(iv)
+    match dir.reopen()?.sync_all() {
+        // Backing file systems that cannot fsync a directory (some FUSE
+        // and network ones) say so with EINVAL.
+        Err(e) if !matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) => Err(e.into()),
+        _ => Ok(iv),
+    }
 }
 
 /// Write a known IV (used to restore one after a failed rmdir).

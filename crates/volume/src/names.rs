@@ -31,14 +31,17 @@ pub(crate) fn file_of(b: &BackingName) -> &str {
     }
 }
 
-/// Write the sidecar of a long name if it is not there yet. Returns whether
-/// this call created it (so a failed operation can remove it again).
+/// Write the sidecar of a long name if it is not there yet, fsynced: an
+/// fsync of the directory makes the entry and its sidecar durable, and
+/// the sidecar must not then be empty after a power loss (the entry would
+/// vanish from listings). Returns whether this call created it (so a
+/// failed operation can remove it again).
 pub(crate) fn write_sidecar(dir: &Dir, b: &BackingName) -> Result<bool> {
     let BackingName::Long { file, encoded } = b else {
         return Ok(false);
     };
     let side = long_sidecar(file);
-    match crate::sys::create_file(&dir.entry(OsStr::new(&side)), 0o444, encoded.as_bytes(), false) {
+    match crate::sys::create_file(&dir.entry(OsStr::new(&side)), 0o444, encoded.as_bytes(), true) {
         Ok(()) => Ok(true),
         Err(Error(libc::EEXIST)) => Ok(false),
         Err(e) => Err(e),
