@@ -69,7 +69,8 @@ START=$SECONDS
 
 # ---- 0. setup ----------------------------------------------------------------
 if wf_is_root; then
-    pkgs=(fusermount3:fuse3 fio:fio cc:gcc mountpoint:util-linux timeout:coreutils)
+    # strace: the power-loss crash-state tests record the daemon with it.
+    pkgs=(fusermount3:fuse3 fio:fio cc:gcc mountpoint:util-linux timeout:coreutils strace:strace)
     # OpenCL backend tests run on pocl (a CPU OpenCL) when the code uses opencl3.
     if grep -qs '^opencl3' Cargo.toml crates/*/Cargo.toml; then
         pkgs+=(ocl-icd-libopencl1 pocl-opencl-icd)
