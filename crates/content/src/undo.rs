@@ -203,6 +203,11 @@ impl Record {
         if b.len() < 12 {
             return Ok(Content::Torn);
         }
+        // Uncommitted: the magic is written last, once the rest is durable
+        // ([`Journal::save_encoded`]), so the segment was never touched.
+        if b[..8] == [0; 8] {
+            return Ok(Content::Torn);
+        }
         if b[..8] != MAGIC {
             return Err(Refused("it is not an undo journal (bad magic)".into()));
         }
@@ -350,10 +355,19 @@ impl Journal {
         self.save_encoded(&rec.encode(key))
     }
 
-    /// Write a record already encoded ([`encode_into`]) and make it durable.
+    /// Write a record already encoded ([`encode_into`]) and make it
+    /// durable: all but the magic, synced, then the magic, synced. The
+    /// pages of one write reach the disk in any order after a power loss,
+    /// so a record written at once could come back at full length with
+    /// pages of zeros, which a reader must refuse as damaged; this way a
+    /// record without its magic is uncommitted (its segment untouched) and
+    /// one with it is whole.
     pub fn save_encoded(&self, b: &[u8]) -> std::io::Result<()> {
         self.file.set_len(0)?;
-        self.file.write_all_at(b, 0)?;
+        let m = MAGIC.len().min(b.len());
+        self.file.write_all_at(&b[m..], m as u64)?;
+        self.file.sync_data()?;
+        self.file.write_all_at(&b[..m], 0)?;
         self.file.sync_data()
     }
 
@@ -539,6 +553,22 @@ mod tests {
         assert!(b[4640..].iter().all(|&x| x == 9));
         j.clear().unwrap();
         assert_eq!(j.load(&k).unwrap(), Content::Empty);
+    }
+
+    #[test]
+    fn a_record_without_its_magic_is_uncommitted() {
+        // What a power loss may leave of save_encoded: the body (or only
+        // its length, the pages in between zeros) without the magic.
+        let k = key(4);
+        let b = rec().encode(&k);
+        let mut body = b.clone();
+        body[..8].fill(0);
+        assert_eq!(Record::decode(&body, &k).unwrap(), Content::Torn);
+        assert_eq!(Record::decode(&vec![0; b.len()], &k).unwrap(), Content::Torn);
+        // With its magic the record is whole; a zero page in it is damage.
+        let mut holed = b.clone();
+        holed[40..80].fill(0);
+        assert!(Record::decode(&holed, &k).is_err());
     }
 
     proptest! {
