@@ -285,3 +285,56 @@ impl Oracle {
         }
     }
 }
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn durable_versions_touched_blocks_and_names() {
+        let w = Workload {
+            setup: vec![Setup::File("a".into(), vec![1; 5000])],
+            steps: vec![
+                Step::Open {
+                    slot: 0,
+                    path: "a".into(),
+                    create: false,
+                    append: false,
+                },
+                Step::Pwrite {
+                    slot: 0,
+                    off: 100,
+                    data: vec![2; 10],
+                },
+                Step::Fsync { slot: 0 },
+                Step::Pwrite {
+                    slot: 0,
+                    off: 3 * B,
+                    data: vec![3; 10],
+                },
+                Step::Rename {
+                    from: "a".into(),
+                    to: "b".into(),
+                },
+                Step::FsyncDir { path: ".".into() },
+            ],
+        };
+        let o = Oracle::new(&w);
+        // Before the fsync finished: the setup content is durable.
+        let x = o.file(0, 2);
+        assert_eq!(x.durable.unwrap()[100], 1);
+        assert_eq!(x.touched, [0].into());
+        // After it: the write is durable; a write past the end touches its
+        // block and the old partial last block (re-encrypted, padded).
+        let x = o.file(0, 4);
+        assert_eq!(x.durable.unwrap()[100], 2);
+        assert_eq!(x.touched, [1, 3].into());
+        assert!(x.size_changed);
+        assert_eq!(x.sizes(), (5000, 3 * B + 10));
+        // The rename is durable only once the directory's fsync finished.
+        assert_eq!(o.names_at("b", 5), vec![None, Some(0)]);
+        assert_eq!(o.names_at("a", 5), vec![Some(0), None]);
+        assert_eq!(o.names_at("b", 6), vec![Some(0)]);
+        assert_eq!(o.names_at("a", 6), vec![None]);
+    }
+}

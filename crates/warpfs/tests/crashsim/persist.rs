@@ -277,3 +277,83 @@ impl Model {
         m
     }
 }
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    /// root/f created, written over two pages, fsynced; root fsynced.
+    fn model() -> (FsModel, Model) {
+        let d = tempfile::tempdir().unwrap();
+        let snap = FsModel::load(d.path());
+        let ino = snap.fresh();
+        let ops = vec![
+            BOp::Create {
+                parent: snap.root,
+                name: b"f".to_vec(),
+                ino,
+                node: Node::File(Vec::new()),
+                mode: 0o644,
+            },
+            BOp::Write {
+                ino,
+                off: 4000,
+                data: vec![7; 200],
+            },
+            BOp::Write {
+                ino,
+                off: 4090,
+                data: vec![8; 4],
+            },
+            BOp::Sync {
+                ino: Some(ino),
+                covers: 3,
+            },
+            BOp::Sync {
+                ino: Some(snap.root),
+                covers: 4,
+            },
+        ];
+        let m = Model::build(&snap, ops);
+        (snap, m)
+    }
+
+    #[test]
+    fn pages_sizes_names_and_barriers() {
+        let (snap, m) = model();
+        // create; write: size 4096, page 0, size 4200, page 1; write: page 0.
+        assert_eq!(m.units.len(), 6);
+        assert!(matches!(m.units[0].eff, Eff::Ns));
+        // Page 1 of the first write needs its size and the first size.
+        let mut set = vec![false; 6];
+        set[4] = true;
+        m.close(&mut set);
+        assert_eq!(set, [false, true, false, true, true, false]);
+        // The second write to page 0 needs the first one.
+        let mut set = vec![false; 6];
+        set[5] = true;
+        m.close(&mut set);
+        assert!(set[2] && set[1] && !set[4]);
+        // The file's fsync forces its content, not its name; the
+        // directory's fsync forces the name.
+        assert_eq!(m.forced(4), [false, true, true, true, true, true]);
+        assert!(m.forced(5).iter().all(|&x| x));
+        let st = m.state(&snap, &m.forced(4));
+        assert!(st.lookup(b"f").is_none());
+        let st = m.state(&snap, &m.forced(5));
+        let f = st.lookup(b"f").unwrap();
+        assert_eq!(st.size(f), 4200);
+        // A size without its data reads zeros.
+        let mut set = vec![false; 6];
+        set[0] = true;
+        set[3] = true;
+        m.close(&mut set);
+        let st = m.state(&snap, &set);
+        let Some(Node::File(d)) = st.get(st.lookup(b"f").unwrap()) else {
+            panic!()
+        };
+        assert_eq!(d.len(), 4200);
+        assert!(d.iter().all(|&x| x == 0));
+        assert_eq!(m.optional(4, &m.forced(4)), vec![0]);
+    }
+}
