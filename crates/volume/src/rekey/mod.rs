@@ -150,6 +150,11 @@ pub fn run(vol: &Volume, opts: &RekeyOptions, progress: &Progress, stop: &Atomic
     run_walk(&Walk::of(vol), opts, progress, stop)
 }
 
+/// How many walks a rekey makes before it gives up on files that keep
+/// moving (each walk after the first finds the files renamed during the
+/// one before).
+const MAX_WALKS: usize = 16;
+
 pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop: &AtomicBool) -> Result<bool, String> {
     if !w.keys.rekeying() {
         return Err("no rekey under way".into());
@@ -163,15 +168,74 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         .sum();
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
     progress.bytes_total.store(total, Ordering::Relaxed);
+    let started = Instant::now();
+    walk_once(w, &files, opts, progress, stop, started)?;
+    // A file renamed after the listing was not found under its old name:
+    // walk again until a walk finds every file at the target generation,
+    // so no file is left at a generation the finished rekey drops.
+    for _ in 1..MAX_WALKS {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let behind = files_behind(&w.root, w.keys.write_generation()).map_err(e)?;
+        if behind.is_empty() {
+            return Ok(true);
+        }
+        tracing::info!("rekey: {} file(s) moved during the walk; walking again", behind.len());
+        progress.files_total.fetch_add(behind.len() as u64, Ordering::Relaxed);
+        walk_once(w, &behind, opts, progress, stop, started)?;
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Ok(false);
+    }
+    let behind = files_behind(&w.root, w.keys.write_generation()).map_err(e)?;
+    if behind.is_empty() {
+        return Ok(true);
+    }
+    Err(format!(
+        "{} file(s) still not at the new key after {MAX_WALKS} walks (they keep being renamed, e.g. {}); \
+         the old key is kept: run `warpfs rekey` again",
+        behind.len(),
+        behind[0].display()
+    ))
+}
+
+/// Content files of `root` whose header is not at generation `target`
+/// with a finished watermark (empty files hold no key and are never behind).
+fn files_behind(root: &Path, target: u32) -> io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for rel in content_files(root)? {
+        let f = match crate::beneath::open_beneath(root, &rel, libc::O_RDONLY, 0) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        match file_generation(&f) {
+            Ok(None) => {}
+            Ok(Some((g, 0))) if g == target => {}
+            Ok(Some(_)) | Err(_) => out.push(rel),
+        }
+    }
+    Ok(out)
+}
+
+/// One walk over `files` with the run's jobs; the first error ends it.
+fn walk_once(
+    w: &Walk,
+    files: &[PathBuf],
+    opts: &RekeyOptions,
+    progress: &Progress,
+    stop: &AtomicBool,
+    started: Instant,
+) -> Result<(), String> {
     let jobs = opts.jobs.max(1).min(files.len().max(1));
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<String>> = Mutex::new(None);
-    let started = Instant::now();
     let halt = || stop.load(Ordering::Relaxed) || failed.lock().map(|f| f.is_some()).unwrap_or(true);
     let halt = &halt;
     std::thread::scope(|sc| {
         for k in 0..jobs {
-            let (files, next, failed) = (&files, &next, &failed);
+            let (next, failed) = (&next, &failed);
             sc.spawn(move || {
                 let target = w.keys.write_generation();
                 let mut io = match JournalIo::create(&w.root, k, w.journal_key.clone(), target, opts.on_event.clone()) {
@@ -200,10 +264,10 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
             });
         }
     });
-    if let Some(m) = failed.into_inner().ok().flatten() {
-        return Err(m);
+    match failed.into_inner().ok().flatten() {
+        Some(m) => Err(m),
+        None => Ok(()),
     }
-    Ok(!stop.load(Ordering::Relaxed))
 }
 
 /// Record the first error of a run.
@@ -228,7 +292,8 @@ fn pace(rate: Option<u64>, started: Instant, bytes: u64, stop: &AtomicBool) {
 
 /// Move one file (relative path `rel`) to the write generation through
 /// the volume's open-file table, so handles open on it share its range
-/// lock while segments move. A file deleted meanwhile is skipped.
+/// lock while segments move. A file gone from its path is skipped here:
+/// deleted, or renamed (the next walk of [`run_walk`] finds it).
 /// `Ok(false)`: halted before the file was done.
 fn rekey_file(
     w: &Walk,

@@ -1109,6 +1109,19 @@ impl Foreground {
     }
 }
 
+/// Poll `cond` until it holds; `false` after `timeout` (a hand-off with a
+/// deadline, never a timing assertion).
+pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
 /// Wait until nothing is mounted at `p`; `false` after `timeout`.
 pub fn wait_unmounted(p: &Path, timeout: Duration) -> bool {
     let start = Instant::now();
