@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/ghash.sh — GHASH and AES-GCM paths on one core for 4 KiB blocks
-# (issue 3: which GCM path each warpfs mode uses and why, with numbers).
+# (which GCM path each warpfs mode uses and why, with numbers).
 #
 #   bash bench/ghash.sh [--seconds S] [--out DIR]
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench/spec-fio.sh — the speculation benchmark of issue 3: fio on tmpfs at
+# bench/spec-fio.sh — the speculation benchmark: fio on tmpfs at
 # 4/64/128 KiB, seq and rand, read and write, with warpfs speculation on
-# (keystream workers on the client's otherwise idle CPU, and, as before,
+# (keystream workers on the client's otherwise idle CPU, and
 # sharing the daemon's CPU) vs off vs gocryptfs vs warpfs's no-crypto
 # ceiling, side by side in one run, with the engine's hit rate per job (from
 # `warpfs stats --json MOUNTPOINT`).

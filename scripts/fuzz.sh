@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh — smoke-run every cargo-fuzz target (issue 6, item 5).
+# scripts/fuzz.sh — smoke-run every cargo-fuzz target.
 #
 #   bash scripts/fuzz.sh [TARGET...]        (default: all four targets)
 #

@@ -1,5 +1,5 @@
-//! GHASH and AES-GCM paths on one core, 4 KiB blocks (issue 3: which path
-//! each warpfs mode uses and why). Prints one JSON object on stdout.
+//! GHASH and AES-GCM paths on one core, 4 KiB blocks (which path each
+//! warpfs mode uses and why). Prints one JSON object on stdout.
 //!
 //! Every case first checks its output against the RustCrypto `aes-gcm`
 //! reference (same key, nonce, AAD, plaintext), so a fast but wrong path

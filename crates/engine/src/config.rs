@@ -1,13 +1,13 @@
 //! Engine configuration: sizes, worker count, priority and placement of the
 //! workers (`cpus`, parsed from a `taskset`-style list).
 
-/// Default number of write-pool contexts (Z). The 64 gave ~39% hits
+/// Default number of write-pool contexts (Z). A pool of 64 gave ~39% hits
 /// on sequential writes with the workers sharing one CPU with the FUSE
 /// threads; 1024 (4 MiB of masks, ~4 MiB of memory per volume) gives 99%+
 /// (ARCHITECTURE.md, "Hit rates").
 pub const DEFAULT_POOL_SIZE: usize = 1024;
 /// Default largest read window, in blocks (W max). 256 blocks = 1 MiB of
-/// look-ahead per open file (the 64 gave ~45% hits on sequential reads).
+/// look-ahead per open file (a window of 64 gave ~45% hits on sequential reads).
 pub const DEFAULT_WINDOW_MAX: usize = 256;
 /// Contexts the write pool redefines at once (one queue lock per batch).
 pub const REFILL_BATCH: usize = 32;

@@ -1,4 +1,4 @@
-//! `warpfs fsck` (issue 6, item 8): files are written through a real mount,
+//! `warpfs fsck`: files are written through a real mount,
 //! the volume is unmounted, the cipher dir is damaged at the FORMAT.md
 //! offsets, and fsck must name the plaintext path and block, exit 20 (problems),
 //! 21 (all repaired), 22 (mounted), 10/11 (password/config), and repair only

@@ -1,4 +1,4 @@
-//! `warpfs rekey` (issue 7, item 5): files written through a real mount
+//! `warpfs rekey`: files written through a real mount
 //! are moved in place to a new content key generation; every header
 //! records it, every data block is re-encrypted, inodes and hard links
 //! stay, contents read back equal after a remount; a SIGKILL of the rekey
