@@ -4,7 +4,7 @@
 /// Default number of write-pool contexts (Z). A pool of 64 gave ~39% hits
 /// on sequential writes with the workers sharing one CPU with the FUSE
 /// threads; 1024 (4 MiB of masks, ~4 MiB of memory per volume) gives 99%+
-/// (ARCHITECTURE.md, "Hit rates").
+/// (docs/decisions/0041-speculation-sizes.md).
 pub const DEFAULT_POOL_SIZE: usize = 1024;
 /// Default largest read window, in blocks (W max). 256 blocks = 1 MiB of
 /// look-ahead per open file (a window of 64 gave ~45% hits on sequential reads).
@@ -25,27 +25,28 @@ pub const DEFAULT_ENGINE_NICE: i32 = -19;
 /// spin burned the CPU the workers share with the client: with 50 µs a
 /// random 128 KiB reader's CPU ran at 70–73% instead of 46–47% for the same
 /// throughput, and random 128 KiB writes went 401–430 MiB/s instead of
-/// 436–461 (ARCHITECTURE.md). `--engine-spin-us` sets it.
+/// 436–461 (docs/decisions/0043-idle-workers-do-not-spin.md).
+/// `--engine-spin-us` sets it.
 pub const DEFAULT_SPIN_US: u32 = 0;
 /// Default mask length: E(J0) (16 bytes) then one 4 KiB content block.
 pub const DEFAULT_MASK_LEN: usize = 16 + 4096;
 /// Default largest number of contexts one worker takes per work unit.
 pub const DEFAULT_BATCH_MAX: usize = 32;
 /// Default decrypt-ahead depth: requests of a sequential reader read and
-/// decrypted ahead on the engine's CPUs (ARCHITECTURE.md, "Decrypt-ahead").
+/// decrypted ahead on the engine's CPUs (docs/decisions/0042).
 pub const DEFAULT_READ_AHEAD: usize = 2;
 /// Nice value of the decrypt-ahead threads: 19, so they run only on time
 /// the client and the FUSE threads leave idle (the technique's premise).
 /// Measured on 2 vCPUs (ctr, sequential 128 KiB reads, threads on the
 /// client's CPU): nice 19 beat 0 and -19, which took CPU from the client
-/// (ARCHITECTURE.md, "Decrypt-ahead").
+/// (docs/decisions/0042-decrypt-ahead.md).
 pub const AHEAD_NICE: i32 = 19;
 /// How long a read waits for a decrypt-ahead thread to finish a chunk it
 /// has started before taking the chunk over (reading it itself into another
 /// buffer). A running thread needs ~30 µs for a 128 KiB chunk; one still
 /// busy after this was preempted (nice 19, on a CPU the client keeps busy),
-/// and waiting for it stalled reads ~0.9 ms each (ARCHITECTURE.md,
-/// "Decrypt-ahead").
+/// and waiting for it stalled reads ~0.9 ms each (docs/decisions/
+/// 0042-decrypt-ahead.md).
 pub const AHEAD_STEAL_AFTER: std::time::Duration = std::time::Duration::from_micros(100);
 /// Environment variable that forces software AES when set to `1`, `true` or `yes`.
 pub const ENV_NO_AESNI: &str = "WARPFS_NO_AESNI";

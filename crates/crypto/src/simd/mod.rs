@@ -6,7 +6,7 @@
 //!
 //! Why our own: the `aes` 0.9 crate's VAES path encrypts counter blocks
 //! that the caller has written to memory and, on this toolchain, does not
-//! inline its key broadcast and loads (ARCHITECTURE.md, "Mask speed"); the
+//! inline its key broadcast and loads (docs/decisions/0039); the
 //! `ghash` crate's 128-bit CLMUL path byte-reverses every block in a
 //! separate step and aggregates only 4 blocks. Both are tested against
 //! published vectors and, by property tests, against those crates.

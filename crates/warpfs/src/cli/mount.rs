@@ -24,7 +24,7 @@ use warpfs_engine::{
 use warpfs_volume::{Options, Volume};
 
 /// Whether speculation is on when `--speculation` is not given ("auto").
-/// Measured (ARCHITECTURE.md, "Speculation at mount"): on 2-core AES-NI
+/// Measured (docs/decisions/0040): on 2-core AES-NI
 /// machines making a 4 KiB mask on the calling thread (~0.4 us) costs no more
 /// than fetching one made on the other core, and the workers take CPU from
 /// the FUSE threads, so it is off there; with software AES (no AES-NI, or

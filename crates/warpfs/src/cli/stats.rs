@@ -2,7 +2,7 @@
 //!
 //! The mount daemon answers a read of the virtual attribute
 //! `trusted.warpfs.stats` of the mount root with the counters as JSON
-//! (ARCHITECTURE.md, "Engine stats"), through the root's control ioctl
+//! (docs/decisions/0050), through the root's control ioctl
 //! (`cli::virt`): it works for a daemonized mount and under `--no-xattr`,
 //! needs no socket or file, and ends with the mount. Root and the user the
 //! daemon runs as may read it.

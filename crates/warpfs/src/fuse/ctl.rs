@@ -1,7 +1,7 @@
 //! The control ioctls of the mount root: how `warpfs stats` and `warpfs
 //! rekey` reach a live mount's virtual attributes (`trusted.warpfs.stats`,
 //! `trusted.warpfs.rekey`) without extended attributes, so they also work
-//! under `--no-xattr` (ARCHITECTURE.md, "Control channel"). Two restricted
+//! under `--no-xattr` (docs/decisions/0050). Two restricted
 //! ioctls on a descriptor of the mount root: [`GET`] sends a name and gets
 //! the value back (the ioctl's result is its length), [`SET`] sends a name
 //! and a value. The daemon serves reads to root and to the user it runs as;

@@ -54,8 +54,8 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
     // the kernel's own check would only repeat it, at a price: it refreshes
     // a directory's attributes (a GETATTR round trip) before every create,
     // unlink or rename in a directory just changed. `access` answers
-    // access(2) and chdir from the backing entry (ARCHITECTURE.md,
-    // "Permission checks").
+    // access(2) and chdir from the backing entry (docs/decisions/
+    // 0008-default-permissions-only-with-allow-other.md).
     opts.push(if o.read_only { MountOption::RO } else { MountOption::RW });
     for x in &o.other {
         opts.push(match x.as_str() {
@@ -88,7 +88,7 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
 /// throttles writers: 128 MiB, but no more than 1/64 of RAM. The kernel's
 /// own limit for a FUSE mount is 1% of its dirty threshold (about 40 MiB
 /// with 23 GiB), and writers then sleep in `balance_dirty_pages` while the
-/// daemon has CPU to spare (ARCHITECTURE.md, "Dirty limit").
+/// daemon has CPU to spare (docs/decisions/0004).
 const MAX_DIRTY: u64 = 128 << 20;
 
 /// Tune the mount's bdi: read-ahead to 1 MiB so the kernel sends 1 MiB

@@ -1,7 +1,7 @@
 //! Stopping a mount on SIGINT or SIGTERM: unmount; a mount still in use is
 //! detached instead (as `umount -l`), and the daemon serves the files still
 //! open on it until the last is closed; a second signal ends it at once
-//! (ARCHITECTURE.md, "Stopping").
+//! (docs/decisions/0047-stopping-on-signals.md).
 
 use fuser::SessionUnmounter;
 use signal_hook::consts::{SIGINT, SIGTERM};

@@ -6,7 +6,7 @@
 //! ([`queue`]); requests are parsed ([`request`]), served by the operations
 //! layer ([`dispatch`]) and answered ([`reply`]) in place, in the entry's
 //! buffers. FORGET and INTERRUPT stay on /dev/fuse (fuser serves them).
-//! ARCHITECTURE.md, "Transports"; docs/decisions/0007-fuse-over-io-uring.md.
+//! docs/decisions/0007-fuse-over-io-uring.md.
 
 mod abi;
 mod dispatch;

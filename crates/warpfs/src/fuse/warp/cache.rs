@@ -1,4 +1,4 @@
-//! The kernel caches a mount asks for (ARCHITECTURE.md, "Kernel caches"):
+//! The kernel caches a mount asks for (docs/decisions/0054):
 //! long entry and attribute timeouts, negative entries, cached symlink
 //! targets, no FLUSH round trip, and a page cache kept across opens of a
 //! file whose backing file did not change (`FOPEN_KEEP_CACHE`). A file

@@ -55,8 +55,8 @@ impl WarpFs {
         // inode that a file has no privileges to drop, and stops asking
         // for `security.capability` before every write(2) (one round trip
         // each); in exchange the daemon drops set-user-ID and
-        // set-group-ID itself (ARCHITECTURE.md, "Extended attributes and
-        // writes").
+        // set-group-ID itself (docs/decisions/
+        // 0003-fuse-handle-killpriv-v2.md).
         self.killpriv = (want & have).contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         tracing::info!(
             "the kernel offers FUSE_HANDLE_KILLPRIV_V2: {}; set-id bits are dropped by the {}",

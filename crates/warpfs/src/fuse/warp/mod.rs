@@ -128,7 +128,7 @@ impl WarpFs {
     /// Serve extended attributes (the default), or answer every xattr
     /// request ENOSYS, after which the kernel sends none on this mount:
     /// not even the `security.capability` lookup it makes before every
-    /// `write(2)` (ARCHITECTURE.md, "Extended attributes and writes").
+    /// `write(2)` (docs/decisions/0003-fuse-handle-killpriv-v2.md).
     pub fn with_xattrs(mut self, on: bool) -> Self {
         self.xattrs = on;
         self
