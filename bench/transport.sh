@@ -4,7 +4,7 @@
 # and bindfs (a FUSE pass-through without crypto), side by side in one run:
 # reads, writes, metadata, small files, the filebench-like mixes.
 #
-#   sudo flock /work/bench.lock bash bench/transport.sh [--quick] [--reps N] [--runtime S] [--size-mib M]
+#   sudo bash bench/transport.sh [--quick] [--reps N] [--runtime S] [--size-mib M]
 #        [--peers warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-dev-shared,gocryptfs,securefs,bindfs]
 #        [--jobs randread-4k,...] [--out DIR]
 #   bash bench/transport.sh --render bench/results/transport.json     (redo .md and plot)

@@ -1,5 +1,5 @@
 //! warpfs layer 5, the speculative keystream engine (our WAESlib; see
-//! DESIGN.md "Speculation" and the EncFS++ paper, sections 4-5).
+//! docs/decisions/0038-keystream-seam.md and the EncFS++ paper, sections 4-5).
 //!
 //! AES-CTR keystream ("masks") depends only on (key, nonce, counter), so it
 //! can be made before the data is known. The [`Engine`] keeps contexts, each

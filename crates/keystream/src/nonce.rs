@@ -1,6 +1,6 @@
 //! Block nonces: a random 64-bit epoch per mount ‖ a 32-bit counter; a fresh
-//! epoch when the counter wraps. See DESIGN.md "Nonces" for why not a
-//! persisted global counter.
+//! epoch when the counter wraps. See docs/decisions/0036-random-nonce-epochs.md
+//! for why not a persisted global counter.
 
 use std::sync::Mutex;
 use warpfs_crypto::Nonce;

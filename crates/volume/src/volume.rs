@@ -103,8 +103,8 @@ impl Volume {
         self.keysource.cipher(self.engine.as_ref(), g)
     }
 
-    /// Take every mask from the speculative `engine` (DESIGN.md
-    /// "Speculation"): one [`WritePool`] for the volume replaces the
+    /// Take every mask from the speculative `engine`
+    /// (docs/decisions/0038-keystream-seam.md): one [`WritePool`] for the volume replaces the
     /// keystream backend, so every write's mask comes from the pool, and
     /// each file opened from now on reads through its own read window. Call
     /// it before any file is opened (at mount). When the engine forces
