@@ -377,6 +377,8 @@ mod tests {
     fn the_six_calls_in_sequence() {
         let key = hex::decode(K128).unwrap();
         let nonce = hex::decode(NONCE).unwrap();
+        // SAFETY: every pointer passed is null on purpose or points into a
+        // live buffer of the length passed with it.
         unsafe {
             assert_eq!(waes_setkey(key.as_ptr(), 16), WAES_E_NOINIT);
             assert_eq!(waes_finish(), WAES_E_NOINIT);

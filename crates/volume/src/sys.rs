@@ -36,6 +36,7 @@ pub(crate) fn check_len(rc: libc::ssize_t) -> Result<usize> {
 /// lstat(2) of an absolute path.
 pub(crate) fn lstat_path(p: &Path) -> Result<libc::stat> {
     let c = cstr(p)?;
+    // SAFETY: `stat` is plain old data; all zeros is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid C string and out-pointer.
     check(unsafe { libc::lstat(c.as_ptr(), &mut st) })?;
@@ -45,6 +46,7 @@ pub(crate) fn lstat_path(p: &Path) -> Result<libc::stat> {
 /// lstat(2) of an entry (fstatat without following a symlink).
 pub(crate) fn lstat(l: &Loc) -> Result<libc::stat> {
     let (fd, c) = l.at()?;
+    // SAFETY: `stat` is plain old data; all zeros is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid C string and out-pointer.
     check(unsafe { libc::fstatat(fd, c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
@@ -53,6 +55,7 @@ pub(crate) fn lstat(l: &Loc) -> Result<libc::stat> {
 
 /// fstat(2).
 pub(crate) fn fstat(fd: &impl std::os::fd::AsRawFd) -> Result<libc::stat> {
+    // SAFETY: `stat` is plain old data; all zeros is a valid value.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd and out-pointer.
     check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;

@@ -263,11 +263,13 @@ mod tests {
             .try_into()
             .unwrap();
         // S_1 = dot(X_1, H), S_2 = dot(S_1 ⊕ X_2, H).
+        // SAFETY: `available()` above: the CPU has PCLMULQDQ.
         let s1 = unsafe { dot_bytes(&x1, &h) };
         let mut t = s1;
         for (a, b) in t.iter_mut().zip(x2) {
             *a ^= b;
         }
+        // SAFETY: as for S_1.
         let s2 = unsafe { dot_bytes(&t, &h) };
         assert_eq!(hex::encode(s2), "f7a3b47b846119fae5b7866cf5e5b77e");
     }

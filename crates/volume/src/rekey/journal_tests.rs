@@ -221,6 +221,7 @@ fn a_journal_that_is_a_symlink_is_refused_and_never_truncated() {
     // Nor a FIFO (which would block a reader).
     std::fs::remove_file(&j).unwrap();
     let c = std::ffi::CString::new(j.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     fx.refused(&j, "not a regular file");
     assert!(JournalIo::create(&fx.root, 1, Arc::new(key(3)), GEN, None).is_ok());
