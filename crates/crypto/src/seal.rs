@@ -75,6 +75,11 @@ impl Sealer {
         URL_SAFE_NO_PAD.encode(self.seal(ad, pt))
     }
 
+    /// [`Self::seal_with_nonce`], encoded base64url without padding.
+    pub fn seal_b64_with_nonce(&self, ad: &[u8], nonce: &[u8; SEAL_NONCE_LEN], pt: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(self.seal_with_nonce(ad, nonce, pt))
+    }
+
     /// Decode and open a value made by [`Self::seal_b64`] (hostile input).
     pub fn open_b64(&self, ad: &[u8], encoded: &str) -> Result<Vec<u8>> {
         let raw = URL_SAFE_NO_PAD
