@@ -11,6 +11,7 @@ mod mount;
 mod passwd;
 mod password;
 mod rekey;
+mod reverse;
 mod stats;
 mod virt;
 
