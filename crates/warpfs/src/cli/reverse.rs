@@ -60,7 +60,12 @@ pub fn init(
 ) -> Result<(), CliError> {
     match std::fs::metadata(plaindir) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(CliError::new(USAGE, format!("{} is not a directory", plaindir.display()))),
+        Ok(_) => {
+            return Err(CliError::new(
+                USAGE,
+                format!("{} is not a directory", plaindir.display()),
+            ))
+        }
         Err(e) => return Err(CliError::new(ERROR, format!("{}: {e}", plaindir.display()))),
     }
     let path = config_path(plaindir, config);
@@ -71,7 +76,10 @@ pub fn init(
         path.display(),
         plaindir.display()
     );
-    println!("Mount the encrypted view with: warpfs mount --reverse {} MOUNTPOINT", plaindir.display());
+    println!(
+        "Mount the encrypted view with: warpfs mount --reverse {} MOUNTPOINT",
+        plaindir.display()
+    );
     if !quiet {
         println!();
         println!("Your master key is:");
@@ -160,8 +168,14 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
         excludes,
         one_file_system: m.rev.one_file_system,
     };
-    let view = ReverseView::new(plaindir.clone(), &master, cfg.key_bits(), ConfigShown { bytes, stat }, opts)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
+    let view = ReverseView::new(
+        plaindir.clone(),
+        &master,
+        cfg.key_bits(),
+        ConfigShown { bytes, stat },
+        opts,
+    )
+    .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
     drop(master);
     let transport = Transport::resolve(m.transport).map_err(|e| CliError::new(USAGE, e))?;
     let mut config = crate::fuse::mount_config(&mo, &plaindir);
@@ -180,14 +194,20 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     let mut fds = [0; 2];
     // SAFETY: fds is a 2-element array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(ERROR, format!("pipe: {}", std::io::Error::last_os_error())));
+        return Err(CliError::new(
+            ERROR,
+            format!("pipe: {}", std::io::Error::last_os_error()),
+        ));
     }
     // SAFETY: both fds were just created and are owned here.
     let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     // SAFETY: no thread was started yet.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Err(CliError::new(ERROR, format!("fork: {}", std::io::Error::last_os_error())));
+        return Err(CliError::new(
+            ERROR,
+            format!("fork: {}", std::io::Error::last_os_error()),
+        ));
     }
     if pid > 0 {
         drop(wr);
@@ -195,7 +215,10 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
         let _ = std::fs::File::from(rd).read_to_string(&mut msg);
         return match msg.as_str() {
             "OK" => Ok(()),
-            "" => Err(CliError::new(MOUNT_FAILED, "the mount process died before the mount was ready")),
+            "" => Err(CliError::new(
+                MOUNT_FAILED,
+                "the mount process died before the mount was ready",
+            )),
             e => Err(CliError::new(MOUNT_FAILED, e.to_string())),
         };
     }

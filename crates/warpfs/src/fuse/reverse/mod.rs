@@ -14,11 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use warpfs_volume::reverse::{Node, ReverseView, ViewEntry, ViewFile};
-use warpfs_volume::{Attr, Error, Kind};
+use warpfs_volume::{Attr, Error};
 
-/// How long the kernel keeps names and attributes: short, since the
+/// How long the kernel keeps a name → node binding: short, since the
 /// plaintext tree changes behind the view.
 const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel keeps attributes: not at all, so a backup tool's
+/// `stat` sees a change of size or mtime at once (rsync's quick check).
+const ATTR_TTL: Duration = Duration::ZERO;
 
 /// What a handle holds.
 enum Handle {
@@ -100,7 +103,7 @@ impl ReverseFs {
             attr: to_fuse(attr.ino, attr),
             generation: 0,
             entry_ttl: TTL,
-            attr_ttl: TTL,
+            attr_ttl: ATTR_TTL,
         }
     }
 }
@@ -147,7 +150,7 @@ impl Operations for ReverseFs {
         attr.ino = ino;
         Ok(AttrOut {
             attr: to_fuse(ino, &attr),
-            ttl: TTL,
+            ttl: ATTR_TTL,
         })
     }
 
@@ -271,10 +274,4 @@ impl Operations for ReverseFs {
     fn listxattr(&self, _: &Ctx, _ino: u64, size: u32) -> OpResult<super::ops::Xattr> {
         super::ops::Xattr::fit(Vec::new(), size)
     }
-}
-
-/// Kind of a view entry for a directory listing (unused kinds mapped).
-#[allow(dead_code)]
-fn kind_of(k: Kind) -> FileType {
-    fuse_kind(k)
 }
