@@ -161,6 +161,16 @@ fn rsync_copies_only_what_changed() {
     std::os::unix::fs::FileExt::write_at(&f, &rng.bytes(4096), 50 << 20).unwrap();
     let m = fs::metadata(&big).unwrap();
     set_mtime(&big, m.mtime() + 10, 0);
+    // The view's attributes may be cached for a second: wait until the
+    // kernel shows the new mtime (rsync's quick check compares it).
+    let in_view = fs::read_dir(&r.view)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| fs::metadata(p).unwrap().len() > 50 << 20)
+        .unwrap();
+    eventually("the view shows the new mtime", || {
+        fs::metadata(&in_view).unwrap().mtime() == m.mtime() + 10
+    });
     let one = rsync(&["--no-whole-file"], &r.view, &dst);
     eprintln!("rsync after one changed 4 KiB block of 100 MiB: {one:?}");
     assert_eq!(one.transferred, 1, "{one:?}");

@@ -33,6 +33,8 @@ pub struct ViewEntry {
     pub kind: Kind,
     /// Its node number.
     pub ino: u64,
+    /// Its attributes when listed.
+    pub attr: Attr,
 }
 
 /// Long names of recently seen directories: path → (mtime key, long file
@@ -103,15 +105,18 @@ impl ReverseView {
         if dst.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(Error(libc::ENOTDIR));
         }
-        let virt = |node: Node, name: &str| ViewEntry {
-            name: name.to_owned(),
-            ino: self.node_id(&node, None),
-            node,
-            kind: Kind::File,
+        let virt = |node: Node, name: &str| -> Result<ViewEntry> {
+            Ok(ViewEntry {
+                name: name.to_owned(),
+                ino: self.node_id(&node, None),
+                attr: self.attr(&node)?,
+                node,
+                kind: Kind::File,
+            })
         };
-        let mut out = vec![virt(Node::DirIv(rel.to_vec()), DIRIV_FILE)];
+        let mut out = vec![virt(Node::DirIv(rel.to_vec()), DIRIV_FILE)?];
         if rel.is_empty() {
-            out.push(virt(Node::Conf, CONF_NAME));
+            out.push(virt(Node::Conf, CONF_NAME)?);
         }
         if !self.served(&dst) {
             return Ok(out);
@@ -130,22 +135,28 @@ impl ReverseView {
             let Ok(bn) = self.keys.names.backing_name(&iv, name.as_bytes()) else {
                 continue;
             };
-            let ino = self.node_id(&Node::Entry(child.clone()), Some(&st));
+            // An entry that went away meanwhile is left out.
+            let Ok(attr) = self.entry_attr(&child, &st) else {
+                continue;
+            };
+            let ino = attr.ino;
             match bn {
                 BackingName::Short(s) => out.push(ViewEntry {
                     name: s,
                     node: Node::Entry(child),
                     kind,
                     ino,
+                    attr,
                 }),
                 BackingName::Long { file, .. } => {
                     longs.insert(file.clone(), name.as_bytes().to_vec());
-                    out.push(virt(Node::Sidecar(child.clone()), &long_sidecar(&file)));
+                    out.push(virt(Node::Sidecar(child.clone()), &long_sidecar(&file))?);
                     out.push(ViewEntry {
                         name: file,
                         node: Node::Entry(child),
                         kind,
                         ino,
+                        attr,
                     });
                 }
             }
@@ -193,10 +204,6 @@ impl ReverseView {
     /// The entry named `name` in the view directory `rel`, and its
     /// attributes.
     pub fn lookup(&self, rel: &[u8], name: &[u8]) -> Result<(Node, Attr)> {
-        let dst = self.tree.lstat(rel)?;
-        if dst.st_mode & libc::S_IFMT != libc::S_IFDIR {
-            return Err(Error(libc::ENOTDIR));
-        }
         let Ok(name) = std::str::from_utf8(name) else {
             return enoent();
         };
@@ -204,20 +211,30 @@ impl ReverseView {
             let a = self.attr(&node)?;
             Ok((node, a))
         };
+        // The parent's stat is needed for the view's own files, long names
+        // and --one-file-system only.
+        let parent = || -> Result<libc::stat> {
+            let dst = self.tree.lstat(rel)?;
+            if dst.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(Error(libc::ENOTDIR));
+            }
+            Ok(dst)
+        };
         if name == DIRIV_FILE {
+            parent()?;
             return virt(Node::DirIv(rel.to_vec()));
         }
         if rel.is_empty() && name == CONF_NAME {
             return virt(Node::Conf);
         }
-        if !self.served(&dst) {
+        if self.opts.one_file_system && !self.served(&parent()?) {
             return enoent();
         }
         let (plain, sidecar) = if is_sidecar(name) {
             let file = &name[..name.len() - SIDECAR_SUFFIX.len()];
-            (self.long_name(rel, &dst, file)?, true)
+            (self.long_name(rel, &parent()?, file)?, true)
         } else if is_long_file(name) {
-            (self.long_name(rel, &dst, name)?, false)
+            (self.long_name(rel, &parent()?, name)?, false)
         } else if is_reserved(name) || name.len() > warpfs_crypto::MAX_NAME {
             return enoent();
         } else {

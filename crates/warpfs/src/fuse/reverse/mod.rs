@@ -4,7 +4,7 @@
 //! node numbers (the view's stable inode numbers) to view objects; open
 //! files and directory listings live in handles.
 
-use super::ops::{AttrOut, Ctx, DirAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs};
+use super::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs};
 use super::warp::attr::{kind as fuse_kind, to_fuse};
 use fuser::{Errno, FileType, InitFlags, KernelConfig};
 use std::collections::HashMap;
@@ -16,12 +16,11 @@ use std::time::Duration;
 use warpfs_volume::reverse::{Node, ReverseView, ViewEntry, ViewFile};
 use warpfs_volume::{Attr, Error};
 
-/// How long the kernel keeps a name → node binding: short, since the
-/// plaintext tree changes behind the view.
+/// How long the kernel keeps a name → node binding and attributes:
+/// short, since the plaintext tree changes behind the view (a change of
+/// size or mtime shows within a second, as on gocryptfs -reverse).
 const TTL: Duration = Duration::from_secs(1);
-/// How long the kernel keeps attributes: not at all, so a backup tool's
-/// `stat` sees a change of size or mtime at once (rsync's quick check).
-const ATTR_TTL: Duration = Duration::ZERO;
+const ATTR_TTL: Duration = TTL;
 
 /// What a handle holds.
 enum Handle {
@@ -115,9 +114,14 @@ fn rofs<T>() -> OpResult<T> {
 
 impl Operations for ReverseFs {
     fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
-        let want = InitFlags::FUSE_PARALLEL_DIROPS | InitFlags::FUSE_ASYNC_DIO;
+        let want = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ASYNC_DIO
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
         let have = config.capabilities();
         let _ = config.add_capabilities(want & have);
+        // The ring transport's buffers are sized for 1 MiB requests.
+        let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         let _ = config.set_max_background(64);
         Ok(())
@@ -232,6 +236,40 @@ impl Operations for ReverseFs {
                     let e = &list[i - 2];
                     add(e.ino, (i + 1) as u64, fuse_kind(e.kind), OsStr::new(&e.name))
                 }
+            };
+            if full {
+                break;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn readdirplus(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
+        let list = match self.handles.lock().unwrap_or_else(|e| e.into_inner()).get(&fh) {
+            Some(Handle::Dir(l)) => l.clone(),
+            _ => return Err(Errno::EBADF),
+        };
+        let mut i = offset as usize;
+        while i < list.len() + 2 {
+            let full = if i < 2 {
+                // "." and "..": attributes the kernel does not keep.
+                let node = if i == 0 { ino } else { 1 };
+                let mut e = Self::entry(&self.view.attr(&self.node(node)?).map_err(errno)?);
+                e.attr.ino = fuser::INodeNo(node);
+                e.entry_ttl = Duration::ZERO;
+                e.attr_ttl = Duration::ZERO;
+                add(&e, (i + 1) as u64, OsStr::new(if i == 0 { "." } else { ".." }))
+            } else {
+                let e = &list[i - 2];
+                // The kernel takes a lookup reference to every entry that
+                // fits; one that does not is given back.
+                self.remember(e.ino, e.node.clone());
+                let full = add(&Self::entry(&e.attr), (i + 1) as u64, OsStr::new(&e.name));
+                if full {
+                    self.forget(e.ino, 1);
+                }
+                full
             };
             if full {
                 break;
