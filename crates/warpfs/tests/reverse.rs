@@ -364,3 +364,57 @@ fn a_user_mounts_a_view_through_fusermount3_and_an_unreadable_file_fails_alone()
     assert_eq!(out.matches("ok\n").count(), 3, "{out}");
     assert_eq!(out.matches("Permission denied").count(), 1, "{out}");
 }
+
+#[test]
+fn a_config_kept_outside_plaindir_is_shown_as_warpfs_conf_and_a_forward_config_is_refused() {
+    require_fuse!();
+    let mut r = Rev::new();
+    fs::write(r.plain.join("f"), b"content").unwrap();
+    let conf = r.p("elsewhere.conf");
+    let mut a = args!["init", "--reverse", "--config", &conf, "--passfile", &r.pass];
+    a.extend(args![
+        "--kdf-memory",
+        "32768",
+        "--kdf-iterations",
+        "2",
+        "--quiet",
+        &r.plain
+    ]);
+    warpfs(a).expect_ok("init --reverse --config");
+    assert!(!r.plain.join(HIDDEN).exists(), "the config went into PLAINDIR");
+    let conf_s = conf.display().to_string();
+    r.mount_view(&["--config", &conf_s]);
+    assert_eq!(fs::read(r.view.join("warpfs.conf")).unwrap(), fs::read(&conf).unwrap());
+    let copy = r.p("copy");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
+    let fwd = r.forward(&copy);
+    assert_eq!(fs::read(fwd.join("f")).unwrap(), b"content");
+    // A forward volume's config is not a reverse config.
+    let other = r.p("forward-vol");
+    warpfs(args![
+        "init",
+        "--passfile",
+        &r.pass,
+        "--kdf-memory",
+        "32768",
+        "--kdf-iterations",
+        "2",
+        "--quiet",
+        &other
+    ])
+    .expect_ok("init");
+    let mnt2 = r.p("mnt2");
+    fs::create_dir(&mnt2).unwrap();
+    let o = warpfs(args![
+        "mount",
+        "--reverse",
+        "--config",
+        other.join("warpfs.conf"),
+        "--passfile",
+        &r.pass,
+        &r.plain,
+        &mnt2
+    ]);
+    assert!(!o.ok() && o.stderr.contains("not a reverse config"), "{o}");
+    assert!(!is_mounted(&mnt2));
+}
