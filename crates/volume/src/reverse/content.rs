@@ -15,7 +15,7 @@
 use super::keys::Keys;
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use warpfs_content::header::Header;
 use warpfs_content::layout::{self, BLOCK, BLOCK_USIZE, NNODE_BLOCKS, PAGE_BLOCKS};
@@ -42,6 +42,8 @@ pub struct ViewFile {
     size: u64,
     keys: Arc<Keys>,
     cache: Mutex<Vec<(u64, Arc<Segment>)>>,
+    /// The buffer of a segment's second read.
+    scratch: Mutex<Vec<u8>>,
     label: String,
 }
 
@@ -83,6 +85,7 @@ impl ViewFile {
             size,
             keys,
             cache: Mutex::new(Vec::new()),
+            scratch: Mutex::new(Vec::new()),
             label,
         }
     }
@@ -176,17 +179,23 @@ impl ViewFile {
     }
 
     /// Read the plaintext of blocks `[first, end)` (as far as the size
-    /// reaches) twice until both reads agree.
+    /// reaches) twice until both reads agree. The second read goes to a
+    /// buffer kept with the open file; neither is zeroed first.
     fn read_plain(&self, first: u64, end: u64) -> Result<Vec<u8>> {
         let start = first * BLOCK;
         let stop = (end * BLOCK).min(self.size);
         let len = stop.saturating_sub(start) as usize;
-        let mut a = vec![0u8; len];
-        let mut b = vec![0u8; len];
+        let mut a = Vec::new();
+        let mut own = Vec::new();
+        let mut kept = self.scratch.try_lock();
+        let b = match kept.as_mut() {
+            Ok(g) => &mut **g,
+            Err(_) => &mut own,
+        };
         for _ in 0..TRIES {
-            self.read_exact(start, &mut a)?;
-            self.read_exact(start, &mut b)?;
-            if a == b {
+            self.fill(&mut a, start, len)?;
+            self.fill(b, start, len)?;
+            if a == *b {
                 return Ok(a);
             }
         }
@@ -197,18 +206,36 @@ impl ViewFile {
         Err(Error::EIO)
     }
 
-    fn read_exact(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        let mut done = 0;
-        while done < buf.len() {
-            match self.file.read_at(&mut buf[done..], off + done as u64) {
-                Ok(0) => {
-                    tracing::warn!("reverse view: {} is shorter than when it was opened: EIO", self.label);
-                    return Err(Error::EIO);
+    /// Make `v` the `len` bytes of the plaintext file at `off`.
+    fn fill(&self, v: &mut Vec<u8>, off: u64, len: usize) -> Result<()> {
+        v.clear();
+        v.reserve_exact(len);
+        while v.len() < len {
+            let done = v.len();
+            let spare = &mut v.spare_capacity_mut()[..len - done];
+            // SAFETY: pread writes at most `spare.len()` bytes into the
+            // vector's spare capacity, which is that long.
+            let n = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    spare.as_mut_ptr().cast(),
+                    spare.len(),
+                    (off + done as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
                 }
-                Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e.into()),
+                return Err(e.into());
             }
+            if n == 0 {
+                tracing::warn!("reverse view: {} is shorter than when it was opened: EIO", self.label);
+                return Err(Error::EIO);
+            }
+            // SAFETY: pread initialised the next `n` bytes (n <= spare.len()).
+            unsafe { v.set_len(done + n as usize) };
         }
         Ok(())
     }
