@@ -71,6 +71,8 @@ START=$SECONDS
 if wf_is_root; then
     # strace: the power-loss crash-state tests record the daemon with it.
     pkgs=(fusermount3:fuse3 fio:fio cc:gcc mountpoint:util-linux timeout:coreutils strace:strace)
+    # rsync: the reverse-mode tests copy encrypted views with it.
+    pkgs+=(rsync:rsync)
     # OpenCL backend tests run on pocl (a CPU OpenCL) when the code uses opencl3.
     if grep -qs '^opencl3' Cargo.toml crates/*/Cargo.toml; then
         pkgs+=(ocl-icd-libopencl1 pocl-opencl-icd)

@@ -115,6 +115,9 @@ pub enum FeatureFlag {
     LongNames,
     /// Names are encrypted with AES-SIV.
     SivNames,
+    /// Written by `warpfs init --reverse`: the view of a plaintext tree,
+    /// with deterministic IDs and synthetic nonces (FORMAT.md 14).
+    Reverse,
 }
 
 impl FeatureFlag {
@@ -124,12 +127,16 @@ impl FeatureFlag {
             FeatureFlag::DirIv => "dir-iv",
             FeatureFlag::LongNames => "long-names",
             FeatureFlag::SivNames => "siv-names",
+            FeatureFlag::Reverse => "reverse",
         }
     }
 
     /// The flag named `s`, if this warpfs knows it.
     pub fn from_name(s: &str) -> Option<Self> {
-        V1_FEATURE_FLAGS.into_iter().find(|f| f.as_str() == s)
+        V1_FEATURE_FLAGS
+            .into_iter()
+            .chain(crate::OPTIONAL_FEATURE_FLAGS)
+            .find(|f| f.as_str() == s)
     }
 }
 
@@ -727,3 +734,5 @@ impl fmt::Display for Config {
         write!(f, "key wrapping:  {WRAP_ALGORITHM}")
     }
 }
+
+mod reverse;

@@ -28,6 +28,11 @@ pub const BLOCK_SIZE: u32 = 4096;
 pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
 /// Feature flags a version 1 config carries (all required).
 pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [FeatureFlag::DirIv, FeatureFlag::LongNames, FeatureFlag::SivNames];
+/// Feature flags a version 1 config may carry besides those.
+pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 1] = [FeatureFlag::Reverse];
+/// Name of a reverse config inside PLAINDIR (FORMAT.md 14); a reverse view
+/// shows it as `warpfs.conf`.
+pub const REVERSE_CONFIG_FILE: &str = ".warpfs.reverse.conf";
 
 /// Path of the config file in `dir`.
 pub fn config_path(dir: &std::path::Path) -> std::path::PathBuf {

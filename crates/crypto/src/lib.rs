@@ -12,6 +12,7 @@ pub mod keys;
 pub mod locked;
 pub mod names;
 pub mod rand;
+pub mod reverse;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;

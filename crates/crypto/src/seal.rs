@@ -43,13 +43,19 @@ impl Sealer {
     /// Seal `pt` (may be empty) bound to `ad`: nonce ‖ SIV tag ‖ ciphertext,
     /// `pt.len() + 32` bytes.
     pub fn seal(&self, ad: &[u8], pt: &[u8]) -> Vec<u8> {
-        let nonce: [u8; SEAL_NONCE_LEN] = crate::rand::array();
+        self.seal_with_nonce(ad, &crate::rand::array(), pt)
+    }
+
+    /// [`Self::seal`] with a given nonce instead of a random one (a reverse
+    /// view derives it from the path and the value, so that the same value
+    /// seals to the same bytes on every mount).
+    pub fn seal_with_nonce(&self, ad: &[u8], nonce: &[u8; SEAL_NONCE_LEN], pt: &[u8]) -> Vec<u8> {
         let ct = self
             .siv()
             .encrypt([ad, &nonce[..]], pt)
             .expect("two AES-SIV headers are within MAX_HEADERS");
         let mut out = Vec::with_capacity(SEAL_NONCE_LEN + ct.len());
-        out.extend_from_slice(&nonce);
+        out.extend_from_slice(nonce);
         out.extend_from_slice(&ct);
         out
     }
@@ -67,6 +73,11 @@ impl Sealer {
     /// [`Self::seal`], encoded base64url without padding (a backing symlink target).
     pub fn seal_b64(&self, ad: &[u8], pt: &[u8]) -> String {
         URL_SAFE_NO_PAD.encode(self.seal(ad, pt))
+    }
+
+    /// [`Self::seal_with_nonce`], encoded base64url without padding.
+    pub fn seal_b64_with_nonce(&self, ad: &[u8], nonce: &[u8; SEAL_NONCE_LEN], pt: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(self.seal_with_nonce(ad, nonce, pt))
     }
 
     /// Decode and open a value made by [`Self::seal_b64`] (hostile input).

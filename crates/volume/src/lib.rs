@@ -16,6 +16,7 @@ pub mod meta;
 mod names;
 mod namespace;
 pub mod rekey;
+pub mod reverse;
 mod sys;
 mod sysxattr;
 mod volume;

@@ -51,6 +51,14 @@ pub struct InitArgs {
     /// Do not print the master key recovery text.
     #[arg(long)]
     quiet: bool,
+    /// Reverse mode: CIPHERDIR is a plaintext directory (PLAINDIR, need not
+    /// be empty); writes the config of its encrypted view (`warpfs mount
+    /// --reverse`) to PLAINDIR/.warpfs.reverse.conf, or to --config FILE.
+    #[arg(long)]
+    reverse: bool,
+    /// Write the config to FILE (with --reverse).
+    #[arg(long, value_name = "FILE", requires = "reverse")]
+    config: Option<PathBuf>,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -77,6 +85,13 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
             ))
         }
     };
+    if a.reverse {
+        if !matches!(mode, ContentMode::Gcm) {
+            return Err(CliError::new(super::exit::USAGE, "--reverse volumes use --mode gcm"));
+        }
+        let kdf = kdf_params(&a)?;
+        return super::reverse::init(&a.pass, dir, a.config.as_deref(), a.key_bits, kdf, a.quiet);
+    }
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
             if it.next().is_some() {
@@ -92,14 +107,7 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         }
         Err(e) => return Err(CliError::new(ERROR, format!("{}: {e}", dir.display()))),
     }
-    let mut kdf = KdfParams::DEFAULT;
-    if let Some(m) = a.kdf_memory {
-        kdf.memory_kib = m;
-    }
-    if let Some(t) = a.kdf_iterations {
-        kdf.iterations = t;
-    }
-    kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
+    let kdf = kdf_params(&a)?;
     let pw = a.pass.source().read("New password: ", true)?;
     let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
     warpfs_volume::Volume::init_root(dir)
@@ -121,4 +129,17 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         println!("to your data. Keep it somewhere safe and offline; it is not shown again.");
     }
     Ok(())
+}
+
+/// The Argon2id parameters the arguments ask for.
+fn kdf_params(a: &InitArgs) -> Result<KdfParams, CliError> {
+    let mut kdf = KdfParams::DEFAULT;
+    if let Some(m) = a.kdf_memory {
+        kdf.memory_kib = m;
+    }
+    if let Some(t) = a.kdf_iterations {
+        kdf.iterations = t;
+    }
+    kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
+    Ok(kdf)
 }

@@ -11,6 +11,7 @@ mod mount;
 mod passwd;
 mod password;
 mod rekey;
+mod reverse;
 mod stats;
 mod virt;
 
@@ -59,7 +60,7 @@ enum Cmd {
     /// Create a new encrypted volume in an empty CIPHERDIR.
     Init(init::InitArgs),
     /// Mount CIPHERDIR at MOUNTPOINT (daemonizes unless -f).
-    Mount(mount::MountArgs),
+    Mount(Box<mount::MountArgs>),
     /// Change the password (rewraps the master key; data is not re-encrypted).
     Passwd(passwd::PasswdArgs),
     /// Show a volume's settings (never secrets).
@@ -85,7 +86,7 @@ pub fn run() -> i32 {
     };
     let res = match cli.cmd {
         Cmd::Init(a) => init::run(a),
-        Cmd::Mount(a) => mount::run(a),
+        Cmd::Mount(a) => mount::run(*a),
         Cmd::Passwd(a) => passwd::run(a),
         Cmd::Info(a) => info::run(a),
         Cmd::Stats(a) => stats::run(a),

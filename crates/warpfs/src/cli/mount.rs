@@ -159,7 +159,13 @@ pub struct MountArgs {
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
-    /// The volume's cipher directory.
+    /// Read the config from FILE instead of CIPHERDIR/warpfs.conf (with
+    /// --reverse: instead of PLAINDIR/.warpfs.reverse.conf).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    reverse: super::reverse::ReverseArgs,
+    /// The volume's cipher directory (with --reverse: the plaintext directory).
     cipherdir: PathBuf,
     /// Where the plaintext view appears.
     mountpoint: PathBuf,
@@ -341,6 +347,19 @@ fn cores() -> usize {
 }
 
 pub fn run(a: MountArgs) -> Result<(), CliError> {
+    if a.reverse.reverse {
+        return super::reverse::mount(super::reverse::MountReq {
+            rev: &a.reverse,
+            pass: &a.pass,
+            plaindir: &a.cipherdir,
+            mountpoint: &a.mountpoint,
+            config: a.config.as_deref(),
+            options: &a.options,
+            foreground: a.foreground,
+            log_file: a.log_file.as_deref(),
+            transport: a.transport,
+        });
+    }
     #[cfg(feature = "bench-nocrypto")]
     eprintln!("warpfs: WARNING: bench-only no-crypto build: file contents are stored as plaintext");
     let mut mo = MountOptions {

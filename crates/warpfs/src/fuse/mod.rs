@@ -11,6 +11,7 @@ mod handles;
 mod mountinfo;
 mod nodes;
 pub mod ops;
+pub mod reverse;
 mod serve;
 mod session;
 mod stop;

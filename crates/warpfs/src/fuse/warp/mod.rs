@@ -4,7 +4,7 @@
 //! files ([`file`]), directories ([`dir`]), extended attributes and the
 //! control channel ([`xattr`]); [`impl_ops`] binds them to the trait.
 
-mod attr;
+pub(crate) mod attr;
 pub mod cache;
 mod dir;
 mod entry;

@@ -1,0 +1,113 @@
+//! Reverse configs (FORMAT.md 14): the config of a reverse view, written
+//! as one file anywhere (by default `PLAINDIR/.warpfs.reverse.conf`) and
+//! read from there.
+
+use super::{Config, ContentMode, FeatureFlag};
+use crate::error::{ConfigError, Result};
+use crate::write::{write_atomic, Mode};
+use crate::{MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
+use std::io::Read;
+use std::path::Path;
+use warpfs_crypto::{KdfParams, MasterKey};
+
+impl Config {
+    /// Make a reverse config at `path` (a new file; its directory must
+    /// exist) with a fresh master key: content mode `gcm`, the feature
+    /// flags of format 1 and `reverse`.
+    pub fn create_reverse(path: &Path, password: &[u8], key_bits: u32, kdf: KdfParams) -> Result<(Config, MasterKey)> {
+        super::check_key_bits(key_bits)?;
+        super::check_kdf(&kdf)?;
+        let (dir, name) = split(path)?;
+        let mut flags = V1_FEATURE_FLAGS.to_vec();
+        flags.push(FeatureFlag::Reverse);
+        let master = MasterKey::generate();
+        let cfg = Self::seal(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            ContentMode::Gcm,
+            key_bits,
+            flags,
+            kdf,
+            &master,
+            password,
+        )?;
+        write_atomic(dir, name, cfg.to_json().as_bytes(), Mode::CreateNew)?;
+        Ok((cfg, master))
+    }
+
+    /// Read and validate the config file at `path` (hostile input), and
+    /// its bytes as they are (a reverse view shows them).
+    pub fn load_file(path: &Path) -> Result<(Config, Vec<u8>)> {
+        let f = std::fs::File::open(path).map_err(|e| ConfigError::io(path, e))?;
+        let mut buf = Vec::new();
+        f.take(MAX_CONFIG_SIZE as u64 + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| ConfigError::io(path, e))?;
+        let cfg = Self::from_json(&buf)?;
+        Ok((cfg, buf))
+    }
+}
+
+fn split(path: &Path) -> Result<(&Path, &str)> {
+    let name = path.file_name().and_then(|n| n.to_str());
+    match name {
+        Some(n) => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            Ok((dir, n))
+        }
+        None => Err(ConfigError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file name"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fast() -> KdfParams {
+        KdfParams {
+            memory_kib: 32768,
+            iterations: 2,
+            parallelism: 1,
+        }
+    }
+
+    #[test]
+    fn reverse_config_round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(crate::REVERSE_CONFIG_FILE);
+        let (cfg, master) = Config::create_reverse(&p, b"pw", 256, fast()).unwrap();
+        assert!(cfg.has_feature(FeatureFlag::Reverse));
+        assert_eq!(cfg.content_mode(), ContentMode::Gcm);
+        let (back, bytes) = Config::load_file(&p).unwrap();
+        assert_eq!(back, cfg);
+        assert_eq!(bytes, std::fs::read(&p).unwrap());
+        assert_eq!(back.unlock(b"pw").unwrap(), master);
+        assert!(String::from_utf8(bytes).unwrap().contains("\"reverse\""));
+        // Never overwritten.
+        assert!(matches!(
+            Config::create_reverse(&p, b"pw", 256, fast()),
+            Err(ConfigError::AlreadyExists { .. })
+        ));
+        // A forward reader (the copy of a view names it warpfs.conf) takes it.
+        std::fs::copy(&p, d.path().join(crate::CONFIG_FILE)).unwrap();
+        assert!(Config::load(d.path()).unwrap().has_feature(FeatureFlag::Reverse));
+    }
+
+    #[test]
+    fn the_reverse_flag_is_authenticated() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.conf");
+        Config::create_reverse(&p, b"pw", 256, fast()).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let edited = text.replace(",\n    \"reverse\"", "");
+        assert_ne!(edited, text);
+        let cfg = Config::from_json(edited.as_bytes()).unwrap();
+        assert!(!cfg.has_feature(FeatureFlag::Reverse));
+        assert!(cfg.unlock(b"pw").is_err());
+    }
+}

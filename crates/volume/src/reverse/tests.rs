@@ -1,0 +1,242 @@
+//! A view copied file by file (as rsync would, without a kernel) opens as a
+//! forward volume and reads back as the plaintext tree; the same tree gives
+//! the same bytes from a second view; an edit changes only its blocks.
+
+use super::*;
+use crate::{Options, Volume};
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use warpfs_config::{Config, KdfParams};
+
+const FAST: KdfParams = KdfParams {
+    memory_kib: 32768,
+    iterations: 2,
+    parallelism: 1,
+};
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 9) as u8)
+        .collect()
+}
+
+struct Fixture {
+    plain: tempfile::TempDir,
+    cfg: Config,
+    master: MasterKey,
+}
+
+fn fixture() -> Fixture {
+    let plain = tempfile::tempdir().unwrap();
+    let p = plain.path();
+    std::fs::write(p.join("a.txt"), b"hello").unwrap();
+    std::fs::write(p.join("empty"), b"").unwrap();
+    std::fs::write(p.join("big"), pattern(300 * 4096 + 123, 1)).unwrap();
+    std::fs::create_dir_all(p.join("dir/sub")).unwrap();
+    std::fs::write(p.join("dir/sub/deep"), pattern(70_000, 2)).unwrap();
+    std::fs::write(p.join("x".repeat(200)), b"long").unwrap();
+    std::os::unix::fs::symlink("../some/target", p.join("dir/link")).unwrap();
+    let (cfg, master) = Config::create_reverse(&p.join(HIDDEN_CONFIG), b"pw", 256, FAST).unwrap();
+    Fixture { plain, cfg, master }
+}
+
+fn view(f: &Fixture, opts: ReverseOptions) -> ReverseView {
+    let path = f.plain.path().join(HIDDEN_CONFIG);
+    let (_, bytes) = Config::load_file(&path).unwrap();
+    let stat = crate::sys::lstat_path(&path).unwrap();
+    ReverseView::new(
+        f.plain.path().to_owned(),
+        &f.master,
+        256,
+        ConfigShown { bytes, stat },
+        opts,
+    )
+    .unwrap()
+}
+
+/// Copy the view of directory `rel` into `dst`.
+fn copy(v: &ReverseView, rel: &[u8], dst: &Path) {
+    for e in v.list(rel).unwrap() {
+        let to = dst.join(&e.name);
+        match (&e.node, e.kind) {
+            (Node::Entry(child), Kind::Dir) => {
+                std::fs::create_dir(&to).unwrap();
+                copy(v, child, &to);
+            }
+            (Node::Entry(child), Kind::File) => {
+                let f = v.open(child).unwrap();
+                let mut buf = vec![0u8; f.len() as usize];
+                // Odd-sized pieces, as the kernel's pages would cut it.
+                let mut off = 0;
+                while off < buf.len() {
+                    let end = (off + 5000).min(buf.len());
+                    assert_eq!(f.read_at(off as u64, &mut buf[off..end]).unwrap(), end - off);
+                    off = end;
+                }
+                std::fs::write(&to, buf).unwrap();
+            }
+            (Node::Entry(child), Kind::Symlink) => {
+                let t = v.sealed_target(child).unwrap();
+                std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&t), &to).unwrap();
+            }
+            (n, _) => std::fs::write(&to, v.virtual_bytes(n).unwrap()).unwrap(),
+        }
+        // The lookup of every listed name finds the same node.
+        let (node, attr) = v.lookup(rel, e.name.as_bytes()).unwrap();
+        assert_eq!(node, e.node, "{}", e.name);
+        assert_eq!(attr.ino, e.ino, "{}", e.name);
+    }
+}
+
+/// Every file of a tree: relative path → bytes (symlinks: "->" target).
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(p);
+            } else if t.is_symlink() {
+                let mut v = b"->".to_vec();
+                v.extend_from_slice(std::fs::read_link(&p).unwrap().as_os_str().as_bytes());
+                out.insert(rel, v);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The forward volume at `cipher` read back as a snapshot.
+fn forward(f: &Fixture, cipher: &Path) -> BTreeMap<String, Vec<u8>> {
+    let vol = Volume::open(cipher, &f.cfg, &f.master, Options { read_only: true }).unwrap();
+    let mut out = BTreeMap::new();
+    let mut stack = vec![(std::path::PathBuf::new(), String::new())];
+    while let Some((bdir, pdir)) = stack.pop() {
+        for e in vol.readdir(&bdir).unwrap() {
+            let b = bdir.join(&e.cname);
+            let p = if pdir.is_empty() {
+                e.name.to_string_lossy().into_owned()
+            } else {
+                format!("{pdir}/{}", e.name.to_string_lossy())
+            };
+            match e.kind {
+                Kind::Dir => stack.push((b, p)),
+                Kind::Symlink => {
+                    let mut v = b"->".to_vec();
+                    v.extend_from_slice(&vol.readlink(&b).unwrap());
+                    out.insert(p, v);
+                }
+                _ => {
+                    let of = vol.open_file(&b, libc::O_RDONLY, p.clone()).unwrap();
+                    let mut buf = vec![0u8; of.size() as usize];
+                    assert_eq!(of.read_at(0, &mut buf).unwrap(), buf.len());
+                    out.insert(p, buf);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_copy_of_the_view_is_a_forward_volume_of_the_tree() {
+    let f = fixture();
+    let v = view(&f, ReverseOptions::default());
+    let c = tempfile::tempdir().unwrap();
+    copy(&v, b"", c.path());
+    assert!(c.path().join("warpfs.conf").exists());
+    assert!(c.path().join("warpfs.diriv").exists());
+    let mut want = snapshot(f.plain.path());
+    want.remove(HIDDEN_CONFIG);
+    assert_eq!(forward(&f, c.path()), want);
+}
+
+#[test]
+fn the_same_tree_gives_the_same_bytes_and_an_edit_only_its_block() {
+    let f = fixture();
+    let (c1, c2, c3) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    copy(&view(&f, ReverseOptions::default()), b"", c1.path());
+    copy(&view(&f, ReverseOptions::default()), b"", c2.path());
+    let s1 = snapshot(c1.path());
+    assert_eq!(s1, snapshot(c2.path()));
+    // Change one 4 KiB block in the middle of "big" (block 100).
+    let big = f.plain.path().join("big");
+    let mut data = std::fs::read(&big).unwrap();
+    data[100 * 4096 + 7] ^= 0xff;
+    std::fs::write(&big, &data).unwrap();
+    copy(&view(&f, ReverseOptions::default()), b"", c3.path());
+    let s3 = snapshot(c3.path());
+    let changed: Vec<_> = s1.keys().filter(|k| s1[*k] != s3[*k]).collect();
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    let (a, b) = (&s1[changed[0]], &s3[changed[0]]);
+    assert_eq!(a.len(), b.len());
+    let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    let (lo, hi) = (diff[0] as u64, *diff.last().unwrap() as u64);
+    let m = warpfs_content::Mode::Gcm;
+    // Only block 100's entry (nonce and tag) and its data changed.
+    assert!(lo >= layout::entry_offset(m, 100) && lo < layout::entry_offset(m, 100) + 32);
+    assert!(hi >= layout::data_offset(m, 100) && hi < layout::data_offset(m, 100) + 4096);
+    let between = (layout::entry_offset(m, 100) + 32)..layout::data_offset(m, 100);
+    assert!(diff
+        .iter()
+        .all(|&i| !between.contains(&(i as u64)) || i as u64 >= layout::data_offset(m, 100)));
+    let mut want = snapshot(f.plain.path());
+    want.remove(HIDDEN_CONFIG);
+    assert_eq!(forward(&f, c3.path()), want);
+}
+
+#[test]
+fn excluded_entries_are_not_in_the_view() {
+    let f = fixture();
+    let mut opts = ReverseOptions::default();
+    opts.excludes.add_path(b"dir/sub").unwrap();
+    opts.excludes.add_pattern(b"*.txt").unwrap();
+    let v = view(&f, opts);
+    let c = tempfile::tempdir().unwrap();
+    copy(&v, b"", c.path());
+    let got = forward(&f, c.path());
+    assert!(got.contains_key("big") && got.contains_key("dir/link"));
+    assert!(!got.contains_key("a.txt") && !got.contains_key("dir/sub/deep"));
+    // Nor found by their names.
+    let iv = v.keys.rev.dir_iv(b"");
+    let name = v.keys.names.encrypt_name(&iv, b"a.txt").unwrap();
+    assert_eq!(v.lookup(b"", name.as_bytes()).unwrap_err(), Error(libc::ENOENT));
+    let hidden = v.keys.names.encrypt_name(&iv, HIDDEN_CONFIG.as_bytes()).unwrap();
+    assert_eq!(v.lookup(b"", hidden.as_bytes()).unwrap_err(), Error(libc::ENOENT));
+}
+
+#[test]
+fn hostile_names_and_a_file_that_shrinks() {
+    let f = fixture();
+    let v = view(&f, ReverseOptions::default());
+    for bad in [
+        &b"warpfs.long.nothing"[..],
+        b"warpfs.long.x.name",
+        b"warpfs.other",
+        b"!!",
+        b"",
+        &[0xff; 3],
+    ] {
+        assert!(v.lookup(b"", bad).is_err());
+    }
+    assert!(v.lookup(b"a.txt", b"warpfs.diriv").is_err());
+    let vf = v.open(b"big").unwrap();
+    std::fs::write(f.plain.path().join("big"), b"short now").unwrap();
+    let mut buf = vec![0u8; 8192];
+    assert_eq!(
+        vf.read_at(layout::data_offset(warpfs_content::Mode::Gcm, 20), &mut buf)
+            .unwrap_err(),
+        Error::EIO
+    );
+}

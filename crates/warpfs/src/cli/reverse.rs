@@ -1,0 +1,289 @@
+//! `warpfs init --reverse PLAINDIR` and `warpfs mount --reverse PLAINDIR
+//! MOUNTPOINT`: the config of a reverse view, and the read-only encrypted
+//! view itself (FORMAT.md 14), daemonized unless `-f`.
+
+use super::exit::{CliError, BAD_CONFIG, ERROR, MOUNT_FAILED, USAGE};
+use super::logging;
+use super::PassArgs;
+use crate::fuse::reverse::ReverseFs;
+use crate::fuse::uring::RingOptions;
+use crate::fuse::Transport;
+use clap::Args;
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use warpfs_config::{Config, FeatureFlag, KdfParams, REVERSE_CONFIG_FILE};
+use warpfs_volume::reverse::{ConfigShown, Excludes, ReverseOptions, ReverseView};
+
+/// The reverse-mode options of `warpfs mount`.
+#[derive(Args, Debug, Default)]
+pub struct ReverseArgs {
+    /// Reverse mode: CIPHERDIR is a plaintext directory (PLAINDIR) and the
+    /// mount shows it encrypted, read-only, for backups; a copy of the view
+    /// mounts with the ordinary `warpfs mount`.
+    #[arg(long)]
+    pub reverse: bool,
+    /// With --reverse: leave this plaintext path (relative to PLAINDIR)
+    /// and everything below it out of the view (repeatable).
+    #[arg(long, value_name = "PATH", requires = "reverse")]
+    pub exclude: Vec<PathBuf>,
+    /// With --reverse: leave out what matches this gitignore-style pattern
+    /// (`*`, `?`, `[..]`, `**`, leading `/` anchors, trailing `/` for
+    /// directories, leading `!` takes back; repeatable).
+    #[arg(long, value_name = "PATTERN", requires = "reverse")]
+    pub exclude_wildcard: Vec<String>,
+    /// With --reverse: read --exclude-wildcard patterns from FILE, one per
+    /// line (`#` starts a comment).
+    #[arg(long, value_name = "FILE", requires = "reverse")]
+    pub exclude_from: Vec<PathBuf>,
+    /// With --reverse: show directories on other file systems (mount
+    /// points) as empty directories, and leave out other entries there.
+    #[arg(long, requires = "reverse")]
+    pub one_file_system: bool,
+}
+
+/// Where the reverse config of `plaindir` is: `config`, or the hidden file
+/// in PLAINDIR.
+fn config_path(plaindir: &Path, config: Option<&Path>) -> PathBuf {
+    config.map_or_else(|| plaindir.join(REVERSE_CONFIG_FILE), Path::to_owned)
+}
+
+/// `warpfs init --reverse`: write the reverse config for `plaindir`.
+pub fn init(
+    pass: &PassArgs,
+    plaindir: &Path,
+    config: Option<&Path>,
+    key_bits: u32,
+    kdf: KdfParams,
+    quiet: bool,
+) -> Result<(), CliError> {
+    match std::fs::metadata(plaindir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(CliError::new(
+                USAGE,
+                format!("{} is not a directory", plaindir.display()),
+            ))
+        }
+        Err(e) => return Err(CliError::new(ERROR, format!("{}: {e}", plaindir.display()))),
+    }
+    let path = config_path(plaindir, config);
+    let pw = pass.source().read("New password: ", true)?;
+    let (_cfg, master) = Config::create_reverse(&path, pw.bytes(), key_bits, kdf)?;
+    println!(
+        "Created warpfs reverse config {} for {} (mode gcm, AES-{key_bits}).",
+        path.display(),
+        plaindir.display()
+    );
+    println!(
+        "Mount the encrypted view with: warpfs mount --reverse {} MOUNTPOINT",
+        plaindir.display()
+    );
+    if !quiet {
+        println!();
+        println!("Your master key is:");
+        println!();
+        println!("    {}", master.recovery_text());
+        println!();
+        println!("A copy of the view holds the config as warpfs.conf; this key opens it");
+        println!("if the password is forgotten. Keep it somewhere safe and offline.");
+    }
+    Ok(())
+}
+
+fn excludes(r: &ReverseArgs) -> Result<Excludes, CliError> {
+    let mut e = Excludes::default();
+    let usage = |m: String| CliError::new(USAGE, m);
+    for p in &r.exclude {
+        e.add_path(p.as_os_str().as_bytes()).map_err(usage)?;
+    }
+    for p in &r.exclude_wildcard {
+        e.add_pattern(p.as_bytes()).map_err(usage)?;
+    }
+    for f in &r.exclude_from {
+        let text = std::fs::read(f).map_err(|e| usage(format!("--exclude-from {}: {e}", f.display())))?;
+        e.add_file(&text).map_err(usage)?;
+    }
+    Ok(e)
+}
+
+/// What `warpfs mount --reverse` needs from the mount's arguments.
+pub struct MountReq<'a> {
+    pub rev: &'a ReverseArgs,
+    pub pass: &'a PassArgs,
+    pub plaindir: &'a Path,
+    pub mountpoint: &'a Path,
+    pub config: Option<&'a Path>,
+    pub options: &'a [String],
+    pub foreground: bool,
+    pub log_file: Option<&'a Path>,
+    pub transport: Option<Transport>,
+}
+
+/// `warpfs mount --reverse PLAINDIR MOUNTPOINT`.
+pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
+    let mut mo = crate::fuse::MountOptions {
+        threads: 4,
+        ..Default::default()
+    };
+    for o in m.options {
+        mo.parse_o(o).map_err(|e| CliError::new(USAGE, e))?;
+    }
+    mo.read_only = true;
+    // The kernel checks permissions against the plaintext modes shown.
+    mo.default_permissions = true;
+    let excludes = excludes(m.rev)?;
+    let nonempty = std::fs::read_dir(m.mountpoint)
+        .map(|mut d| d.next().is_some())
+        .map_err(|e| CliError::new(MOUNT_FAILED, format!("mountpoint {}: {e}", m.mountpoint.display())))?;
+    if nonempty {
+        return Err(CliError::new(
+            MOUNT_FAILED,
+            format!("mountpoint {} is not empty", m.mountpoint.display()),
+        ));
+    }
+    if !warpfs_crypto::make_non_dumpable() {
+        eprintln!("warpfs: warning: cannot make the process non-dumpable");
+    }
+    let plaindir = std::fs::canonicalize(m.plaindir)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", m.plaindir.display())))?;
+    let path = config_path(&plaindir, m.config);
+    let (cfg, bytes) = Config::load_file(&path)?;
+    if !cfg.has_feature(FeatureFlag::Reverse) {
+        return Err(CliError::new(
+            BAD_CONFIG,
+            format!(
+                "{} is not a reverse config (make one with warpfs init --reverse)",
+                path.display()
+            ),
+        ));
+    }
+    let stat = std::fs::metadata(&path).map_err(|e| CliError::new(ERROR, format!("{}: {e}", path.display())))?;
+    let stat = stat_of(&stat);
+    let pw = m.pass.source().read("Password: ", false)?;
+    let master = cfg.unlock(pw.bytes())?;
+    drop(pw);
+    let opts = ReverseOptions {
+        excludes,
+        one_file_system: m.rev.one_file_system,
+    };
+    let view = ReverseView::new(
+        plaindir.clone(),
+        &master,
+        cfg.key_bits(),
+        ConfigShown { bytes, stat },
+        opts,
+    )
+    .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
+    drop(master);
+    let transport = Transport::resolve(m.transport).map_err(|e| CliError::new(USAGE, e))?;
+    let mut config = crate::fuse::mount_config(&mo, &plaindir);
+    for o in config.mount_options.iter_mut() {
+        if let fuser::MountOption::Subtype(s) = o {
+            *s = "warpfs-reverse".into();
+        }
+    }
+    let fs = ReverseFs::new(view);
+
+    if m.foreground {
+        let target = m.log_file.map_or(logging::Target::Stderr, logging::Target::File);
+        logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
+        return serve(fs, &plaindir, m.mountpoint, &config, transport, None);
+    }
+    let mut fds = [0; 2];
+    // SAFETY: fds is a 2-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(CliError::new(
+            ERROR,
+            format!("pipe: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    // SAFETY: both fds were just created and are owned here.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: no thread was started yet.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(CliError::new(
+            ERROR,
+            format!("fork: {}", std::io::Error::last_os_error()),
+        ));
+    }
+    if pid > 0 {
+        drop(wr);
+        let mut msg = String::new();
+        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
+        return match msg.as_str() {
+            "OK" => Ok(()),
+            "" => Err(CliError::new(
+                MOUNT_FAILED,
+                "the mount process died before the mount was ready",
+            )),
+            e => Err(CliError::new(MOUNT_FAILED, e.to_string())),
+        };
+    }
+    drop(rd);
+    let mut wr = std::fs::File::from(wr);
+    // SAFETY: in the child; detach from the terminal.
+    unsafe { libc::setsid() };
+    let target = m.log_file.map_or(logging::Target::Syslog, logging::Target::File);
+    if let Err(e) = logging::init(target) {
+        let _ = wr.write_all(e.as_bytes());
+        std::process::exit(MOUNT_FAILED);
+    }
+    let code = match serve(fs, &plaindir, m.mountpoint, &config, transport, Some(wr)) {
+        Ok(()) => 0,
+        Err(e) => e.code,
+    };
+    std::process::exit(code);
+}
+
+fn stat_of(m: &std::fs::Metadata) -> libc::stat {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: plain data; zero is a valid value for every field.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_uid = m.uid();
+    st.st_gid = m.gid();
+    st.st_mtime = m.mtime();
+    st.st_mtime_nsec = m.mtime_nsec();
+    st
+}
+
+/// Mount and serve until unmounted; `ready` (the daemon's pipe to its
+/// parent) hears "OK" once the mount is live, or why it is not.
+fn serve(
+    fs: ReverseFs,
+    plaindir: &Path,
+    mountpoint: &Path,
+    config: &fuser::Config,
+    transport: Transport,
+    mut ready: Option<std::fs::File>,
+) -> Result<(), CliError> {
+    let mut fail = |e: CliError| {
+        if let Some(w) = ready.as_mut() {
+            let _ = w.write_all(e.msg.as_bytes());
+        }
+        e
+    };
+    let mut mounting = crate::fuse::serve(fs, mountpoint, config, transport, RingOptions::default())
+        .map_err(|e| fail(CliError::new(MOUNT_FAILED, e)))?;
+    crate::fuse::tune_bdi(mountpoint);
+    crate::fuse::stop_on_signals(mountpoint, mounting.unmount_callable())
+        .map_err(|e| fail(CliError::new(ERROR, format!("cannot take SIGINT/SIGTERM: {e}"))))?;
+    let session = mounting.start().map_err(|e| fail(CliError::new(MOUNT_FAILED, e)))?;
+    tracing::info!(
+        "mounted the reverse view of {} on {} (transport: {})",
+        plaindir.display(),
+        mountpoint.display(),
+        session.describe()
+    );
+    if let Some(mut w) = ready.take() {
+        super::mount::redirect_stdio();
+        let _ = w.write_all(b"OK");
+    }
+    session
+        .run()
+        .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
+    tracing::info!("unmounted {}", mountpoint.display());
+    Ok(())
+}
