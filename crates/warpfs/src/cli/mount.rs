@@ -390,11 +390,12 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         ));
     }
     let cfg = Config::load(&a.cipherdir)?;
-    let master = if a.masterkey.is_some() {
-        read_master_key_stdin()?
+    let (cfg, master) = if a.masterkey.is_some() {
+        (cfg, read_master_key_stdin()?)
     } else {
         let pw = a.pass.source().read("Password: ", false)?;
-        cfg.unlock(pw.bytes())?
+        let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
+        (cfg, master)
     };
     let vol = Volume::open(
         &a.cipherdir,
