@@ -3,18 +3,18 @@
 //! and stopped here; tests/synced/gluster.rs). Each host runs its own
 //! `warpfs mount --shared-storage` of the same CIPHERDIR.
 //!
-//! - `two_live_hosts_write_and_read_each_other`: both hosts write their own
+//! - `glusterfs_two_live_hosts_write_and_read_each_other`: both hosts write their own
 //!   files and their own half of one shared file at the same time, each
 //!   reading the other's finished files as it goes: right bytes every time;
 //!   afterwards each host reads everything; `warpfs fsck` (every name,
 //!   header and tag, and the volume-wide repeated-nonce check) is clean from
 //!   either client.
-//! - `a_brick_killed_mid_write_heals_and_keeps_fsynced_data`: one brick
+//! - `glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data`: one brick
 //!   process is SIGKILLed in the middle of a run of fsynced writes, writes
 //!   go on, the brick is restarted (`gluster volume start … force`) and the
 //!   self-heal awaited: both bricks hold the same files, fsck is clean from
 //!   either client and every fsynced file reads back from either host.
-//! - `an_offline_rekey_on_one_host_keeps_out_a_mount_on_the_other`: while
+//! - `glusterfs_an_offline_rekey_on_one_host_keeps_out_a_mount_on_the_other`: while
 //!   `warpfs rekey` runs through one client, the other client sees its lock
 //!   (`warpfs.lock`; GlusterFS passes the lock between clients) and `warpfs
 //!   mount` there refuses; after the rekey it mounts and reads right.
@@ -91,7 +91,7 @@ const FILES: usize = 12;
 const ROUNDS: u32 = 6;
 
 #[test]
-fn two_live_hosts_write_and_read_each_other() {
+fn glusterfs_two_live_hosts_write_and_read_each_other() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();
@@ -184,7 +184,7 @@ fn two_live_hosts_write_and_read_each_other() {
 }
 
 #[test]
-fn a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
+fn glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();
@@ -268,7 +268,7 @@ fn brick_files(brick: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 }
 
 #[test]
-fn an_offline_rekey_on_one_host_keeps_out_a_mount_on_the_other() {
+fn glusterfs_an_offline_rekey_on_one_host_keeps_out_a_mount_on_the_other() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();

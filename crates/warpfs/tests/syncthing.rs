@@ -2,7 +2,7 @@
 //! started and stopped here; tests/synced/syncthing.rs), each host with
 //! its own warpfs mount of its own copy.
 //!
-//! - `offline_edits_on_both_sides_lose_nothing`: the devices are paused,
+//! - `syncthing_offline_edits_on_both_sides_lose_nothing`: the devices are paused,
 //!   both hosts make conflicting changes, the devices are resumed (FORMAT.md
 //!   13): the same file edited on both sides; the same directory made on
 //!   both sides with different files inside (two `warpfs.diriv`); a
@@ -14,7 +14,7 @@
 //!   renamed and deleted; either password opens either host; `warpfs info`
 //!   and `fsck` report the config copy; `fsck --repair` merges the two-IV
 //!   directory and both hosts still read every entry after the next sync.
-//! - `partial_sync_reads_right_bytes_or_a_clean_error`: host B reads
+//! - `syncthing_partial_sync_reads_right_bytes_or_a_clean_error`: host B reads
 //!   everything it sees while host A writes and Syncthing copies (B pulls
 //!   largest first, so files come before their directory's IV and their
 //!   long-name sidecars); then, deterministically, B's Syncthing ignores
@@ -88,7 +88,7 @@ fn passwd(v: &Volume, old: &Path, new: &Path) {
 }
 
 #[test]
-fn offline_edits_on_both_sides_lose_nothing() {
+fn syncthing_offline_edits_on_both_sides_lose_nothing() {
     require_syncthing!();
     let mut a = Volume::init(Mode::Gcm);
     a.mount_args.push("--shared-storage".into());
@@ -295,7 +295,7 @@ fn write_batch(a: &Volume, tag: &str, want: &mut BTreeMap<String, Vec<u8>>) {
 }
 
 #[test]
-fn partial_sync_reads_right_bytes_or_a_clean_error() {
+fn syncthing_partial_sync_reads_right_bytes_or_a_clean_error() {
     require_syncthing!();
     let mut a = Volume::init(Mode::Gcm);
     a.mount_args.push("--shared-storage".into());
