@@ -326,6 +326,13 @@ impl Volume {
         Ok(out)
     }
 
+    /// Whether some name in `dir` decrypts with this volume's key (an
+    /// entry shown under its plaintext name, not as undecryptable).
+    pub fn some_name_decrypts(&self, dir: &Path) -> Result<bool> {
+        let view = self.view(&self.dir(dir)?)?;
+        Ok(view.shown.iter().any(|e| !matches!(e.how, How::Undecryptable(_))))
+    }
+
     /// Write the sidecar of a new long name (FORMAT.md 4.3); whether made.
     fn new_sidecar(&self, r: &Resolved) -> Result<bool> {
         match &r.b {

@@ -322,12 +322,7 @@ fn check_master_key(vol: &Volume, cipherdir: &std::path::Path) -> Result<(), Cli
             !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
         })
         .count();
-    if entries > 0
-        && vol
-            .readdir(std::path::Path::new(""))
-            .map(|v| v.is_empty())
-            .unwrap_or(true)
-    {
+    if entries > 0 && !vol.some_name_decrypts(std::path::Path::new("")).unwrap_or(false) {
         return Err(CliError::new(
             super::exit::WRONG_PASSWORD,
             "wrong master key: no name in the volume's root decrypts with it",
