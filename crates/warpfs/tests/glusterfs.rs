@@ -10,7 +10,7 @@
 //!   header and tag, and the volume-wide repeated-nonce check) is clean from
 //!   either client.
 //! - `glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data`: one brick
-//!   process is SIGKILLed in the middle of a run of fsynced writes, writes
+//!   process is SIGKILLed while a writer runs (file after fsynced file), writes
 //!   go on, the brick is restarted (`gluster volume start … force`) and the
 //!   self-heal awaited: both bricks hold the same files, fsck is clean from
 //!   either client and every fsynced file reads back from either host.
@@ -191,23 +191,45 @@ fn glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
     cipher_on(&c);
     let (mut a, mut b) = (host(&c, 0), host(&c, 1));
     a.mount();
+    // A writer writes and fsyncs files one after another (each 64 KiB and
+    // more, in 4 KiB writes) while the brick is killed and restarted under
+    // it: the kill and the restart land in the middle of its writes.
     let n = 30;
-    let mut synced = Vec::new();
-    let mut failed = Vec::new();
+    let progress = std::sync::atomic::AtomicUsize::new(0);
+    let wait_files = |k: usize| {
+        synced::poll(&format!("{k} files written"), Duration::from_secs(120), || {
+            Ok((progress.load(std::sync::atomic::Ordering::SeqCst) >= k).then_some(()))
+        })
+        .unwrap()
+    };
     let mut killed = None;
-    for i in 0..n {
-        if i == 10 {
-            killed = Some(c.kill_brick(1).unwrap());
-        }
-        if i == 20 {
-            c.restart_brick(1, killed.unwrap()).unwrap();
-        }
-        let name = format!("f{i:02}");
-        match write_synced(&a.p(&name), &content_of(&name, 64 * 1024 + 4_099 * i)) {
-            Ok(()) => synced.push((name, 64 * 1024 + 4_099 * i)),
-            Err(e) => failed.push(format!("{name}: {e}")),
-        }
-    }
+    let (synced, failed) = std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            let (mut synced, mut failed) = (Vec::new(), Vec::new());
+            for i in 0..n {
+                let name = format!("f{i:02}");
+                let len = 64 * 1024 + 4_099 * i;
+                let data = content_of(&name, len);
+                let r = File::create(a.p(&name)).and_then(|mut f| {
+                    for chunk in data.chunks(4096) {
+                        f.write_all(chunk)?;
+                    }
+                    f.sync_all()
+                });
+                match r {
+                    Ok(()) => synced.push((name, len)),
+                    Err(e) => failed.push(format!("{name}: {e}")),
+                }
+                progress.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            (synced, failed)
+        });
+        wait_files(10);
+        killed = Some(c.kill_brick(1).unwrap());
+        wait_files(20);
+        c.restart_brick(1, killed.unwrap()).unwrap();
+        w.join().unwrap()
+    });
     let pending = c.heal_pending().unwrap_or(None);
     c.wait_healed(Duration::from_secs(180)).unwrap();
     // Both bricks hold the same cipher dir.
@@ -230,7 +252,7 @@ fn glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
         v.unmount();
     }
     eprintln!(
-        "brick kill: brick 2 (pid {killed:?}) killed before file 10 of {n}, restarted before file 20; \
+        "brick kill: brick 2 (pid {killed:?}) killed once 10 of {n} files were fsynced, restarted once 20 were, the writer running throughout; \
          {} files fsynced, {} writes failed {failed:?}; heal entries pending after the writes: {pending:?}; \
          after the heal both bricks hold {} identical files, fsck clean from both clients, all {} fsynced files read back from both hosts",
         synced.len(),
