@@ -112,6 +112,10 @@ fi
 if wf_is_root; then
     wf_ensure glusterd:glusterfs-server mount.glusterfs:glusterfs-client syncthing:syncthing ip:iproute2 ||
         wf_warn "glusterfs-server/syncthing/iproute2 missing: the synced-storage tests will be skipped (a failure under WARPFS_NO_SKIP=1)"
+    # Under systemd the package starts its own glusterd; the tests start theirs.
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet glusterd 2>/dev/null; then
+        systemctl stop glusterd || wf_warn "cannot stop glusterd.service: the GlusterFS tests will fail"
+    fi
 fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 # FUSE over io_uring (Linux 6.14+): the suite runs on it; step dev-fuse runs

@@ -66,6 +66,16 @@ fn machine_lock() -> Result<std::fs::File, String> {
     Ok(f)
 }
 
+/// The pid of a live (not zombie) process whose command name is `comm`.
+fn running(comm: &str) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+        (name == comm && !rest.starts_with('Z')).then_some(pid)
+    })
+}
+
 impl Cluster {
     /// Start glusterd, create and start the volume, mount both clients.
     pub fn start(root: &Path) -> Result<Cluster, String> {
@@ -136,6 +146,15 @@ impl Cluster {
     }
 
     fn start_glusterd(&mut self) -> Result<(), String> {
+        // The gluster CLI talks to whichever glusterd owns the machine's
+        // socket: refuse to run beside one we did not start (Debian's
+        // package starts glusterd.service under systemd; scripts/test.sh
+        // stops it).
+        if let Some(pid) = running("glusterd") {
+            return Err(format!(
+                "another glusterd is running (pid {pid}); stop it first (systemctl stop glusterd)"
+            ));
+        }
         let vol = self.root.join("glusterd.vol");
         std::fs::write(
             &vol,
@@ -164,7 +183,11 @@ impl Cluster {
             child,
             name: "glusterd".into(),
         });
+        let d = self.glusterd.as_mut().expect("just started");
         poll("glusterd answers", Duration::from_secs(60), || {
+            if !d.alive() {
+                return Err("glusterd exited".into());
+            }
             Ok(gluster(&["volume", "list"]).0.then_some(()))
         })
         .map_err(|e| format!("{e}\n{}", tail(&self.root.join("glusterd.log"), 3000)))
