@@ -40,6 +40,7 @@ macro_rules! require_gluster {
         if warpfs_testkit::skip_if(
             synced::missing("glusterd", "glusterfs-server")
                 .or_else(|| synced::missing("ip", "iproute2"))
+                .or_else(|| synced::missing("nsenter", "util-linux"))
                 .or_else(|| synced::missing("mount.glusterfs", "glusterfs-client")),
         ) {
             return;

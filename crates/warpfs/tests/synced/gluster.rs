@@ -1,9 +1,10 @@
 //! GlusterFS on this machine, as two hosts would share it: `glusterd`
 //! started by hand (no systemd, its own working directory), a replica-2
 //! volume over two local bricks (`force`: bricks on the root file system),
-//! two client mounts standing for the two hosts. The server address is a
-//! veth pair's (GlusterFS refuses loopback addresses for bricks), so the
-//! traffic stays on this machine. One cluster at a time per machine (a
+//! two client mounts standing for the two hosts, each client in a network
+//! namespace of its own reaching the server over a veth pair (GlusterFS
+//! refuses loopback addresses for bricks), so the traffic stays on this
+//! machine but every client talks to the bricks over its own link. One cluster at a time per machine (a
 //! file lock): glusterd has one port. Everything is stopped, unmounted and
 //! removed on drop, also when the test fails.
 //!
@@ -21,8 +22,14 @@ use std::process::Command;
 use std::time::Duration;
 
 const CMD: Duration = Duration::from_secs(120);
-const VETH: (&str, &str) = ("wfgl0", "wfgl1");
-const ADDR: &str = "10.213.77.1";
+/// Per client: network namespace, veth end in this namespace, end in the
+/// client's namespace, this end's address, the client's address (/30 each).
+const NETS: [(&str, &str, &str, &str, &str); 2] = [
+    ("wfgl-a", "wfgla", "wfgpa", "10.213.77.1", "10.213.77.2"),
+    ("wfgl-b", "wfglb", "wfgpb", "10.213.77.5", "10.213.77.6"),
+];
+/// The server's address (bricks, glusterd): this namespace's end of client 0's link.
+const ADDR: &str = NETS[0].3;
 const LOCK: &str = "/tmp/warpfs-test-glusterd.lock";
 
 /// A running cluster: glusterd, one volume of two bricks, two client mounts.
@@ -64,6 +71,15 @@ fn machine_lock() -> Result<std::fs::File, String> {
         return Err(format!("{LOCK}: {}", std::io::Error::last_os_error()));
     }
     Ok(f)
+}
+
+/// Remove the namespaces and links of [`NETS`] (those left by a killed
+/// run too).
+fn remove_network() {
+    for (ns, here, ..) in NETS {
+        let _ = sh(&["ip", "netns", "del", ns]);
+        let _ = sh(&["ip", "link", "del", here]);
+    }
 }
 
 /// The pid of a live (not zombie) process whose command name is `comm`.
@@ -132,16 +148,31 @@ impl Cluster {
         }
     }
 
-    /// A veth pair in this namespace carries the server address.
+    /// Two network namespaces, one per client, each linked to this one by
+    /// a veth pair, with a default route to it.
     fn network(&mut self) -> Result<(), String> {
-        let _ = sh(&["ip", "link", "del", VETH.0]);
-        self.ok(sh(&[
-            "ip", "link", "add", VETH.0, "type", "veth", "peer", "name", VETH.1,
-        ]))?;
+        remove_network();
         self.veth = true;
-        self.ok(sh(&["ip", "addr", "add", &format!("{ADDR}/30"), "dev", VETH.0]))?;
-        self.ok(sh(&["ip", "link", "set", VETH.0, "up"]))?;
-        self.ok(sh(&["ip", "link", "set", VETH.1, "up"]))?;
+        for (ns, here, there, a_here, a_there) in NETS {
+            self.ok(sh(&["ip", "netns", "add", ns]))?;
+            self.ok(sh(&["ip", "link", "add", here, "type", "veth", "peer", "name", there]))?;
+            self.ok(sh(&["ip", "link", "set", there, "netns", ns]))?;
+            self.ok(sh(&["ip", "addr", "add", &format!("{a_here}/30"), "dev", here]))?;
+            self.ok(sh(&["ip", "link", "set", here, "up"]))?;
+            self.ok(sh(&[
+                "ip",
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{a_there}/30"),
+                "dev",
+                there,
+            ]))?;
+            self.ok(sh(&["ip", "-n", ns, "link", "set", there, "up"]))?;
+            self.ok(sh(&["ip", "-n", ns, "link", "set", "lo", "up"]))?;
+            self.ok(sh(&["ip", "-n", ns, "route", "add", "default", "via", a_here]))?;
+        }
         Ok(())
     }
 
@@ -197,7 +228,12 @@ impl Cluster {
     pub fn mount(&mut self, i: usize) -> Result<(), String> {
         let src = format!("{}:/{}", self.host, self.volume);
         let mnt = self.clients[i].display().to_string();
+        // The client process lives in the client's network namespace; the
+        // mount itself is in this mount namespace.
+        let net = format!("--net=/run/netns/{}", NETS[i].0);
         self.ok(sh(&[
+            "nsenter",
+            &net,
             "mount",
             "-t",
             "glusterfs",
@@ -333,7 +369,7 @@ impl Drop for Cluster {
             d.stop();
         }
         if self.veth {
-            let _ = sh(&["ip", "link", "del", VETH.0]);
+            remove_network();
         }
     }
 }
