@@ -7,13 +7,19 @@
 #   0. setup      as root: install missing Debian packages (fuse3, fio, a C
 #                 compiler; OpenCL ICD + pocl when the workspace uses opencl3),
 #                 quietly and only if something is missing; make sure cargo,
-#                 rustfmt and clippy are there; e2fsprogs for the container tests
+#                 rustfmt and clippy are there; e2fsprogs for the container tests;
+#                 glusterfs-server, syncthing and iproute2 for the synced-storage
+#                 tests (tests/glusterfs.rs, tests/syncthing.rs start and stop
+#                 the engines themselves)
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   3. test       cargo test --workspace --release --no-fail-fast
 #                 (the mount-level tests in crates/warpfs/tests need root and
 #                 /dev/fuse; without them they are counted as skipped)
 #   3b. dev-fuse  every mount-level test of crates/warpfs again on /dev/fuse
+#                 (but the GlusterFS and Syncthing suites, glusterfs_* and
+#                 syncthing_*: they test the storage, not the transport;
+#                 scripts/transport-matrix.sh runs them on both)
 #                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
 #                 FUSE over io_uring where the kernel has it: enable_uring is
 #                 set on for the run and put back at exit), then fsx with one
@@ -102,6 +108,17 @@ fi
 if wf_is_root; then
     wf_ensure mkfs.ext4:e2fsprogs debugfs:e2fsprogs e2fsck:e2fsprogs || wf_warn "e2fsprogs missing: container tests will fail"
 fi
+# Synced and distributed storage (tests/glusterfs.rs, tests/syncthing.rs):
+# the tests start glusterd and two syncthing instances themselves (no
+# systemd), on a veth pair (ip) and 127.0.0.1.
+if wf_is_root; then
+    wf_ensure glusterd:glusterfs-server mount.glusterfs:glusterfs-client syncthing:syncthing ip:iproute2 ||
+        wf_warn "glusterfs-server/syncthing/iproute2 missing: the synced-storage tests will be skipped (a failure under WARPFS_NO_SKIP=1)"
+    # Under systemd the package starts its own glusterd; the tests start theirs.
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet glusterd 2>/dev/null; then
+        systemctl stop glusterd || wf_warn "cannot stop glusterd.service: the GlusterFS tests will fail"
+    fi
+fi
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 # FUSE over io_uring (Linux 6.14+): the suite runs on it; step dev-fuse runs
 # the mount-level tests again on /dev/fuse. The module parameter is put back.
@@ -150,7 +167,7 @@ step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step test cargo test --workspace --release --no-fail-fast
 step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
-    bash -c 'cargo test --release -p warpfs --no-fail-fast; r=$?; bash scripts/fsx.sh || r=1; exit $r'
+    bash -c 'cargo test --release -p warpfs --no-fail-fast -- --skip glusterfs_ --skip syncthing_; r=$?; bash scripts/fsx.sh || r=1; exit $r'
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release

@@ -1,46 +1,14 @@
 //! Per-directory name IVs: `warpfs.diriv` (16 random bytes) in every backing
-//! directory, read once and cached by the directory's (dev, ino).
+//! directory (cached with the directory's other state in `dirview`).
 
 use crate::at::Dir;
 use crate::error::{Error, Result};
-use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::Mutex;
 
 /// File name of the directory IV inside each backing directory.
 pub const DIRIV_NAME: &str = warpfs_crypto::names::DIRIV_FILE;
 /// Length of a directory IV.
 pub const DIRIV_LEN: usize = warpfs_crypto::names::DIRIV_LEN;
-
-/// Cache of directory IVs keyed by backing (dev, ino). Directory IVs never
-/// change once written, so entries stay valid across renames.
-#[derive(Default)]
-pub(crate) struct DirIvCache {
-    map: Mutex<HashMap<(u64, u64), [u8; DIRIV_LEN]>>,
-}
-
-impl DirIvCache {
-    /// The IV of the backing directory `dir`.
-    pub(crate) fn get(&self, dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
-        let st = dir.stat()?;
-        let key = (st.st_dev, st.st_ino);
-        if let Some(iv) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(*iv);
-        }
-        let iv = read(dir)?;
-        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if m.len() > 100_000 {
-            m.clear();
-        }
-        m.insert(key, iv);
-        Ok(iv)
-    }
-
-    /// Forget a directory (after rmdir: its inode number may be reused).
-    pub(crate) fn forget(&self, dev: u64, ino: u64) {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&(dev, ino));
-    }
-}
 
 /// Read and check a directory's IV file.
 pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
@@ -65,6 +33,15 @@ pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
         );
         Error::EIO
     })
+}
+
+/// Read a copy of the IV file a sync tool made (`name` in `dir`), for
+/// trying its IV too: the IV, or why it cannot be used.
+pub(crate) fn read_named(dir: &Dir, name: &OsStr) -> std::result::Result<[u8; DIRIV_LEN], String> {
+    let data = crate::sys::read_small(&dir.entry(name), DIRIV_LEN + 1).map_err(|e| e.to_string())?;
+    data.as_slice()
+        .try_into()
+        .map_err(|_| format!("{} bytes, expected {DIRIV_LEN}", data.len()))
 }
 
 /// Write a fresh random IV into a new backing directory (read-only file,

@@ -55,24 +55,10 @@ pub(crate) fn remove_sidecar(dir: &Dir, b: &BackingName) {
     }
 }
 
-/// Decode a backing directory entry to its plaintext name. `None` for our
-/// own reserved files (IVs, sidecars, config); `Err` for undecryptable names.
-pub(crate) fn decode(
-    names: &NameCipher,
-    iv: &[u8; 16],
-    dir: &Dir,
-    backing: &OsStr,
-) -> Option<std::result::Result<Vec<u8>, String>> {
-    decode_with(names, iv, backing.as_bytes(), |side| {
-        crate::sys::read_small(&dir.entry(OsStr::new(side)), MAX_SIDECAR)
-            .map_err(|e| std::io::Error::from_raw_os_error(e.0))
-    })
-}
-
 /// Largest long-name sidecar read.
-const MAX_SIDECAR: usize = 8192;
+pub(crate) const MAX_SIDECAR: usize = 8192;
 
-/// [`decode`] with the long-name sidecar `side` (a file name in the same
+/// Decode a backing name to its plaintext name, with the long-name sidecar `side` (a file name in the same
 /// directory) read by `read_sidecar`: the pure part, also driven by the
 /// `names` fuzz target. Every input is hostile; errors, never panics.
 pub fn decode_with(

@@ -4,14 +4,14 @@
 
 use crate::at::{Dir, Loc};
 use crate::attr::{Attr, Kind};
+use crate::dirview::{How, Resolved};
 use crate::error::{Error, Result};
 use crate::files::OpenFile;
 use crate::names;
 use crate::volume::{Caller, Volume};
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use warpfs_crypto::names::BackingName;
 
 /// Associated data of sealed symlink targets.
 pub(crate) const SYMLINK_AD: &[u8] = b"warpfs symlink";
@@ -25,26 +25,23 @@ pub struct DirEntry {
     pub cname: String,
     /// Backing inode number.
     pub ino: u64,
+    /// Backing device (of the directory: a mount point's own is not looked at).
+    pub dev: u64,
     /// Kind, if the backing entry's type is known.
     pub kind: Kind,
 }
 
 impl Volume {
-    /// The backing directory `dir`, the backing name of `name` in it and
-    /// that name's file name.
-    fn backing(&self, dir: &Path, name: &OsStr) -> Result<(Dir, BackingName, String)> {
-        let adir = self.dir(dir)?;
-        let iv = self.ivs.get(&adir)?;
-        let b = names::encode(&self.names, &iv, name)?;
-        let file = names::file_of(&b).to_string();
-        Ok((adir, b, file))
-    }
-
-    /// Find `name` in `dir`.
+    /// Find `name` in `dir` (FORMAT.md 13: also under another IV of the
+    /// directory, and conflict copies and undecryptable names by the name
+    /// they are shown as).
     pub fn lookup(&self, dir: &Path, name: &OsStr) -> Result<(String, Attr)> {
-        let (adir, _, file) = self.backing(dir, name)?;
-        let attr = self.stat_at(&adir.entry(file.as_ref()))?;
-        Ok((file, attr))
+        let r = self.resolve(dir, name)?;
+        if !r.exists {
+            return Err(Error(libc::ENOENT));
+        }
+        let attr = self.stat_at(&r.adir.entry(r.file.as_ref()))?;
+        Ok((r.file, attr))
     }
 
     /// Create and open a regular file (`flags` are the caller's open flags).
@@ -58,22 +55,21 @@ impl Volume {
         label: String,
     ) -> Result<(String, Attr, OpenFile, bool)> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file, existed) = (&r.adir, r.file.clone(), r.exists);
         let p = adir.entry(file.as_ref());
-        let made_sidecar = names::write_sidecar(&adir, &b)?;
+        let made_sidecar = self.new_sidecar(&r)?;
         let excl = flags & libc::O_EXCL != 0;
-        let existed = crate::sys::lstat(&p).is_ok();
         let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | if excl { libc::O_EXCL } else { 0 };
         let f = match crate::sys::open(&p, oflags, mode & 0o7777) {
             Ok(f) => f,
             Err(e) => {
-                if made_sidecar {
-                    names::remove_sidecar(&adir, &b);
-                }
+                self.undo_sidecar(&r, made_sidecar);
                 return Err(e);
             }
         };
         if !existed {
+            self.ivs.touched(adir, r.stamp);
             self.own(&p, who)?;
         }
         let of = self.files.open(f, true, &self.keys, label)?;
@@ -110,15 +106,15 @@ impl Volume {
     /// Make a directory (with its own name IV).
     pub fn mkdir(&self, dir: &Path, name: &OsStr, mode: u32, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
-        let made_sidecar = names::write_sidecar(&adir, &b)?;
+        let made_sidecar = self.new_sidecar(&r)?;
         if let Err(e) = crate::sys::mkdir(&p, (mode & 0o7777) | 0o700) {
-            if made_sidecar {
-                names::remove_sidecar(&adir, &b);
-            }
+            self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
+        self.ivs.touched(adir, r.stamp);
         let finish = || -> Result<()> {
             crate::diriv::create(&p.as_dir()?)?;
             if mode & 0o700 != 0o700 {
@@ -133,9 +129,7 @@ impl Volume {
                 let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
             }
             let _ = crate::sys::rmdir(&p);
-            if made_sidecar {
-                names::remove_sidecar(&adir, &b);
-            }
+            self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
         let attr = self.stat_at(&p)?;
@@ -145,15 +139,15 @@ impl Volume {
     /// Make a fifo, socket, device node or empty regular file.
     pub fn mknod(&self, dir: &Path, name: &OsStr, mode: u32, rdev: u64, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
-        let made_sidecar = names::write_sidecar(&adir, &b)?;
+        let made_sidecar = self.new_sidecar(&r)?;
         if let Err(e) = crate::sys::mknod(&p, mode, rdev) {
-            if made_sidecar {
-                names::remove_sidecar(&adir, &b);
-            }
+            self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
+        self.ivs.touched(adir, r.stamp);
         self.own(&p, who)?;
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
@@ -162,19 +156,19 @@ impl Volume {
     /// Make a symlink; the target is stored encrypted.
     pub fn symlink(&self, dir: &Path, name: &OsStr, target: &OsStr, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let sealed = self.sealer.seal_b64(SYMLINK_AD, target.as_bytes());
         if sealed.len() >= libc::PATH_MAX as usize {
             return Err(Error::ENAMETOOLONG);
         }
-        let made_sidecar = names::write_sidecar(&adir, &b)?;
+        let made_sidecar = self.new_sidecar(&r)?;
         if let Err(e) = crate::sys::symlink(sealed.as_bytes(), &p) {
-            if made_sidecar {
-                names::remove_sidecar(&adir, &b);
-            }
+            self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
+        self.ivs.touched(adir, r.stamp);
         self.own(&p, who)?;
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
@@ -198,16 +192,16 @@ impl Volume {
     /// Make a hard link to `path` as `name` in `dir`.
     pub fn link(&self, path: &Path, dir: &Path, name: &OsStr) -> Result<(String, Attr)> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let (sdir, sname) = self.at(path)?;
-        let made_sidecar = names::write_sidecar(&adir, &b)?;
+        let made_sidecar = self.new_sidecar(&r)?;
         if let Err(e) = crate::sys::link(&sdir.entry(&sname), &p) {
-            if made_sidecar {
-                names::remove_sidecar(&adir, &b);
-            }
+            self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
+        self.ivs.touched(adir, r.stamp);
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
@@ -215,16 +209,18 @@ impl Volume {
     /// Remove a non-directory.
     pub fn unlink(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
-        crate::sys::unlink(&adir.entry(file.as_ref()))?;
-        names::remove_sidecar(&adir, &b);
-        Ok(file)
+        let r = self.resolve(dir, name)?;
+        crate::sys::unlink(&r.adir.entry(r.file.as_ref()))?;
+        self.ivs.touched(&r.adir, r.stamp);
+        self.drop_sidecar(&r.adir, &r.b);
+        Ok(r.file)
     }
 
     /// Remove an empty directory.
     pub fn rmdir(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let (adir, b, file) = self.backing(dir, name)?;
+        let r = self.resolve(dir, name)?;
+        let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let st = crate::sys::lstat(&p)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
@@ -246,7 +242,8 @@ impl Volume {
             return Err(e);
         }
         self.ivs.forget(st.st_dev, st.st_ino);
-        names::remove_sidecar(&adir, &b);
+        self.ivs.touched(adir, r.stamp);
+        self.drop_sidecar(adir, &r.b);
         Ok(file)
     }
 
@@ -261,9 +258,10 @@ impl Volume {
         flags: u32,
     ) -> Result<(String, String)> {
         self.writable()?;
-        let (adir, b, from_f) = self.backing(dir, name)?;
-        let (anew, nb, to_f) = self.backing(newdir, newname)?;
-        let made_sidecar = names::write_sidecar(&anew, &nb)?;
+        let r = self.resolve(dir, name)?;
+        let dst = self.resolve(newdir, newname)?;
+        let (adir, from_f, anew, to_f) = (&r.adir, r.file.clone(), &dst.adir, dst.file.clone());
+        let made_sidecar = self.new_sidecar(&dst)?;
         let (from, to) = (adir.entry(from_f.as_ref()), anew.entry(to_f.as_ref()));
         // A directory may replace an empty directory, but the backing target
         // still holds its IV file: take it out first, put it back on failure.
@@ -279,50 +277,75 @@ impl Volume {
             if let Some((d, iv)) = target_iv {
                 let _ = crate::diriv::restore(&d, &iv);
             }
-            if made_sidecar {
-                names::remove_sidecar(&anew, &nb);
-            }
+            self.undo_sidecar(&dst, made_sidecar);
             return Err(e);
         }
+        self.ivs.touched(adir, r.stamp);
+        self.ivs.touched(anew, dst.stamp);
         if flags & libc::RENAME_EXCHANGE == 0 && !(adir.path() == anew.path() && from_f == to_f) {
-            names::remove_sidecar(&adir, &b);
+            self.drop_sidecar(adir, &r.b);
         }
         Ok((from_f, to_f))
     }
 
-    /// List a directory (plaintext names; undecryptable entries are logged and skipped).
+    /// List a directory: every entry under its plaintext name; conflict
+    /// copies, entries of another IV whose name is taken and undecryptable
+    /// names under a marked name; foreign files never (FORMAT.md 13).
     pub fn readdir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
         let adir = self.dir(dir)?;
-        let iv = self.ivs.get(&adir)?;
-        let mut out = Vec::new();
-        for e in adir.list()? {
-            let bname = e.name;
-            let plain = match names::decode(&self.names, &iv, &adir, &bname) {
-                None => continue,
-                Some(Ok(p)) => p,
-                Some(Err(why)) => {
-                    tracing::warn!("skipping backing entry {:?} in {}: {why}", bname, adir.path().display());
-                    continue;
-                }
-            };
+        let dev = adir.stat()?.st_dev;
+        let view = self.view(&adir)?;
+        let mut out = Vec::with_capacity(view.shown.len());
+        for e in view.shown {
+            if let How::Undecryptable(why) = &e.how {
+                tracing::warn!(
+                    "backing entry {:?} in {} does not decrypt ({why}): shown as {:?}",
+                    e.backing,
+                    adir.path().display(),
+                    e.name
+                );
+            }
             let kind = match e.d_type {
-                libc::DT_UNKNOWN => crate::sys::lstat(&adir.entry(&bname))
+                libc::DT_UNKNOWN => crate::sys::lstat(&adir.entry(&e.backing))
                     .ok()
                     .and_then(|st| Kind::from_mode(st.st_mode))
                     .unwrap_or(Kind::File),
                 t => Kind::from_d_type(t),
             };
-            let Some(cname) = bname.to_str().map(str::to_string) else {
+            let Ok(cname) = e.backing.into_string() else {
                 continue;
             };
             out.push(DirEntry {
-                name: OsString::from_vec(plain),
+                name: e.name,
                 cname,
                 ino: e.ino,
+                dev,
                 kind,
             });
         }
         Ok(out)
+    }
+
+    /// Whether some name in `dir` decrypts with this volume's key (an
+    /// entry shown under its plaintext name, not as undecryptable).
+    pub fn some_name_decrypts(&self, dir: &Path) -> Result<bool> {
+        let view = self.view(&self.dir(dir)?)?;
+        Ok(view.shown.iter().any(|e| !matches!(e.how, How::Undecryptable(_))))
+    }
+
+    /// Write the sidecar of a new long name (FORMAT.md 4.3); whether made.
+    fn new_sidecar(&self, r: &Resolved) -> Result<bool> {
+        match &r.b {
+            Some(b) if !r.exists => names::write_sidecar(&r.adir, b),
+            _ => Ok(false),
+        }
+    }
+
+    /// Remove a sidecar [`Volume::new_sidecar`] made for an operation that failed.
+    fn undo_sidecar(&self, r: &Resolved, made: bool) {
+        if let (true, Some(b)) = (made, &r.b) {
+            names::remove_sidecar(&r.adir, b);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
 
 use crate::at::{Dir, Loc};
-use crate::diriv::DirIvCache;
+use crate::dirview::DirCache;
 use crate::error::{Error, Result};
 use crate::files::FileTable;
 use crate::keysource::KeySource;
@@ -26,7 +26,7 @@ pub struct Options {
 pub struct Volume {
     pub(crate) root: PathBuf,
     pub(crate) names: NameCipher,
-    pub(crate) ivs: DirIvCache,
+    pub(crate) ivs: DirCache,
     pub(crate) sealer: Sealer,
     /// The content ciphers by key generation (FORMAT.md 10), shared with
     /// every open file; an online rekey adds the next generation.
@@ -40,8 +40,6 @@ pub struct Volume {
     pub(crate) opts: Options,
     /// The daemon runs as root: new entries are given to the caller.
     pub(crate) chown_new: bool,
-    /// Device of the backing root.
-    pub(crate) root_dev: u64,
     /// The online rekey's state (FORMAT.md 10, `warpfs rekey` on a mount).
     pub(crate) online: crate::rekey::Online,
 }
@@ -72,7 +70,6 @@ impl Volume {
             .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
         let write = config.write_generation();
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
-        let root_dev = crate::sys::lstat_path(&root).map(|s| s.st_dev).unwrap_or(0);
         let mode = content_mode(config.content_mode());
         let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().xts_cipher());
         let previous = match config.rekey_target() {
@@ -83,7 +80,7 @@ impl Volume {
         Ok(Volume {
             root,
             names: subkeys.names,
-            ivs: DirIvCache::default(),
+            ivs: DirCache::default(),
             sealer: subkeys.seal,
             keys,
             mode,
@@ -92,7 +89,6 @@ impl Volume {
             files: Arc::new(FileTable::default()),
             opts,
             chown_new: crate::sys::euid() == 0,
-            root_dev,
             online: Default::default(),
         })
     }
@@ -253,10 +249,10 @@ impl Volume {
         self.keys.write_generation()
     }
 
-    /// The open file of a backing inode on the root's device, if any handle
-    /// has it open (serves unlinked or replaced files).
-    pub fn open_file_of(&self, backing_ino: u64) -> Option<crate::files::OpenFile> {
-        self.files.get(self.root_dev, backing_ino)
+    /// The open file of backing inode `backing_ino` on device `dev`, if
+    /// any handle has it open (serves unlinked or replaced files).
+    pub fn open_file_of(&self, dev: u64, backing_ino: u64) -> Option<crate::files::OpenFile> {
+        self.files.get(dev, backing_ino)
     }
 
     /// Whether the volume was opened read-only.

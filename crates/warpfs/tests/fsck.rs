@@ -234,7 +234,7 @@ fn undecodable_names_and_missing_dir_iv_are_reported() {
     o.expect_code(20, "bad names");
     assert!(
         o.stdout
-            .contains("problem: /?AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA: undecodable name"),
+            .contains("problem: /AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.warpfs-undecryptable: undecodable name"),
         "{o}"
     );
     assert!(o.stdout.contains("problem: /sub: directory IV: warpfs.diriv"), "{o}");

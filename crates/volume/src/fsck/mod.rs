@@ -4,6 +4,7 @@
 //! `gcm` every tag), report each problem by plaintext path and block, and
 //! repair only what was asked, never destroying readable data.
 
+mod merge;
 mod repair;
 mod report;
 mod walk;
@@ -31,6 +32,9 @@ pub struct Repairs {
     /// Cut backing files that end inside a nonce page back to their
     /// readable size.
     pub fix_torn_tails: bool,
+    /// Merge a directory whose IV file a sync tool copied into one IV,
+    /// re-encrypting the names that need it (FORMAT.md 13.2).
+    pub merge_dir_ivs: bool,
 }
 
 /// How an fsck run goes.
@@ -59,7 +63,7 @@ impl Default for Options {
 /// mounted (the CLI checks).
 pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
     let mut report = Report::default();
-    let items = walk::walk(vol, &mut report);
+    let items = walk::walk(vol, &mut report, opts.repairs);
     let total: u64 = items
         .iter()
         .map(|i| warpfs_content::plain_size_of(vol.mode, i.len))

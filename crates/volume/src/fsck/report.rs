@@ -14,6 +14,12 @@ pub enum Kind {
     Name(String),
     /// A long-name sidecar whose entry is gone (harmless leftover).
     OrphanSidecar,
+    /// A sync tool made copies of the directory's `warpfs.diriv` (their
+    /// file names): the directory has names under more than one IV.
+    DirIvCopies(Vec<String>),
+    /// A sync tool's copy of `warpfs.conf` (it unlocks with the password
+    /// it was written for).
+    ConfigCopy,
     /// A symlink whose sealed target does not open.
     Symlink,
     /// A cipher-file problem found by the content scan.
@@ -76,6 +82,18 @@ impl std::fmt::Display for Finding {
             Kind::DirIv(w) => write!(f, "directory IV: {w}")?,
             Kind::Name(w) => write!(f, "undecodable name {}: {w}", self.backing.display())?,
             Kind::OrphanSidecar => write!(f, "orphan long-name sidecar {}", self.backing.display())?,
+            Kind::DirIvCopies(c) => write!(
+                f,
+                "directory IV copied by a sync tool ({}): names under {} IVs",
+                c.join(", "),
+                c.len() + 1
+            )?,
+            Kind::ConfigCopy => write!(
+                f,
+                "conflicting copy of the config {}: it unlocks with the password it was written for; \
+                 keep one (warpfs passwd) and delete the other",
+                self.backing.display()
+            )?,
             Kind::Symlink => write!(f, "symlink target does not decrypt")?,
             Kind::File(p) => write!(f, "{p}")?,
             Kind::NonceAcrossFiles {

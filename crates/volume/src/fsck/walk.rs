@@ -1,14 +1,17 @@
-//! fsck's walk of the backing tree: decodes every name (directory IVs,
-//! long-name sidecars, orphan sidecars, symlink targets) and lists the
-//! regular files to scan, each once (hard links share one scan).
+//! fsck's walk of the backing tree: decodes every name through the
+//! directory view (directory IVs and their copies, long-name sidecars,
+//! conflict copies, foreign files, orphan sidecars, symlink targets) and
+//! lists the regular files to scan, each once (hard links share one scan).
 
 use super::report::{Finding, Fix, Kind, Report};
-use crate::at::Loc;
-use crate::names;
+use super::Repairs;
+use crate::at::{Dir, Loc};
+use crate::dirview::{How, View};
 use crate::namespace::SYMLINK_AD;
+use crate::synced::{self, Copy};
 use crate::volume::Volume;
 use std::collections::HashSet;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use warpfs_crypto::names::{is_sidecar, DIRIV_FILE};
@@ -32,7 +35,7 @@ fn join(parent: &str, name: &str) -> String {
     }
 }
 
-fn finding(path: String, rel: PathBuf, kind: Kind) -> Finding {
+pub(super) fn finding(path: String, rel: PathBuf, kind: Kind) -> Finding {
     Finding {
         path,
         backing: rel,
@@ -41,15 +44,22 @@ fn finding(path: String, rel: PathBuf, kind: Kind) -> Finding {
     }
 }
 
+/// One backing entry to look at: its name, plaintext path, and whether its
+/// name failed to decode (already reported).
+struct Entry {
+    bname: OsString,
+    path: String,
+}
+
 /// Walk the whole tree under the volume root; findings go to `report`.
-pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
+pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item> {
     let mut items = Vec::new();
     let mut seen = HashSet::new();
     let mut stack = vec![(PathBuf::new(), "/".to_string())];
     while let Some((rel, plain)) = stack.pop() {
         report.dirs += 1;
-        let (dir, entries) = match vol.dir(&rel).and_then(|d| d.list().map(|l| (d, l))) {
-            Ok(x) => x,
+        let dir = match vol.dir(&rel) {
+            Ok(d) => d,
             Err(e) => {
                 report
                     .findings
@@ -57,54 +67,38 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
                 continue;
             }
         };
-        let iv = match crate::diriv::read(&dir) {
-            Ok(iv) => Some(iv),
-            Err(_) => {
-                let why = match crate::sys::lstat(&dir.entry(DIRIV_FILE.as_ref())) {
-                    Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.st_size),
-                    Err(e) => format!("{DIRIV_FILE}: {e}"),
-                };
-                report
-                    .findings
-                    .push(finding(plain.clone(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
-                None
+        let entries = match vol.view(&dir) {
+            Ok(mut view) => {
+                if !view.alt_files.is_empty() {
+                    let mut f = finding(
+                        plain.clone(),
+                        rel.join(DIRIV_FILE),
+                        Kind::DirIvCopies(view.alt_files.iter().map(|(n, _)| lossy(n)).collect()),
+                    );
+                    f.fix = if want.merge_dir_ivs {
+                        match super::merge::merge(vol, &dir, &view) {
+                            Ok(()) => Fix::Done("merged into one IV, names re-encrypted"),
+                            Err(e) => Fix::Failed(e),
+                        }
+                    } else {
+                        Fix::NotAsked("--repair")
+                    };
+                    if matches!(f.fix, Fix::Done(_)) {
+                        view = vol.view(&dir).unwrap_or(view);
+                    }
+                    report.findings.push(f);
+                }
+                shown(report, &rel, &plain, view)
             }
+            Err(_) => match unreadable_iv(report, &dir, &rel, &plain) {
+                Some(e) => e,
+                None => continue,
+            },
         };
-        let mut names_here: Vec<_> = entries.into_iter().map(|e| e.name).collect();
-        names_here.sort();
-        for bname in names_here {
+        sidecars(report, &dir, &rel, &plain);
+        for Entry { bname, path } in entries {
             let erel = rel.join(&bname);
             let eloc = dir.entry(&bname);
-            let b = bname.as_bytes();
-            if is_sidecar(b) {
-                // Its entry is the same name without `.name`.
-                let entry = &b[..b.len() - warpfs_crypto::names::SIDECAR_SUFFIX.len()];
-                if crate::sys::lstat(&dir.entry(OsStr::from_bytes(entry))).is_err() {
-                    report.findings.push(finding(
-                        join(&plain, &format!("?{}", bname.to_string_lossy())),
-                        erel,
-                        Kind::OrphanSidecar,
-                    ));
-                }
-                continue;
-            }
-            let name = match &iv {
-                None => Err("its directory IV is missing".to_string()),
-                Some(iv) => match names::decode(&vol.names, iv, &dir, &bname) {
-                    None => continue, // warpfs.conf, warpfs.diriv, config temp files
-                    Some(r) => r,
-                },
-            };
-            let path = match name {
-                Ok(n) => join(&plain, &String::from_utf8_lossy(&n)),
-                Err(why) => {
-                    let p = join(&plain, &format!("?{}", bname.to_string_lossy()));
-                    if iv.is_some() {
-                        report.findings.push(finding(p.clone(), erel.clone(), Kind::Name(why)));
-                    }
-                    p
-                }
-            };
             let md = match crate::sys::lstat(&eloc) {
                 Ok(m) => m,
                 Err(e) => {
@@ -132,6 +126,122 @@ pub(super) fn walk(vol: &Volume, report: &mut Report) -> Vec<Item> {
         }
     }
     items
+}
+
+fn lossy(n: &OsStr) -> String {
+    n.to_string_lossy().into_owned()
+}
+
+/// The entries of a decoded directory; findings and notes for what is not
+/// a plain entry.
+fn shown(report: &mut Report, rel: &std::path::Path, plain: &str, view: View) -> Vec<Entry> {
+    for (n, why) in &view.bad_alts {
+        report.findings.push(finding(
+            plain.to_string(),
+            rel.join(n),
+            Kind::DirIv(format!("{}: {why}", lossy(n))),
+        ));
+    }
+    for n in &view.config_copies {
+        report
+            .findings
+            .push(finding(plain.to_string(), rel.join(n), Kind::ConfigCopy));
+    }
+    if !view.foreign.is_empty() {
+        let names: Vec<String> = view.foreign.iter().map(|n| lossy(n)).collect();
+        report.notes.push(format!(
+            "{plain}: {} foreign file(s) in {} not shown (a sync tool's or system's own): {}",
+            names.len(),
+            if rel.as_os_str().is_empty() {
+                "CIPHERDIR".to_string()
+            } else {
+                rel.display().to_string()
+            },
+            names.join(", ")
+        ));
+    }
+    let mut out = Vec::new();
+    let mut shown = view.shown;
+    shown.sort_by(|a, b| a.backing.cmp(&b.backing));
+    for s in shown {
+        let path = join(plain, &lossy(&s.name));
+        match &s.how {
+            How::Undecryptable(why) => {
+                report
+                    .findings
+                    .push(finding(path.clone(), rel.join(&s.backing), Kind::Name(why.clone())));
+            }
+            How::Copy => report.notes.push(format!(
+                "{path}: a sync tool's conflict copy (backing {})",
+                rel.join(&s.backing).display()
+            )),
+            How::Plain | How::OtherIv => {}
+        }
+        out.push(Entry { bname: s.backing, path });
+    }
+    out
+}
+
+/// A directory whose IV cannot be read: reported, and its entries walked
+/// under their backing names.
+fn unreadable_iv(report: &mut Report, dir: &Dir, rel: &std::path::Path, plain: &str) -> Option<Vec<Entry>> {
+    let why = match crate::sys::lstat(&dir.entry(DIRIV_FILE.as_ref())) {
+        Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.st_size),
+        Err(e) => format!("{DIRIV_FILE}: {e}"),
+    };
+    report
+        .findings
+        .push(finding(plain.to_string(), rel.join(DIRIV_FILE), Kind::DirIv(why)));
+    let list = match dir.list() {
+        Ok(l) => l,
+        Err(e) => {
+            report
+                .findings
+                .push(finding(plain.to_string(), rel.to_path_buf(), Kind::Io(e.to_string())));
+            return None;
+        }
+    };
+    let mut out: Vec<Entry> = list
+        .into_iter()
+        .filter(|e| !warpfs_crypto::names::is_reserved(e.name.as_bytes()) && !synced::is_foreign(e.name.as_bytes()))
+        .map(|e| Entry {
+            path: join(plain, &format!("?{}", lossy(&e.name))),
+            bname: e.name,
+        })
+        .collect();
+    out.sort_by(|a, b| a.bname.cmp(&b.bname));
+    Some(out)
+}
+
+/// Orphan long-name sidecars: neither their entry nor a sync tool's copy
+/// of it is there.
+fn sidecars(report: &mut Report, dir: &Dir, rel: &std::path::Path, plain: &str) {
+    let Ok(list) = dir.list() else { return };
+    let copied: HashSet<String> = list
+        .iter()
+        .filter_map(|e| match synced::classify(e.name.as_bytes()) {
+            Some(Copy::Of { original, .. }) => Some(original),
+            _ => None,
+        })
+        .collect();
+    let mut names: Vec<&OsString> = list
+        .iter()
+        .map(|e| &e.name)
+        .filter(|n| is_sidecar(n.as_bytes()))
+        .collect();
+    names.sort();
+    for bname in names {
+        let b = bname.as_bytes();
+        let entry = &b[..b.len() - warpfs_crypto::names::SIDECAR_SUFFIX.len()];
+        let used = copied.contains(&*String::from_utf8_lossy(entry));
+        if !used && crate::sys::lstat(&dir.entry(OsStr::from_bytes(entry))).is_err() {
+            report.findings.push(finding(
+                join(plain, &format!("?{}", lossy(bname))),
+                rel.join(bname),
+                Kind::OrphanSidecar,
+            ));
+        }
+    }
 }
 
 fn symlink_ok(vol: &Volume, p: &Loc) -> bool {

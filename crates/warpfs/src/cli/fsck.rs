@@ -42,8 +42,9 @@ pub struct FsckArgs {
     #[arg(long)]
     discard_journals: bool,
     /// Every repair that loses no data: --remove-orphan-sidecars,
-    /// --fix-torn-tails, and applying the undo journals of an interrupted
-    /// rekey (removing torn ones).
+    /// --fix-torn-tails, applying the undo journals of an interrupted
+    /// rekey (removing torn ones), and merging a directory whose IV file a
+    /// sync tool copied into one IV.
     #[arg(long)]
     repair: bool,
     /// Check even though the volume looks mounted (results may be wrong;
@@ -118,7 +119,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = Config::load(&a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let master = cfg.unlock(pw.bytes())?;
+    let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })
@@ -128,6 +129,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
         zero_bad_blocks: a.zero_bad_blocks,
         remove_orphan_sidecars: a.remove_orphan_sidecars || a.repair,
         fix_torn_tails: a.fix_torn_tails || a.repair,
+        merge_dir_ivs: a.repair,
     };
     let bar = if std::io::stderr().is_terminal() {
         let b = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());

@@ -15,5 +15,11 @@ pub struct InfoArgs {
 pub fn run(a: InfoArgs) -> Result<(), CliError> {
     let cfg = Config::load(&a.cipherdir)?;
     println!("{cfg}");
+    for p in super::unlock::config_copies(&a.cipherdir) {
+        println!(
+            "conflicting config copy: {} (a sync tool's; it unlocks with the password it was written for)",
+            p.display()
+        );
+    }
     Ok(())
 }

@@ -8,11 +8,13 @@ mod info;
 mod init;
 mod logging;
 mod mount;
+mod name;
 mod passwd;
 mod password;
 mod rekey;
 mod reverse;
 mod stats;
+mod unlock;
 mod virt;
 
 use clap::{Args, Parser, Subcommand};
@@ -73,6 +75,8 @@ enum Cmd {
     Container(container::ContainerArgs),
     /// Re-encrypt every file under a new content key, in place (mounted or not; resumable).
     Rekey(rekey::RekeyArgs),
+    /// Translate paths between CIPHERDIR and plaintext (find a file in a sync tool's history or trash).
+    Name(name::NameArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -93,6 +97,7 @@ pub fn run() -> i32 {
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Container(a) => container::run(a),
         Cmd::Rekey(a) => rekey::run(a),
+        Cmd::Name(a) => name::run(a),
     };
     match res {
         Ok(()) => exit::OK,

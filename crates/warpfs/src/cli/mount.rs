@@ -328,12 +328,7 @@ fn check_master_key(vol: &Volume, cipherdir: &std::path::Path) -> Result<(), Cli
             !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
         })
         .count();
-    if entries > 0
-        && vol
-            .readdir(std::path::Path::new(""))
-            .map(|v| v.is_empty())
-            .unwrap_or(true)
-    {
+    if entries > 0 && !vol.some_name_decrypts(std::path::Path::new("")).unwrap_or(false) {
         return Err(CliError::new(
             super::exit::WRONG_PASSWORD,
             "wrong master key: no name in the volume's root decrypts with it",
@@ -409,11 +404,12 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         ));
     }
     let cfg = Config::load(&a.cipherdir)?;
-    let master = if a.masterkey.is_some() {
-        read_master_key_stdin()?
+    let (cfg, master) = if a.masterkey.is_some() {
+        (cfg, read_master_key_stdin()?)
     } else {
         let pw = a.pass.source().read("Password: ", false)?;
-        cfg.unlock(pw.bytes())?
+        let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
+        (cfg, master)
     };
     let vol = Volume::open(
         &a.cipherdir,

@@ -26,8 +26,9 @@ pub struct PasswdArgs {
 pub fn run(a: PasswdArgs) -> Result<(), CliError> {
     let cfg = Config::load(&a.cipherdir)?;
     let old = a.pass.source().read("Old password: ", false)?;
-    // Check the old password before asking for a new one.
-    cfg.unlock(old.bytes())?;
+    // Check the old password before asking for a new one (a sync tool's
+    // copy of the config it opens becomes warpfs.conf again).
+    let (cfg, _, _) = super::unlock::unlock(&a.cipherdir, cfg, old.bytes())?;
     let new_src = super::password::Source {
         passfile: a.new_passfile.clone(),
         extpass: a.new_extpass.clone(),

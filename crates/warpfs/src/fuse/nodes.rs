@@ -3,6 +3,11 @@
 //! links share one node. A node keeps every (parent, name) it is known by;
 //! an unlinked-but-open file keeps a node with no links.
 //!
+//! CIPHERDIR may span several file systems (a tmpfs or bind mount inside
+//! it), whose inode numbers overlap: an entry on a device other than the
+//! root's gets a node id of its own from `2^63` up, remembered by (device,
+//! inode) until the kernel forgets it, so two files never share a node.
+//!
 //! The backing file system reuses an inode number as soon as its file is
 //! gone, often before the kernel has sent FORGET for the old node. FUSE
 //! wants (node id, generation) unique until forgotten, so every newly made
@@ -13,7 +18,7 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 /// One name of an entry: (parent node, backing name, plaintext name).
 pub type NameRef<'a> = (u64, &'a str, &'a OsStr);
@@ -35,10 +40,23 @@ struct Node {
     generation: u64,
 }
 
+/// Node ids of entries on other devices than the root's start here.
+pub const OTHER_DEVICE_BASE: u64 = 1 << 63;
+
 /// Node id ↔ backing location.
 pub struct Nodes {
     map: RwLock<Tables>,
     root_backing_ino: u64,
+    root_dev: u64,
+    other: Mutex<OtherDevices>,
+}
+
+/// Node ids given to (device, inode) pairs off the root's device.
+#[derive(Default)]
+struct OtherDevices {
+    ids: HashMap<(u64, u64), u64>,
+    keys: HashMap<u64, (u64, u64)>,
+    next: u64,
 }
 
 #[derive(Default)]
@@ -80,8 +98,9 @@ pub struct Location {
 }
 
 impl Nodes {
-    /// A table whose root is the backing directory with inode `root_backing_ino`.
-    pub fn new(root_backing_ino: u64) -> Self {
+    /// A table whose root is the backing directory with inode
+    /// `root_backing_ino` on device `root_dev`.
+    pub fn new(root_dev: u64, root_backing_ino: u64) -> Self {
         let mut t = Tables::default();
         t.nodes.insert(
             ROOT,
@@ -94,11 +113,30 @@ impl Nodes {
         Self {
             map: RwLock::new(t),
             root_backing_ino,
+            root_dev,
+            other: Mutex::default(),
         }
     }
 
-    /// Node id of a backing inode number (swap the root's number with 1).
-    pub fn node_id(&self, backing_ino: u64) -> u64 {
+    fn others(&self) -> std::sync::MutexGuard<'_, OtherDevices> {
+        self.other.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Node id of the backing inode `backing_ino` on device `dev`: on the
+    /// root's device its number (the root's swapped with 1), elsewhere a
+    /// number of its own.
+    pub fn node_id(&self, dev: u64, backing_ino: u64) -> u64 {
+        if dev != self.root_dev {
+            let mut o = self.others();
+            if let Some(&id) = o.ids.get(&(dev, backing_ino)) {
+                return id;
+            }
+            let id = OTHER_DEVICE_BASE + o.next;
+            o.next += 1;
+            o.ids.insert((dev, backing_ino), id);
+            o.keys.insert(id, (dev, backing_ino));
+            return id;
+        }
         if backing_ino == self.root_backing_ino {
             ROOT
         } else if backing_ino == ROOT {
@@ -108,8 +146,16 @@ impl Nodes {
         }
     }
 
-    /// Backing inode number of a node id (inverse of `node_id`).
-    pub fn backing_ino(&self, node: u64) -> u64 {
+    /// (device, backing inode number) of a node id (inverse of `node_id`).
+    pub fn backing(&self, node: u64) -> (u64, u64) {
+        if let Some(&k) = self.others().keys.get(&node) {
+            return k;
+        }
+        (self.root_dev, self.backing_ino(node))
+    }
+
+    /// Backing inode number of a node id on the root's device.
+    fn backing_ino(&self, node: u64) -> u64 {
         if node == ROOT {
             self.root_backing_ino
         } else if node == self.root_backing_ino {
@@ -178,6 +224,12 @@ impl Nodes {
         if gone {
             t.drop_all_links(ino);
             t.nodes.remove(&ino);
+            if ino >= OTHER_DEVICE_BASE {
+                let mut o = self.others();
+                if let Some(k) = o.keys.remove(&ino) {
+                    o.ids.remove(&k);
+                }
+            }
         }
     }
 
@@ -262,7 +314,7 @@ mod tests {
 
     #[test]
     fn locate_follows_parents_and_renames() {
-        let n = Nodes::new(500);
+        let n = Nodes::new(7, 500);
         n.remember(10, ROOT, "cA", OsStr::new("a"), false);
         n.remember(11, 10, "cB", OsStr::new("b"), false);
         let l = n.locate(11).unwrap();
@@ -274,7 +326,7 @@ mod tests {
 
     #[test]
     fn hard_link_survives_unlink_of_one_name() {
-        let n = Nodes::new(500);
+        let n = Nodes::new(7, 500);
         n.remember(20, ROOT, "x", OsStr::new("x"), false);
         n.remember(20, ROOT, "y", OsStr::new("y"), false);
         n.unlinked(ROOT, "y");
@@ -285,7 +337,7 @@ mod tests {
 
     #[test]
     fn exchange_swaps_names_and_forget_drops() {
-        let n = Nodes::new(500);
+        let n = Nodes::new(7, 500);
         n.remember(30, ROOT, "p", OsStr::new("p"), false);
         n.remember(31, ROOT, "q", OsStr::new("q"), false);
         n.renamed((ROOT, "p", OsStr::new("p")), (ROOT, "q", OsStr::new("q")), true);
@@ -297,7 +349,7 @@ mod tests {
 
     #[test]
     fn reused_number_gets_a_new_generation_and_drops_stale_names() {
-        let n = Nodes::new(500);
+        let n = Nodes::new(7, 500);
         let g1 = n.remember(40, ROOT, "old", OsStr::new("old"), true);
         // A lookup of a known node (e.g. a hard link) keeps its generation.
         assert_eq!(n.remember(40, ROOT, "old2", OsStr::new("old2"), false), g1);
@@ -322,12 +374,29 @@ mod tests {
 
     #[test]
     fn root_number_swap_is_a_bijection() {
-        let n = Nodes::new(500);
-        assert_eq!(n.node_id(500), ROOT);
-        assert_eq!(n.node_id(1), 500);
-        assert_eq!(n.node_id(77), 77);
+        let n = Nodes::new(7, 500);
+        assert_eq!(n.node_id(7, 500), ROOT);
+        assert_eq!(n.node_id(7, 1), 500);
+        assert_eq!(n.node_id(7, 77), 77);
         for b in [500, 1, 77] {
-            assert_eq!(n.backing_ino(n.node_id(b)), b);
+            assert_eq!(n.backing(n.node_id(7, b)), (7, b));
         }
+    }
+
+    #[test]
+    fn equal_inode_numbers_on_two_devices_are_two_nodes() {
+        let n = Nodes::new(7, 500);
+        let (a, b) = (n.node_id(7, 77), n.node_id(8, 77));
+        assert_ne!(a, b);
+        assert!(b >= OTHER_DEVICE_BASE);
+        assert_eq!(n.node_id(8, 77), b);
+        assert_ne!(n.node_id(9, 77), b);
+        assert_eq!(n.backing(b), (8, 77));
+        assert_eq!(n.backing(a), (7, 77));
+        // Forgotten, the pair gets a fresh id next time.
+        n.remember(b, ROOT, "x", OsStr::new("x"), false);
+        n.forget(b, 1);
+        assert_eq!(n.backing(b), (7, b));
+        assert_ne!(n.node_id(8, 77), b);
     }
 }

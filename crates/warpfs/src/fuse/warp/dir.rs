@@ -31,7 +31,7 @@ impl WarpFs {
                 1 => add(ROOT, 2, FileType::Directory, OsStr::new("..")),
                 _ => {
                     let e = &list[i - 2];
-                    add(self.nodes.node_id(e.ino), (i + 1) as u64, kind(e.kind), &e.name)
+                    add(self.nodes.node_id(e.dev, e.ino), (i + 1) as u64, kind(e.kind), &e.name)
                 }
             };
             if full {
@@ -65,7 +65,7 @@ impl WarpFs {
                         i += 1;
                         continue;
                     };
-                    let node = self.nodes.node_id(attr.ino);
+                    let node = self.nodes.node_id(attr.dev, attr.ino);
                     // The kernel takes a lookup reference to every entry
                     // that fits; one that does not is given back.
                     let generation = self.nodes.remember(node, ino, &e.cname, &e.name, false);

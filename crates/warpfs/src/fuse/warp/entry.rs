@@ -83,6 +83,12 @@ impl WarpFs {
         }
     }
 
+    /// The open file of node `ino`, if a handle has its backing inode open.
+    fn open_file_of(&self, ino: u64) -> Option<warpfs_volume::OpenFile> {
+        let (dev, backing_ino) = self.nodes.backing(ino);
+        self.vol.open_file_of(dev, backing_ino)
+    }
+
     pub(super) fn lookup(&self, parent: u64, name: &OsStr) -> OpResult<Entry> {
         let p = self.loc(parent)?;
         match self.vol.lookup(&p.backing, name) {
@@ -101,14 +107,14 @@ impl WarpFs {
         match self.nodes.locate(ino) {
             Some(l) => match self.vol.getattr(&l.backing) {
                 // Deleted under an open handle: the open file answers.
-                Err(e) if e.errno() == libc::ENOENT => match self.vol.open_file_of(self.nodes.backing_ino(ino)) {
+                Err(e) if e.errno() == libc::ENOENT => match self.open_file_of(ino) {
                     Some(f) => self.vol.getattr_open(&f).map_err(errno),
                     None => Err(errno(e)),
                 },
                 r => r.map_err(errno),
             },
             // Unlinked or replaced, but still open through some handle.
-            None => match self.vol.open_file_of(self.nodes.backing_ino(ino)) {
+            None => match self.open_file_of(ino) {
                 Some(f) => self.vol.getattr_open(&f).map_err(errno),
                 None => Err(Errno::ENOENT),
             },
@@ -128,9 +134,7 @@ impl WarpFs {
         // An open file is changed through its fd, never its path: the
         // backing file may have been deleted or replaced under the handle.
         let by_fh = set.fh.and_then(|fh| self.handles.file(fh));
-        let open = by_fh
-            .clone()
-            .or_else(|| self.vol.open_file_of(self.nodes.backing_ino(ino)));
+        let open = by_fh.clone().or_else(|| self.open_file_of(ino));
         let res = (|| -> Result<(), Error> {
             if loc.is_none() && open.is_none() {
                 return Err(Error(libc::ENOENT));

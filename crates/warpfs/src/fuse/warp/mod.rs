@@ -92,7 +92,10 @@ impl WarpFs {
     /// A file system over an unlocked volume.
     pub fn new(vol: Volume) -> std::io::Result<Self> {
         let st = std::fs::symlink_metadata(vol.root())?;
-        let nodes = Nodes::new(std::os::unix::fs::MetadataExt::ino(&st));
+        let nodes = Nodes::new(
+            std::os::unix::fs::MetadataExt::dev(&st),
+            std::os::unix::fs::MetadataExt::ino(&st),
+        );
         let ahead = vol.engine().cloned().and_then(Ahead::new);
         Ok(Self {
             vol,
@@ -167,7 +170,7 @@ impl WarpFs {
     /// The entry `name` (backing `cname`) of `parent`; `fresh` when the
     /// call just made it (see [`Nodes::remember`]).
     fn entry(&self, parent: u64, cname: &str, name: &OsStr, attr: &Attr, fresh: bool) -> Entry {
-        let ino = self.nodes.node_id(attr.ino);
+        let ino = self.nodes.node_id(attr.dev, attr.ino);
         let generation = self.nodes.remember(ino, parent, cname, name, fresh);
         self.entry_of(ino, attr, generation)
     }

@@ -1,0 +1,462 @@
+//! What a backing directory shows (FORMAT.md 13): every entry whose name
+//! decrypts under the directory's IV or under a sync tool's copy of its IV
+//! file, conflict copies under their decrypted name with the tool's marker,
+//! undecryptable names under a marked name; foreign files and our own files
+//! never. Also the per-directory cache behind lookups ([`DirCache`]) and the
+//! resolution of a plaintext name to its backing entry ([`Volume::resolve`]).
+
+use crate::at::{Dir, RawEntry};
+use crate::error::Result;
+use crate::names;
+use crate::synced::{self, Copy};
+use crate::volume::Volume;
+use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use warpfs_crypto::names::{is_reserved, BackingName, DIRIV_LEN};
+
+/// What changes when a directory's entries change (mtime, ctime, links, size).
+pub(crate) type Stamp = (i64, i64, i64, i64, u64, i64);
+
+fn stamp_of(st: &libc::stat) -> Stamp {
+    (
+        st.st_mtime,
+        st.st_mtime_nsec,
+        st.st_ctime,
+        st.st_ctime_nsec,
+        st.st_nlink,
+        st.st_size,
+    )
+}
+
+/// The IVs of one backing directory and the shown names a lookup cannot
+/// compute, as of `stamp`.
+#[derive(Debug, Clone)]
+pub(crate) struct DirState {
+    stamp: Stamp,
+    /// `warpfs.diriv`.
+    pub primary: [u8; DIRIV_LEN],
+    /// Copies of it a sync tool made: (the tool's marker, IV).
+    pub alts: Vec<(String, [u8; DIRIV_LEN])>,
+    /// Shown name → backing name and the long-name sidecar it owns, for
+    /// conflict copies, colliding names of another IV, undecryptable names.
+    marked: Vec<(OsString, String, Option<BackingName>)>,
+}
+
+impl DirState {
+    fn ivs(&self) -> impl Iterator<Item = &[u8; DIRIV_LEN]> {
+        std::iter::once(&self.primary).chain(self.alts.iter().map(|(_, iv)| iv))
+    }
+}
+
+/// Cache of [`DirState`] keyed by the backing directory's (dev, ino),
+/// refreshed when the directory's [`Stamp`] changes under us.
+#[derive(Default)]
+pub(crate) struct DirCache {
+    map: Mutex<HashMap<(u64, u64), Arc<DirState>>>,
+}
+
+impl DirCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), Arc<DirState>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn put(&self, key: (u64, u64), s: Arc<DirState>) {
+        let mut m = self.lock();
+        if m.len() > 100_000 {
+            m.clear();
+        }
+        m.insert(key, s);
+    }
+
+    /// Forget a directory (after rmdir: its inode number may be reused).
+    pub(crate) fn forget(&self, dev: u64, ino: u64) {
+        self.lock().remove(&(dev, ino));
+    }
+
+    /// This process changed the directory (an entry made, removed or
+    /// renamed) since it saw `before`: if the cache was current then, it
+    /// is current now (our own changes add no copies or IVs), so the next
+    /// lookup does not list the directory again.
+    pub(crate) fn touched(&self, dir: &Dir, before: Stamp) {
+        let Ok(st) = dir.stat() else { return };
+        let key = (st.st_dev, st.st_ino);
+        let mut m = self.lock();
+        if let Some(s) = m.get_mut(&key) {
+            if s.stamp == before {
+                Arc::make_mut(s).stamp = stamp_of(&st);
+            }
+        }
+    }
+}
+
+/// How a shown entry got its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum How {
+    /// Decrypted under `warpfs.diriv`.
+    Plain,
+    /// Decrypted under a copy of `warpfs.diriv` only.
+    OtherIv,
+    /// A sync tool's copy of an entry (its marker shown).
+    Copy,
+    /// The name does not decrypt (why); shown as the backing name + marker.
+    Undecryptable(String),
+}
+
+/// One shown entry.
+#[derive(Debug, Clone)]
+pub(crate) struct Shown {
+    pub name: OsString,
+    pub backing: OsString,
+    pub ino: u64,
+    pub d_type: u8,
+    pub how: How,
+    /// The long-name sidecar this entry owns (removed with it).
+    pub sidecar: Option<BackingName>,
+    /// The IV its name (a copy's: its original's) decrypted under: 0 for
+    /// `warpfs.diriv`, k for the k-th copy of it.
+    pub iv: usize,
+}
+
+/// Everything in one backing directory.
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    pub shown: Vec<Shown>,
+    /// Foreign files (FORMAT.md 13.3), never shown.
+    pub foreign: Vec<OsString>,
+    /// Copies of `warpfs.diriv` used as further IVs: (file name, marker).
+    pub alt_files: Vec<(OsString, String)>,
+    /// Copies of `warpfs.diriv` that could not be used (file name, why).
+    pub bad_alts: Vec<(OsString, String)>,
+    /// Copies of `warpfs.conf` (in the root).
+    pub config_copies: Vec<OsString>,
+}
+
+/// Read the IVs of `dir` (its `warpfs.diriv` and every copy of it) from a
+/// listing: (primary, alts, alt file names, unusable copies).
+type Ivs = (
+    [u8; DIRIV_LEN],
+    Vec<(String, [u8; DIRIV_LEN])>,
+    Vec<(OsString, String)>,
+    Vec<(OsString, String)>,
+);
+
+fn read_ivs(dir: &Dir, list: &[RawEntry]) -> Result<Ivs> {
+    let primary = crate::diriv::read(dir)?;
+    let (mut alts, mut files, mut bad) = (Vec::new(), Vec::new(), Vec::new());
+    for e in list {
+        let Some(marker) = synced::diriv_copy(e.name.as_bytes()) else {
+            continue;
+        };
+        match crate::diriv::read_named(dir, &e.name) {
+            Ok(iv) if iv == primary || alts.iter().any(|(_, a)| *a == iv) => files.push((e.name.clone(), marker)),
+            Ok(iv) => {
+                alts.push((marker.clone(), iv));
+                files.push((e.name.clone(), marker));
+            }
+            Err(why) => bad.push((e.name.clone(), why)),
+        }
+    }
+    Ok((primary, alts, files, bad))
+}
+
+/// A long-name sidecar read once, for decoding under several IVs.
+fn sidecar_reader(dir: &Dir) -> impl FnMut(&str) -> std::result::Result<Vec<u8>, i32> + '_ {
+    let mut cache: Option<(String, std::result::Result<Vec<u8>, i32>)> = None;
+    move |side: &str| {
+        if let Some((s, r)) = &cache {
+            if s == side {
+                return r.clone();
+            }
+        }
+        let r = crate::sys::read_small(&dir.entry(OsStr::new(side)), names::MAX_SIDECAR).map_err(|e| e.0);
+        cache = Some((side.to_string(), r.clone()));
+        r
+    }
+}
+
+impl Volume {
+    /// The state of backing directory `dir`, current as of the returned stamp.
+    pub(crate) fn dir_state(&self, dir: &Dir) -> Result<(Arc<DirState>, Stamp)> {
+        let st = dir.stat()?;
+        let (key, stamp) = ((st.st_dev, st.st_ino), stamp_of(&st));
+        if let Some(s) = self.ivs.lock().get(&key) {
+            if s.stamp == stamp {
+                return Ok((s.clone(), stamp));
+            }
+        }
+        let list = dir.list()?;
+        let ivs = read_ivs(dir, &list)?;
+        // Only copies and other IVs need decoding now; a directory without
+        // either keeps no marked names (undecryptable ones are found by a
+        // listing, or by a lookup of a marked name).
+        let copies = list
+            .iter()
+            .any(|e| matches!(synced::classify(e.name.as_bytes()), Some(Copy::Of { .. })));
+        let decode = copies || !ivs.1.is_empty();
+        let mut state = DirState {
+            stamp,
+            primary: ivs.0,
+            alts: ivs.1.clone(),
+            marked: Vec::new(),
+        };
+        if decode {
+            state.marked = marked_of(&self.view_with(dir, list, &state, ivs));
+        }
+        let s = Arc::new(state);
+        self.ivs.put(key, s.clone());
+        Ok((s, stamp))
+    }
+
+    /// Every entry of backing directory `dir`, decoded (FORMAT.md 13).
+    pub(crate) fn view(&self, dir: &Dir) -> Result<View> {
+        let st = dir.stat()?;
+        let list = dir.list()?;
+        let ivs = read_ivs(dir, &list)?;
+        let mut state = DirState {
+            stamp: stamp_of(&st),
+            primary: ivs.0,
+            alts: ivs.1.clone(),
+            marked: Vec::new(),
+        };
+        let v = self.view_with(dir, list, &state, ivs);
+        state.marked = marked_of(&v);
+        self.ivs.put((st.st_dev, st.st_ino), Arc::new(state));
+        Ok(v)
+    }
+
+    /// Decode the backing names `list` as if they were in `dir` (which
+    /// gives the IVs).
+    pub(crate) fn view_of(&self, dir: &Dir, list: Vec<RawEntry>) -> Result<View> {
+        let full = dir.list()?;
+        let ivs = read_ivs(dir, &full)?;
+        let state = DirState {
+            stamp: stamp_of(&dir.stat()?),
+            primary: ivs.0,
+            alts: ivs.1.clone(),
+            marked: Vec::new(),
+        };
+        Ok(self.view_with(dir, list, &state, ivs))
+    }
+
+    fn view_with(&self, dir: &Dir, list: Vec<RawEntry>, state: &DirState, ivs: Ivs) -> View {
+        let mut v = View {
+            alt_files: ivs.2,
+            bad_alts: ivs.3,
+            ..View::default()
+        };
+        let ivs: Vec<[u8; DIRIV_LEN]> = state.ivs().copied().collect();
+        let mut read = sidecar_reader(dir);
+        // Decode `bname` under each IV: (plaintext, index of the IV).
+        let mut decode = |bname: &[u8]| -> Option<std::result::Result<(Vec<u8>, usize), String>> {
+            let mut first_err = None;
+            for (k, iv) in ivs.iter().enumerate() {
+                match names::decode_with(&self.names, iv, bname, |s| {
+                    read(s).map_err(std::io::Error::from_raw_os_error)
+                })? {
+                    Ok(p) => return Some(Ok((p, k))),
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            Some(Err(first_err.unwrap_or_default()))
+        };
+        let undecryptable = |e: &RawEntry, why: String| {
+            let mut n = e.name.clone().into_vec();
+            n.extend_from_slice(synced::UNDECRYPTABLE.as_bytes());
+            shown(e, n, How::Undecryptable(why), None)
+        };
+        let mut later = Vec::new();
+        let mut used: HashSet<Vec<u8>> = HashSet::new();
+        for e in list {
+            let b = e.name.as_bytes();
+            if synced::diriv_copy(b).is_some() {
+                continue;
+            }
+            if synced::is_config_copy(b) {
+                v.config_copies.push(e.name.clone());
+                continue;
+            }
+            let copy = synced::classify(b);
+            if copy == Some(Copy::Foreign) {
+                v.foreign.push(e.name.clone());
+                continue;
+            }
+            // A copy of a long name is reserved-looking: never decoded as is.
+            if copy.is_none() || !is_reserved(b) {
+                match decode(b) {
+                    None if copy.is_none() => continue, // our own files
+                    Some(Ok((p, k))) => {
+                        let sidecar = long_of(&e.name);
+                        if k == 0 {
+                            used.insert(p.clone());
+                            v.shown.push(shown(&e, p, How::Plain, sidecar));
+                        } else {
+                            later.push((e, p, k, sidecar));
+                        }
+                        continue;
+                    }
+                    Some(Err(why)) if copy.is_none() => {
+                        v.shown.push(undecryptable(&e, why));
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
+            let Some(Copy::Of { original, tail, prefix }) = copy else {
+                continue;
+            };
+            match decode(original.as_bytes()) {
+                Some(Ok((p, k))) => {
+                    let name = [prefix.as_bytes(), &p, tail.as_bytes()].concat();
+                    let mut c = shown(&e, name, How::Copy, None);
+                    c.iv = k;
+                    v.shown.push(c);
+                }
+                Some(Err(why)) => v.shown.push(undecryptable(&e, why)),
+                None => v.shown.push(undecryptable(&e, "a copy of a reserved name".into())),
+            }
+        }
+        // Entries of another IV: under their own name unless it is taken.
+        for (e, p, k, sidecar) in later {
+            let name = if used.contains(&p) {
+                let marker = match state.alts[k - 1].0.as_str() {
+                    "" => ".warpfs-other-iv",
+                    m => m,
+                };
+                [p.as_slice(), marker.as_bytes()].concat()
+            } else {
+                p
+            };
+            used.insert(name.clone());
+            let mut o = shown(&e, name, How::OtherIv, sidecar);
+            o.iv = k;
+            v.shown.push(o);
+        }
+        v
+    }
+
+    /// Find the backing entry shown as `name` in `dir`: the name encrypted
+    /// under the directory's IV, then under each copy of it, then the
+    /// marked names (conflict copies, colliding names, undecryptable
+    /// names). An entry that does not exist resolves to the name encrypted
+    /// under `warpfs.diriv` (where a new entry goes).
+    pub(crate) fn resolve(&self, dir: &Path, name: &OsStr) -> Result<Resolved> {
+        let adir = self.dir(dir)?;
+        let (state, stamp) = self.dir_state(&adir)?;
+        let encoded = names::encode(&self.names, &state.primary, name);
+        if let Ok(b) = &encoded {
+            let file = names::file_of(b).to_string();
+            if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
+                return Ok(Resolved::found(adir, file, Some(b.clone()), stamp));
+            }
+        }
+        for (_, iv) in &state.alts {
+            if let Ok(b) = names::encode(&self.names, iv, name) {
+                let file = names::file_of(&b).to_string();
+                if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
+                    return Ok(Resolved::found(adir, file, Some(b), stamp));
+                }
+            }
+        }
+        let find = |marked: &[(OsString, String, Option<BackingName>)]| {
+            marked
+                .iter()
+                .find(|(shown, file, _)| shown == name && crate::sys::lstat(&adir.entry(file.as_ref())).is_ok())
+                .map(|(_, f, s)| (f.clone(), s.clone()))
+        };
+        let mut hit = find(&state.marked);
+        if hit.is_none() && synced::may_be_marked(name.as_bytes()) {
+            hit = find(&marked_of(&self.view(&adir)?));
+        }
+        if let Some((file, sidecar)) = hit {
+            return Ok(Resolved::found(adir, file, sidecar, stamp));
+        }
+        let b = encoded?;
+        Ok(Resolved {
+            file: names::file_of(&b).to_string(),
+            adir,
+            b: Some(b),
+            exists: false,
+            stamp,
+        })
+    }
+
+    /// Remove the sidecar of long name `b` in `dir`, unless a sync tool's
+    /// copy of the entry still takes its name from it.
+    pub(crate) fn drop_sidecar(&self, dir: &Dir, b: &Option<BackingName>) {
+        let Some(b @ BackingName::Long { file, .. }) = b else {
+            return;
+        };
+        let in_use = dir.list().is_ok_and(|l| {
+            l.iter().any(
+                |e| matches!(synced::classify(e.name.as_bytes()), Some(Copy::Of { original, .. }) if original == *file),
+            )
+        });
+        if !in_use {
+            names::remove_sidecar(dir, b);
+        }
+    }
+}
+
+/// A plaintext name resolved in its backing directory.
+pub(crate) struct Resolved {
+    pub adir: Dir,
+    /// Backing file name.
+    pub file: String,
+    /// The backing name whose long-name sidecar the entry owns (a new
+    /// entry's, to write; an existing one's, to remove with it). `None` for
+    /// a sync tool's copy, which shares its original's sidecar.
+    pub b: Option<BackingName>,
+    /// The entry exists.
+    pub exists: bool,
+    /// The directory as seen before the operation.
+    pub stamp: Stamp,
+}
+
+impl Resolved {
+    fn found(adir: Dir, file: String, b: Option<BackingName>, stamp: Stamp) -> Resolved {
+        Resolved {
+            adir,
+            file,
+            b,
+            exists: true,
+            stamp,
+        }
+    }
+}
+
+/// The long-name sidecar a backing name owns, if it is a long name.
+fn long_of(name: &OsStr) -> Option<BackingName> {
+    let s = name.to_str()?;
+    warpfs_crypto::names::is_long_file(s).then(|| BackingName::Long {
+        file: s.to_string(),
+        encoded: String::new(),
+    })
+}
+
+fn shown(e: &RawEntry, name: Vec<u8>, how: How, sidecar: Option<BackingName>) -> Shown {
+    Shown {
+        name: OsString::from_vec(name),
+        backing: e.name.clone(),
+        ino: e.ino,
+        d_type: e.d_type,
+        how,
+        sidecar,
+        iv: 0,
+    }
+}
+
+fn marked_of(v: &View) -> Vec<(OsString, String, Option<BackingName>)> {
+    v.shown
+        .iter()
+        .filter(|s| s.how != How::Plain)
+        .filter_map(|s| Some((s.name.clone(), s.backing.to_str()?.to_string(), s.sidecar.clone())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,247 @@
+//! The directory view over backing directories arranged as sync tools leave
+//! them: conflict copies, two IV files, long-name copies, foreign files and
+//! undecryptable names (FORMAT.md 13).
+
+use crate::{Caller, Options, Volume};
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use warpfs_config::{Config, ContentMode, KdfParams};
+
+const ST: &str = ".sync-conflict-20261125-141403-ABCDEFG";
+const WHO: Caller = Caller { uid: 0, gid: 0 };
+
+fn volume(dir: &Path) -> Volume {
+    let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
+    Volume::init_root(dir).unwrap();
+    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+}
+
+fn write(v: &Volume, dir: &str, name: &str, data: &[u8]) -> String {
+    let (cname, _, f, _) = v
+        .create(Path::new(dir), OsStr::new(name), 0o644, libc::O_RDWR, WHO, name.into())
+        .unwrap();
+    f.write_at(0, data).unwrap();
+    cname
+}
+
+fn read(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
+    let (cname, attr) = v.lookup(Path::new(dir), OsStr::new(name)).unwrap();
+    let f = v
+        .open_file(&Path::new(dir).join(cname), libc::O_RDONLY, name.into())
+        .unwrap();
+    let mut buf = vec![0; attr.size as usize];
+    let n = f.read_at(0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn names(v: &Volume, dir: &str) -> Vec<OsString> {
+    let mut n: Vec<_> = v.readdir(Path::new(dir)).unwrap().into_iter().map(|e| e.name).collect();
+    n.sort();
+    n
+}
+
+fn s(x: &str) -> OsString {
+    OsString::from(x)
+}
+
+fn backing(v: &Volume, rel: &str) -> PathBuf {
+    v.root().join(rel)
+}
+
+#[test]
+fn a_conflict_copy_is_shown_readable_renamable_and_deletable() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let mine = write(&v, "", "report.txt", b"mine");
+    let theirs = write(&v, "", "other", b"theirs");
+    // A sync tool keeps the other side's version beside ours.
+    fs::rename(backing(&v, &theirs), backing(&v, &format!("{mine}{ST}"))).unwrap();
+    let copy = format!("report.txt{ST}");
+    assert_eq!(names(&v, ""), vec![s("report.txt"), s(&copy)]);
+    assert_eq!(read(&v, "", "report.txt"), b"mine");
+    assert_eq!(read(&v, "", &copy), b"theirs");
+    v.rename(
+        Path::new(""),
+        OsStr::new(&copy),
+        Path::new(""),
+        OsStr::new("theirs.txt"),
+        0,
+    )
+    .unwrap();
+    assert_eq!(names(&v, ""), vec![s("report.txt"), s("theirs.txt")]);
+    assert_eq!(read(&v, "", "theirs.txt"), b"theirs");
+    v.unlink(Path::new(""), OsStr::new("theirs.txt")).unwrap();
+    assert_eq!(names(&v, ""), vec![s("report.txt")]);
+}
+
+#[test]
+fn a_fresh_lookup_finds_a_copy_without_a_listing() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let mine = write(&v, "", "a", b"1");
+    let theirs = write(&v, "", "b", b"2");
+    fs::rename(
+        backing(&v, &theirs),
+        backing(&v, &format!("{mine} (vm's conflicted copy 2026-11-25)")),
+    )
+    .unwrap();
+    let v2 = volume_again(&v, t.path());
+    assert_eq!(read(&v2, "", "a (vm's conflicted copy 2026-11-25)"), b"2");
+}
+
+fn volume_again(_v: &Volume, dir: &Path) -> Volume {
+    let cfg = Config::load(dir).unwrap();
+    let master = cfg.unlock(b"pw").unwrap();
+    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+}
+
+/// A directory `D` made on both sides of a sync: this side's IV and entry
+/// `a`, the other side's IV (as Syncthing's copy) with `a`, `b` and a long
+/// name. Returns D's backing name and the long name.
+fn two_sided_dir(v: &Volume) -> (String, String) {
+    let (d, _) = v.mkdir(Path::new(""), OsStr::new("D"), 0o755, WHO).unwrap();
+    write(v, &d, "a", b"A on this side");
+    let (e, _) = v.mkdir(Path::new(""), OsStr::new("E"), 0o755, WHO).unwrap();
+    let eb = write(v, &e, "b", b"B over there");
+    let ea = write(v, &e, "a", b"A over there");
+    let long = "L".repeat(200);
+    let el = write(v, &e, &long, b"long over there");
+    for f in [&eb, &ea, &el, &format!("{el}.name")] {
+        fs::rename(backing(v, &format!("{e}/{f}")), backing(v, &format!("{d}/{f}"))).unwrap();
+    }
+    fs::rename(
+        backing(v, &format!("{e}/warpfs.diriv")),
+        backing(v, &format!("{d}/warpfs{ST}.diriv")),
+    )
+    .unwrap();
+    fs::remove_dir(backing(v, &e)).unwrap();
+    (d, long)
+}
+
+#[test]
+fn a_directory_with_two_ivs_lists_every_entry() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let (d, long) = two_sided_dir(&v);
+    let other = format!("a{ST}");
+    let mut want = vec![s("a"), s(&other), s("b"), s(&long)];
+    want.sort();
+    assert_eq!(names(&v, &d), want);
+    assert_eq!(read(&v, &d, "a"), b"A on this side");
+    assert_eq!(read(&v, &d, &other), b"A over there");
+    assert_eq!(read(&v, &d, "b"), b"B over there");
+    assert_eq!(read(&v, &d, &long), b"long over there");
+    // A fresh volume finds them by lookup alone.
+    let v2 = volume_again(&v, t.path());
+    assert_eq!(read(&v2, &d, "b"), b"B over there");
+    assert_eq!(read(&v2, &d, &other), b"A over there");
+    // New entries and renames work beside them.
+    write(&v2, &d, "c", b"new");
+    v2.rename(Path::new(&d), OsStr::new("b"), Path::new(&d), OsStr::new("b2"), 0)
+        .unwrap();
+    assert_eq!(read(&v2, &d, "b2"), b"B over there");
+    assert_eq!(read(&v2, &d, "c"), b"new");
+}
+
+#[test]
+fn fsck_reports_two_ivs_and_repair_merges_them_into_one() {
+    use crate::fsck::{self, Fix, Kind};
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let (d, long) = two_sided_dir(&v);
+    let r = fsck::check(&v, fsck::Options::default(), &mut |_, _| {});
+    let f: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| matches!(f.kind, Kind::DirIvCopies(_)))
+        .collect();
+    assert_eq!(f.len(), 1, "{:?}", r.findings);
+    assert_eq!(f[0].fix, Fix::NotAsked("--repair"));
+    let mut opts = fsck::Options::default();
+    opts.repairs.merge_dir_ivs = true;
+    let r = fsck::check(&v, opts, &mut |_, _| {});
+    assert!(r.all_repaired(), "{:?}", r.findings);
+    // One IV left; every name decrypts under it, the colliding one under
+    // the name it was shown as.
+    let other = format!("a{ST}");
+    let left: Vec<_> = fs::read_dir(backing(&v, &d))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.as_bytes().ends_with(b".diriv"))
+        .collect();
+    assert_eq!(left, vec![s("warpfs.diriv")]);
+    let v2 = volume_again(&v, t.path());
+    let mut want = vec![s("a"), s(&other), s("b"), s(&long)];
+    want.sort();
+    assert_eq!(names(&v2, &d), want);
+    let view = v2.view(&v2.dir(Path::new(&d)).unwrap()).unwrap();
+    assert!(
+        view.shown.iter().all(|e| e.how == crate::dirview::How::Plain),
+        "{view:?}"
+    );
+    assert_eq!(read(&v2, &d, &other), b"A over there");
+    assert_eq!(read(&v2, &d, &long), b"long over there");
+    assert!(fsck::check(&v2, fsck::Options::default(), &mut |_, _| {}).clean());
+}
+
+#[test]
+fn a_copy_of_a_long_name_keeps_its_name_when_the_original_goes() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let long = "x".repeat(190);
+    let file = write(&v, "", &long, b"original");
+    assert!(file.starts_with("warpfs.long."));
+    let other = write(&v, "", "o", b"copy");
+    let hash = &file["warpfs.long.".len()..];
+    fs::rename(backing(&v, &other), backing(&v, &format!("warpfs.long{ST}.{hash}"))).unwrap();
+    let copy = format!("{long}{ST}");
+    assert_eq!(names(&v, ""), vec![s(&long), s(&copy)]);
+    v.unlink(Path::new(""), OsStr::new(&long)).unwrap();
+    assert_eq!(names(&v, ""), vec![s(&copy)]);
+    assert_eq!(read(&v, "", &copy), b"copy");
+}
+
+#[test]
+fn foreign_files_never_show_and_never_break_a_listing() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    write(&v, "", "f", b"data");
+    fs::create_dir(backing(&v, ".stfolder")).unwrap();
+    for f in [
+        ".syncthing.abc.tmp",
+        ".nfs0000000012",
+        "desktop.ini",
+        ".DS_Store",
+        "Thumbs.db",
+    ] {
+        fs::write(backing(&v, f), b"x").unwrap();
+    }
+    assert_eq!(names(&v, ""), vec![s("f")]);
+    assert!(v.lookup(Path::new(""), OsStr::new(".DS_Store")).is_err());
+}
+
+#[test]
+fn an_undecryptable_name_is_shown_marked_and_readable() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let cname = write(&v, "", "f", b"content");
+    // A name that is not ours (another volume's, or damaged), and one that
+    // is not base64url at all.
+    let mut bad = cname.clone().into_bytes();
+    bad[3] = if bad[3] == b'A' { b'B' } else { b'A' };
+    let bad = String::from_utf8(bad).unwrap();
+    fs::rename(backing(&v, &cname), backing(&v, &bad)).unwrap();
+    fs::write(backing(&v, "hello"), b"").unwrap();
+    let shown = format!("{bad}.warpfs-undecryptable");
+    assert_eq!(names(&v, ""), vec![s(&shown), s("hello.warpfs-undecryptable")]);
+    assert_eq!(read(&v, "", &shown), b"content");
+    // Found by a lookup alone too, and renamable to a proper name.
+    let v2 = volume_again(&v, t.path());
+    v2.rename(Path::new(""), OsStr::new(&shown), Path::new(""), OsStr::new("g"), 0)
+        .unwrap();
+    assert_eq!(read(&v2, "", "g"), b"content");
+    assert!(names(&v2, "").iter().all(|n| !n.as_bytes().starts_with(bad.as_bytes())));
+}

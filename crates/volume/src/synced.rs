@@ -1,0 +1,359 @@
+//! Names that sync tools and other systems put into a backing directory
+//! (FORMAT.md 13): conflict copies of our entries (a suffix or prefix added
+//! to an encrypted name), copies of our own files (`warpfs.diriv`,
+//! `warpfs.conf`, long names), and foreign files that are never user data
+//! (`.stfolder`, `.syncthing.*.tmp`, `.nfs*`, `.DS_Store`, ...). Pure
+//! functions of the backing name; every input is hostile.
+
+use warpfs_crypto::names::{DIRIV_FILE, LONG_PREFIX, SIDECAR_SUFFIX};
+
+/// Marker shown after the backing name of an entry whose name does not
+/// decrypt (FORMAT.md 13.4).
+pub const UNDECRYPTABLE: &str = ".warpfs-undecryptable";
+
+/// What a backing name that is not one of ours is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Copy {
+    /// A copy of the entry named `original`, shown as its plaintext name
+    /// with `tail` appended (`prefix` before it, for Unison's backups).
+    Of {
+        /// The backing name the tool copied.
+        original: String,
+        /// Text added to the plaintext name when shown.
+        tail: String,
+        /// Text put before the plaintext name when shown.
+        prefix: String,
+    },
+    /// A file a sync tool or operating system keeps for itself, or an
+    /// unfinished transfer: never shown as a user file.
+    Foreign,
+}
+
+fn is_b64(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
+}
+
+/// Length of the 43-character hash in `warpfs.long.<hash>`.
+const HASH_LEN: usize = 43;
+
+fn is_hash(s: &str) -> bool {
+    s.len() == HASH_LEN && s.bytes().all(is_b64)
+}
+
+/// The name of a long-name entry (`warpfs.long.<hash>`, no sidecar).
+fn long_name(hash: &str) -> String {
+    format!("{LONG_PREFIX}{hash}")
+}
+
+/// Foreign files (FORMAT.md 13.3): sync tools' metadata and temporary
+/// files, network file system leftovers, desktop metadata.
+pub fn is_foreign(name: &[u8]) -> bool {
+    const EXACT: &[&[u8]] = &[
+        b".stfolder",
+        b".stignore",
+        b".stversions",
+        b".stfolder.removed-marker",
+        b"desktop.ini",
+        b"Desktop.ini",
+        b"Thumbs.db",
+        b".DS_Store",
+        b".dropbox",
+        b".dropbox.attr",
+        b".dropbox.cache",
+        b".owncloudsync.log",
+        b".nextcloudsync.log",
+        b".unison",
+        b".sync",
+        b"lost+found",
+    ];
+    const PREFIX: &[&[u8]] = &[
+        b".syncthing.",
+        b"~syncthing~",
+        b".nfs",
+        b"._",
+        b".unison.",
+        b".sync_",
+        b"._sync_",
+        b".~lock.",
+        b".fuse_hidden",
+    ];
+    if EXACT.contains(&name) || PREFIX.iter().any(|p| name.starts_with(p)) {
+        return true;
+    }
+    // rsync's temporary file `.NAME.XXXXXX` and the Nextcloud/ownCloud
+    // partial download `.NAME.~XXXX`, of an encrypted name (no dot).
+    if let Some(rest) = name.strip_prefix(b".") {
+        if let Some(dot) = rest.iter().rposition(|&c| c == b'.') {
+            let (stem, end) = (&rest[..dot], &rest[dot + 1..]);
+            let stem_ok = !stem.is_empty() && stem.iter().all(|&c| is_b64(c) || c == b'.');
+            let rsync = end.len() == 6 && end.iter().all(u8::is_ascii_alphanumeric);
+            let partial = end.len() > 1 && end[0] == b'~' && end[1..].iter().all(u8::is_ascii_hexdigit);
+            return stem_ok && (rsync || partial);
+        }
+    }
+    false
+}
+
+/// ownCloud's (and early Nextcloud's) `_conflict-YYYYMMDD-HHMMSS` suffix.
+fn owncloud_tail(s: &str) -> Option<usize> {
+    let i = s.rfind("_conflict-")?;
+    let t = &s[i + "_conflict-".len()..];
+    let b = t.as_bytes();
+    let ok = b.len() >= 15
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'-'
+        && b[9..15].iter().all(u8::is_ascii_digit);
+    ok.then_some(i)
+}
+
+/// Unison's backup prefix `.bak.N.` (its default `backupprefix`).
+fn unison_backup(s: &str) -> Option<(String, String)> {
+    let rest = s.strip_prefix(".bak.")?;
+    let dot = rest.find('.')?;
+    let (n, original) = (&rest[..dot], &rest[dot + 1..]);
+    (!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) && !original.is_empty())
+        .then(|| (original.to_string(), format!(".bak.{n}.")))
+}
+
+/// If `name` is a sync tool's copy of an entry of ours, or a foreign file:
+/// which. `None`: neither (an undecryptable name, or one of ours).
+///
+/// A copy of an encrypted name `E` (base64url, no dot) is `E` followed by
+/// text that starts with a character base64url never has (Syncthing's
+/// `.sync-conflict-…`, Dropbox's and Nextcloud's ` (… conflicted copy …)`,
+/// Unison's ` (conflict on …)`), `E` with ownCloud's `_conflict-…`, or
+/// Unison's `.bak.N.E`. A copy of a long name `warpfs.long.H` has the text
+/// before `.H` (tools that keep the "extension") or after it.
+pub fn classify(name: &[u8]) -> Option<Copy> {
+    let s = std::str::from_utf8(name).ok()?;
+    if let Some(rest) = s.strip_prefix("warpfs.long") {
+        return long_copy(rest);
+    }
+    if s.starts_with("warpfs.") || s == DIRIV_FILE {
+        return None;
+    }
+    if let Some((original, prefix)) = unison_backup(s) {
+        return Some(Copy::Of {
+            original,
+            tail: String::new(),
+            prefix,
+        });
+    }
+    if is_foreign(name) {
+        return Some(Copy::Foreign);
+    }
+    let b64 = s.bytes().take_while(|&c| is_b64(c)).count();
+    if b64 > 0 && b64 < s.len() {
+        return Some(Copy::Of {
+            original: s[..b64].to_string(),
+            tail: s[b64..].to_string(),
+            prefix: String::new(),
+        });
+    }
+    if let Some(i) = owncloud_tail(s).filter(|&i| i > 0) {
+        return Some(Copy::Of {
+            original: s[..i].to_string(),
+            tail: s[i..].to_string(),
+            prefix: String::new(),
+        });
+    }
+    None
+}
+
+/// `rest` follows `warpfs.long` in a backing name.
+fn long_copy(rest: &str) -> Option<Copy> {
+    let of = |hash: &str, tail: String| {
+        Some(Copy::Of {
+            original: long_name(hash),
+            tail,
+            prefix: String::new(),
+        })
+    };
+    if rest.ends_with(SIDECAR_SUFFIX) {
+        return None; // a sidecar or a copy of one: never shown
+    }
+    // Tools that keep the extension: `warpfs.long<TAIL>.H`.
+    if let Some(dot) = rest.rfind('.') {
+        let (before, hash) = (&rest[..dot], &rest[dot + 1..]);
+        if is_hash(hash) && !before.is_empty() {
+            return of(hash, before.to_string());
+        }
+    }
+    // Tools that append: `warpfs.long.H<TAIL>`.
+    let h = rest.strip_prefix('.')?;
+    if h.len() > HASH_LEN && is_hash(&h[..HASH_LEN]) {
+        let tail = &h[HASH_LEN..];
+        return of(&h[..HASH_LEN], tail.to_string());
+    }
+    None
+}
+
+/// If `name` is a copy of `warpfs.diriv` (FORMAT.md 13.2): the text the
+/// tool added (Syncthing: `.sync-conflict-…`), used as the marker of the
+/// entries only that IV decrypts when their names collide.
+pub fn diriv_copy(name: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(name).ok()?;
+    if s == DIRIV_FILE {
+        return None;
+    }
+    if let Some(t) = s.strip_prefix(DIRIV_FILE) {
+        return Some(t.to_string());
+    }
+    let mid = s.strip_prefix("warpfs")?.strip_suffix(".diriv")?;
+    (!mid.is_empty() && !mid.starts_with(".long")).then(|| mid.to_string())
+}
+
+/// If `name` is a copy of `warpfs.conf` made by a sync tool (not our own
+/// `warpfs.conf.tmp-*` temporary file).
+pub fn is_config_copy(name: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(name) else {
+        return false;
+    };
+    if s == warpfs_config::CONFIG_FILE || s.starts_with("warpfs.conf.tmp-") {
+        return false;
+    }
+    s.strip_prefix("warpfs.conf").is_some_and(|t| !t.is_empty())
+        || s.strip_prefix("warpfs")
+            .and_then(|t| t.strip_suffix(".conf"))
+            .is_some_and(|m| !m.is_empty())
+}
+
+/// Whether a plaintext name asked for may be a name shown for a copy or an
+/// undecryptable entry (so a lookup that misses looks further).
+pub fn may_be_marked(name: &[u8]) -> bool {
+    let Ok(s) = std::str::from_utf8(name) else {
+        return false;
+    };
+    s.ends_with(UNDECRYPTABLE)
+        || s.contains(".sync-conflict-")
+        || s.contains("conflict")
+        || s.starts_with(".bak.")
+        || s.contains(" (")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const E: &str = "AbCdEfGhIjKlMnOpQrStUvWxYz0123-_";
+    const H: &str = "0123456789abcdefghijABCDEFGHIJ-_0123456789";
+
+    fn of(original: &str, tail: &str) -> Option<Copy> {
+        Some(Copy::Of {
+            original: original.into(),
+            tail: tail.into(),
+            prefix: String::new(),
+        })
+    }
+
+    #[test]
+    fn syncthing_dropbox_nextcloud_unison_owncloud_copies() {
+        let h = format!("{H}a");
+        assert_eq!(h.len(), 43);
+        let st = ".sync-conflict-20261125-141403-ABCDEFG";
+        assert_eq!(classify(format!("{E}{st}").as_bytes()), of(E, st));
+        let db = " (vm's conflicted copy 2026-11-25)";
+        assert_eq!(classify(format!("{E}{db}").as_bytes()), of(E, db));
+        let nc = " (conflicted copy 2026-11-25 141403)";
+        assert_eq!(classify(format!("{E}{nc}").as_bytes()), of(E, nc));
+        let un = " (conflict on vm 2026-11-25)";
+        assert_eq!(classify(format!("{E}{un}").as_bytes()), of(E, un));
+        let oc = "_conflict-20261125-141403";
+        assert_eq!(classify(format!("{E}{oc}").as_bytes()), of(E, oc));
+        assert_eq!(
+            classify(format!(".bak.3.{E}").as_bytes()),
+            Some(Copy::Of {
+                original: E.into(),
+                tail: String::new(),
+                prefix: ".bak.3.".into()
+            })
+        );
+        // Long names: the tool puts its text before the "extension" (the
+        // hash), or after the whole name.
+        let long = format!("warpfs.long.{h}");
+        assert_eq!(classify(format!("warpfs.long{st}.{h}").as_bytes()), of(&long, st));
+        assert_eq!(classify(format!("warpfs.long.{h}{un}").as_bytes()), of(&long, un));
+        assert_eq!(classify(long.as_bytes()), None);
+        assert_eq!(classify(format!("{long}.name").as_bytes()), None);
+        assert_eq!(classify(format!("warpfs.long.{h}{st}.name").as_bytes()), None);
+    }
+
+    #[test]
+    fn foreign_files_and_ours() {
+        for f in [
+            ".stfolder",
+            ".stignore",
+            ".syncthing.abc.tmp",
+            "~syncthing~abc.tmp",
+            ".nfs000000000123",
+            "desktop.ini",
+            ".DS_Store",
+            "._AbC",
+            ".AbCd-_.x1Y2z3",
+            ".AbCd.~1a2b",
+            ".unison.AbC.123.unison.tmp",
+        ] {
+            assert_eq!(classify(f.as_bytes()), Some(Copy::Foreign), "{f}");
+        }
+        for ours in [
+            "warpfs.conf",
+            "warpfs.diriv",
+            "warpfs.conf.tmp-1",
+            "warpfs.rekey.undo-0",
+            E,
+        ] {
+            assert_eq!(classify(ours.as_bytes()), None, "{ours}");
+        }
+        // Only a candidate: the view keeps it as a copy only if "hello"
+        // decrypts; otherwise it is an undecryptable name.
+        assert_eq!(classify(b"hello world"), of("hello", " world"));
+        assert_eq!(classify(b".hidden"), None);
+        assert_eq!(classify(&[0xff, b'.', b'x']), None);
+    }
+
+    #[test]
+    fn copies_of_our_files() {
+        let st = ".sync-conflict-20261125-141403-ABCDEFG";
+        assert_eq!(diriv_copy(format!("warpfs{st}.diriv").as_bytes()), Some(st.into()));
+        assert_eq!(
+            diriv_copy(b"warpfs.diriv (conflict on vm)"),
+            Some(" (conflict on vm)".into())
+        );
+        assert_eq!(diriv_copy(b"warpfs.diriv"), None);
+        assert_eq!(diriv_copy(b"warpfs.conf"), None);
+        assert!(is_config_copy(format!("warpfs{st}.conf").as_bytes()));
+        assert!(is_config_copy(b"warpfs (vm's conflicted copy 2026-11-25).conf"));
+        assert!(!is_config_copy(b"warpfs.conf"));
+        assert!(!is_config_copy(b"warpfs.conf.tmp-12"));
+        assert!(!is_config_copy(b"warpfs.diriv"));
+    }
+
+    #[test]
+    fn marked_names() {
+        assert!(may_be_marked(b"report.txt.sync-conflict-20261125-141403-ABCDEFG"));
+        assert!(may_be_marked(format!("xyz{UNDECRYPTABLE}").as_bytes()));
+        assert!(may_be_marked(b"a (conflicted copy 2026-11-25)"));
+        assert!(!may_be_marked(b"report.txt"));
+    }
+
+    #[test]
+    fn hostile_names_never_panic() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        let alphabet = b"warpfs.long.diriv conf()-_~.aZ09\xff";
+        for _ in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let len = (rng % 80) as usize;
+            let name: Vec<u8> = (0..len)
+                .map(|i| alphabet[((rng >> (i % 50)) as usize + i) % alphabet.len()])
+                .collect();
+            let _ = (
+                classify(&name),
+                diriv_copy(&name),
+                is_config_copy(&name),
+                is_foreign(&name),
+            );
+        }
+    }
+}
