@@ -50,6 +50,8 @@ pub struct FsckArgs {
     /// repairs may race with the mount).
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The volume's cipher directory.
     cipherdir: PathBuf,
 }
@@ -116,7 +118,18 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
             a.cipherdir.display()
         );
     }
-    let cfg = Config::load(&a.cipherdir)?;
+    // A mount holds a shared lock on CIPHERDIR (and a rekey an exclusive
+    // one): this finds a mount under another fsname too.
+    if !a.force && matches!(super::rekey::lock_cipherdir(&a.cipherdir, true), Ok(None)) {
+        return Err(CliError::new(
+            FSCK_MOUNTED,
+            format!(
+                "{} is in use (mounted, or a rekey is running): unmount it first (or --force)",
+                a.cipherdir.display()
+            ),
+        ));
+    }
+    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
     let pw = a.pass.source().read("Password: ", false)?;
     let master = cfg.unlock(pw.bytes())?;
     drop(pw);

@@ -51,6 +51,10 @@ pub struct InitArgs {
     /// Do not print the master key recovery text.
     #[arg(long)]
     quiet: bool,
+    /// Write the config here instead of CIPHERDIR/warpfs.conf (every
+    /// later command then needs the same --config FILE).
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -101,7 +105,10 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
+    let (_cfg, master) = match &a.config.config {
+        Some(path) => Config::create_at(path, pw.bytes(), mode, a.key_bits, kdf)?,
+        None => Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?,
+    };
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(

@@ -7,15 +7,19 @@ mod fsck;
 mod info;
 mod init;
 mod logging;
+mod masterkey;
 mod mount;
+mod mountopts;
+mod mountx;
 mod passwd;
 mod password;
 mod rekey;
 mod stats;
 mod virt;
 
-use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 /// warpfs: an encrypted file system with speculative AES-CTR keystream.
 #[derive(Parser, Debug)]
@@ -54,12 +58,38 @@ impl PassArgs {
     }
 }
 
+/// Where `warpfs.conf` is (`--config FILE`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConfigArg {
+    /// Use this config file instead of CIPHERDIR/warpfs.conf (e.g. to keep
+    /// the wrapped key off a synced or shared CIPHERDIR).
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The config file of the volume at `cipherdir`.
+    pub fn path(&self, cipherdir: &Path) -> PathBuf {
+        self.config
+            .clone()
+            .unwrap_or_else(|| warpfs_config::config_path(cipherdir))
+    }
+}
+
+/// The clap definition of `warpfs mount` (its options are `-o` options too).
+pub(crate) fn mount_command() -> clap::Command {
+    Cli::command()
+        .find_subcommand("mount")
+        .cloned()
+        .expect("warpfs has a mount subcommand")
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Create a new encrypted volume in an empty CIPHERDIR.
     Init(init::InitArgs),
     /// Mount CIPHERDIR at MOUNTPOINT (daemonizes unless -f).
-    Mount(mount::MountArgs),
+    Mount(Box<mount::MountArgs>),
     /// Change the password (rewraps the master key; data is not re-encrypted).
     Passwd(passwd::PasswdArgs),
     /// Show a volume's settings (never secrets).
@@ -76,28 +106,73 @@ enum Cmd {
 
 /// Run the command line; returns the process exit code.
 pub fn run() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { exit::USAGE } else { exit::OK };
+    match parse(std::env::args_os().collect()) {
+        Ok(Some(cli)) => finish(dispatch(cli)),
+        Ok(None) => exit::OK,
+        Err(code) => code,
+    }
+}
+
+/// Parse a command line: a subcommand, or a mount helper's call
+/// (`cli::mountopts`); `-o` items that are `warpfs mount` options become
+/// those options. `Ok(None)`: nothing to do (help, version, a fake mount).
+fn parse(argv: Vec<OsString>) -> Result<Option<Cli>, i32> {
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .flat_map(|c| std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string)))
+        .chain(["help".to_string()])
+        .collect();
+    let (argv, fake) = match mountopts::helper(&argv, &names) {
+        Ok(mountopts::Helper::No) => (argv, false),
+        Ok(mountopts::Helper::Mount(v)) => (v, false),
+        Ok(mountopts::Helper::Fake(v)) => (v, true),
+        Err(e) => return Err(finish(Err(e))),
+    };
+    let clap_err = |e: clap::Error| {
+        let _ = e.print();
+        if e.use_stderr() {
+            exit::USAGE
+        } else {
+            exit::OK
         }
     };
-    let res = match cli.cmd {
-        Cmd::Init(a) => init::run(a),
-        Cmd::Mount(a) => mount::run(a),
-        Cmd::Passwd(a) => passwd::run(a),
-        Cmd::Info(a) => info::run(a),
-        Cmd::Stats(a) => stats::run(a),
-        Cmd::Fsck(a) => fsck::run(a),
-        Cmd::Container(a) => container::run(a),
-        Cmd::Rekey(a) => rekey::run(a),
+    let mut cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => return Err(clap_err(e)),
+        Err(e) => {
+            clap_err(e);
+            return Ok(None);
+        }
     };
+    if let Cmd::Mount(a) = &cli.cmd {
+        let flags = mountopts::flags(a.options(), &mount_command()).map_err(|e| finish(Err(e)))?;
+        if !flags.is_empty() {
+            cli = Cli::try_parse_from(mountopts::with_flags(argv, flags)).map_err(clap_err)?;
+        }
+    }
+    Ok((!fake).then_some(cli))
+}
+
+/// The exit code of a command's result (an error is printed first).
+fn finish(res: Result<(), exit::CliError>) -> i32 {
     match res {
         Ok(()) => exit::OK,
         Err(e) => {
             eprintln!("warpfs: {}", e.msg);
             e.code
         }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
+    match cli.cmd {
+        Cmd::Init(a) => init::run(a),
+        Cmd::Mount(a) => mount::run(*a),
+        Cmd::Passwd(a) => passwd::run(a),
+        Cmd::Info(a) => info::run(a),
+        Cmd::Stats(a) => stats::run(a),
+        Cmd::Fsck(a) => fsck::run(a),
+        Cmd::Container(a) => container::run(a),
+        Cmd::Rekey(a) => rekey::run(a),
     }
 }
