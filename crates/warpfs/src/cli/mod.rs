@@ -4,6 +4,7 @@
 mod container;
 mod exit;
 mod fsck;
+mod gen;
 mod info;
 mod init;
 mod logging;
@@ -23,11 +24,23 @@ use std::path::{Path, PathBuf};
 
 /// warpfs: an encrypted file system with speculative AES-CTR keystream.
 #[derive(Parser, Debug)]
-#[command(name = "warpfs", version, about)]
+#[command(name = "warpfs", version, about, after_long_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// The end of `warpfs --help` and of warpfs(1): mounting from fstab, exit codes.
+const AFTER_HELP: &str = "\
+Mounting from /etc/fstab or systemd: warpfs CIPHERDIR MOUNTPOINT -o OPTIONS (as mount.fuse3 \
+runs type fuse.warpfs) and mount.warpfs (type warpfs) mount like warpfs mount; every long \
+option of warpfs mount is also an -o option (passfile=FILE, idle=10m, ...); see mount.warpfs(8).
+    /srv/private.warpfs /mnt/private fuse.warpfs passfile=/etc/warpfs/private.pass,nofail 0 0
+
+Exit codes: 0 success; 1 other error; 2 bad command line or mount option; 10 wrong password; \
+11 missing, corrupt, tampered or unsupported warpfs.conf; 12 init on a non-empty directory; \
+13 the mount failed; 20 fsck found problems; 21 fsck repaired every problem found; \
+22 fsck refused, the volume is in use. docs/CLI.md describes the machine-readable outputs.";
 
 /// Where the password comes from.
 #[derive(Args, Debug, Clone, Default)]
@@ -102,6 +115,12 @@ enum Cmd {
     Container(container::ContainerArgs),
     /// Re-encrypt every file under a new content key, in place (mounted or not; resumable).
     Rekey(rekey::RekeyArgs),
+    /// Write the man pages into DIR (made from these definitions).
+    #[command(hide = true)]
+    GenMan(gen::GenArgs),
+    /// Write bash, zsh and fish completions into DIR.
+    #[command(hide = true)]
+    GenCompletions(gen::GenArgs),
 }
 
 /// Run the command line; returns the process exit code.
@@ -174,5 +193,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Container(a) => container::run(a),
         Cmd::Rekey(a) => rekey::run(a),
+        Cmd::GenMan(a) => gen::man(a),
+        Cmd::GenCompletions(a) => gen::completions(a),
     }
 }
