@@ -120,7 +120,12 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     // A mount holds a shared lock on CIPHERDIR (and a rekey an exclusive
     // one): this finds a mount under another fsname too.
-    if !a.force && matches!(super::rekey::lock_cipherdir(&a.cipherdir, true), Ok(None)) {
+    let _lock = if a.force {
+        None
+    } else {
+        super::mountx::lock_exclusive(&a.cipherdir).ok()
+    };
+    if matches!(_lock, Some(None)) {
         return Err(CliError::new(
             FSCK_MOUNTED,
             format!(

@@ -336,7 +336,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         return Err(CliError::new(
             MOUNT_FAILED,
             format!(
-                "{}: warpfs rekey is running; mount when it has finished",
+                "{}: warpfs rekey is running (or fsck); mount when it has finished",
                 a.cipherdir.display()
             ),
         ));

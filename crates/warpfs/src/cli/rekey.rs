@@ -212,7 +212,7 @@ pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Resu
 
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
-    let _lock = lock_cipherdir(&a.cipherdir, true)
+    let _lock = super::mountx::lock_exclusive(&a.cipherdir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
         .ok_or_else(|| {
             CliError::new(
