@@ -15,6 +15,7 @@ mod mountx;
 mod passwd;
 mod password;
 mod rekey;
+mod speed;
 mod stats;
 mod virt;
 
@@ -115,6 +116,8 @@ enum Cmd {
     Container(container::ContainerArgs),
     /// Re-encrypt every file under a new content key, in place (mounted or not; resumable).
     Rekey(rekey::RekeyArgs),
+    /// Throughput of each content mode, cipher and keystream backend on this CPU (about a second).
+    Speed(speed::SpeedArgs),
     /// Write the man pages into DIR (made from these definitions).
     #[command(hide = true)]
     GenMan(gen::GenArgs),
@@ -193,6 +196,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Container(a) => container::run(a),
         Cmd::Rekey(a) => rekey::run(a),
+        Cmd::Speed(a) => speed::run(a),
         Cmd::GenMan(a) => gen::man(a),
         Cmd::GenCompletions(a) => gen::completions(a),
     }
