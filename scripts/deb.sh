@@ -33,7 +33,7 @@ OUT="$WF_REPO/target/debian"
 wf_ensure_rust || wf_die "no usable Rust toolchain"
 
 t0=$SECONDS
-if ! "$TOOLS/bin/cargo-deb" --version 2>/dev/null | grep -q '^3\.8\.'; then
+if ! "$TOOLS/bin/cargo-deb" --version 2>/dev/null | grep -q ' 3\.8\.'; then
     wf_log "installing cargo-deb 3.8.0 into target/tools"
     cargo install --quiet --root "$TOOLS" --locked cargo-deb --version 3.8.0 || wf_die "cargo install cargo-deb failed"
 fi
@@ -44,11 +44,13 @@ cargo build --release -p warpfs
 rm -rf "$ASSETS" "$OUT"
 mkdir -p "$OUT"
 target/release/warpfs gen-man "$ASSETS/man"
+gzip -9n "$ASSETS"/man/*
 target/release/warpfs gen-completions "$ASSETS/completions"
-"$TOOLS/bin/cargo-deb" -p warpfs --no-build --deb-revision 1 -o "$OUT/" >/dev/null
-"$TOOLS/bin/cargo-deb" -p warpfs --no-build --deb-revision 2 -o "$OUT/" >/dev/null
-DEB1=$(ls "$OUT"/warpfs_*-1_*.deb)
-DEB2=$(ls "$OUT"/warpfs_*-2_*.deb)
+# --fast: gzip instead of xz (5 s instead of 40 s here, 9 MB instead of 7).
+"$TOOLS/bin/cargo-deb" -p warpfs --no-build --fast --strip --deb-revision 1 -o "$OUT/r1/" >/dev/null
+"$TOOLS/bin/cargo-deb" -p warpfs --no-build --fast --strip --deb-revision 2 -o "$OUT/r2/" >/dev/null
+DEB1=$(ls "$OUT"/r1/warpfs_*-1_*.deb)
+DEB2=$(ls "$OUT"/r2/warpfs_*-2_*.deb)
 wf_log "built $DEB1 and $DEB2 in $((SECONDS - t1))s"
 dpkg-deb --info "$DEB1" | sed -n 's/^ \(Package\|Version\|Depends\):/  \1:/p'
 ((BUILD_ONLY)) && exit 0
@@ -118,12 +120,15 @@ dpkg -L warpfs | sort >"$OUT/files-2.txt"
 
 wf_log "dpkg -r warpfs, then dpkg -P warpfs"
 dpkg_ -r warpfs
-dpkg_ -P warpfs
+# Purge what -r keeps (conffiles; the package has none, so nothing is left).
+if dpkg -s warpfs >/dev/null 2>&1; then dpkg_ -P warpfs; fi
+dpkg -s warpfs >/dev/null 2>&1 && wf_die "warpfs is still known to dpkg after dpkg -r/-P"
 check_quiet "after removal"
 LEFT=0
 while read -r p; do
-    # Directories other packages share (/usr/bin, /usr/share/man/man1) stay.
-    if [[ -e $p || -L $p ]] && ! [[ -d $p && ! -L $p ]]; then
+    # Directories other packages share (/usr/bin, /usr/share/man/man1, and
+    # /sbin, a link to usr/sbin on merged-/usr systems) stay.
+    if [[ -e $p || -L $p ]] && ! [[ -d $p ]]; then
         wf_warn "left behind: $p"
         LEFT=1
     fi
