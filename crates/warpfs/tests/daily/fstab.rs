@@ -11,10 +11,7 @@
 //! write (`CIPHERDIR MOUNTPOINT fuse.warpfs ...`) and runs the #[ignore]d
 //! tests, which need the package's /sbin/mount.warpfs.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

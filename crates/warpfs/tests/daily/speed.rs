@@ -3,10 +3,7 @@
 //! exactly one of each is marked as what warpfs picks. (Rates are printed,
 //! never compared: timing belongs in bench/.)
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn speed_measures_every_mode_and_backend_and_marks_the_default() {

@@ -3,17 +3,14 @@
 //! program defines (src/cli/exit.rs), and a front-end's password path
 //! (`--passfile /dev/stdin`) works.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-const DOC: &str = include_str!("../../../docs/CLI.md");
-const EXIT_RS: &str = include_str!("../src/cli/exit.rs");
+const DOC: &str = include_str!("../../../../docs/CLI.md");
+const EXIT_RS: &str = include_str!("../../src/cli/exit.rs");
 
 /// code → meaning, from the table under "## Exit codes".
 fn documented() -> BTreeMap<i32, String> {

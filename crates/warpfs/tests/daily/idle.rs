@@ -5,10 +5,7 @@
 //! exit, or its log line saying why it stays), with generous deadlines and
 //! no timing assertion; the measured times are printed.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};

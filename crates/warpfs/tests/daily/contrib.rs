@@ -9,10 +9,7 @@
 //! tests/fstab.rs); `WARPFS_INSTALLED_BIN` (scripts/deb.sh) runs them
 //! exactly.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,10 +2,7 @@
 //! (`warpfs gen-man`, `warpfs gen-completions`): every subcommand and
 //! every option that `--help` lists appears in them.
 
-#[macro_use]
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
