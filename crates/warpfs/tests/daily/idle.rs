@@ -137,3 +137,25 @@ fn a_slow_reader_keeps_the_mount() {
     let t0 = Instant::now();
     exits_cleanly_when_idle(&mut fg, t0, "slow reader done");
 }
+
+/// A user's mount (through fusermount3) goes the same way.
+#[test]
+fn a_users_idle_mount_is_unmounted_through_fusermount3() {
+    require_fuse!();
+    if warpfs_testkit::skip_if(user_mounts_unavailable()) {
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let mut v = Volume::init(Mode::Gcm);
+    v.give_to(NOBODY, NOBODY);
+    v.mount_with(&["--idle", "1s"]);
+    let t0 = Instant::now();
+    let pids = v.daemon_pids().to_vec();
+    assert!(!pids.is_empty());
+    let alive = wait_pids_gone(&pids, DEADLINE);
+    eprintln!("user's mount, idle 1s: daemon gone {:?} after mounting", t0.elapsed());
+    assert!(alive.is_empty(), "daemon still running; log:\n{}", v.log());
+    assert!(!is_mounted(&v.mnt));
+    assert!(v.log().contains("idle: no request for 1s: unmounting"), "{}", v.log());
+    v.daemon_stopped();
+}
