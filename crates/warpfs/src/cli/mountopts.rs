@@ -215,6 +215,11 @@ pub fn helper(argv: &[OsString], subcommands: &[String]) -> Result<Helper, CliEr
             i += 1;
         }
     }
+    if !named && pos.len() != 2 {
+        // Not the mount.fuse3 shape after all (a mistyped subcommand):
+        // clap says what is wrong.
+        return Ok(Helper::No);
+    }
     let [src, dir] = <[OsString; 2]>::try_from(pos)
         .map_err(|p| usage(format!("expected CIPHERDIR MOUNTPOINT, got {} argument(s)", p.len())))?;
     let mut out: Vec<OsString> = vec![argv[0].clone(), "mount".into()];
@@ -311,6 +316,11 @@ mod tests {
         );
         assert_eq!(helper(&os(&["warpfs", "--version"]), &subs()).unwrap(), Helper::No);
         assert_eq!(helper(&os(&["warpfs", "init"]), &subs()).unwrap(), Helper::No);
+        // A mistyped subcommand is left to clap.
+        assert_eq!(
+            helper(&os(&["warpfs", "mout", "/c", "/m"]), &subs()).unwrap(),
+            Helper::No
+        );
     }
 
     #[test]

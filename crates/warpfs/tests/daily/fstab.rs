@@ -74,7 +74,8 @@ fn fstab_entries_mount_with_mount_a_and_by_their_mountpoint() {
             a.passfile.display()
         ),
     );
-    let line_b = fstab_line(&b, &format!("passfile={},noauto,nosuid", b.passfile.display()));
+    // A space inside an option is \040 in fstab (extpass=cat FILE).
+    let line_b = fstab_line(&b, &format!("extpass=cat\\040{},noauto,nosuid", b.passfile.display()));
     eprintln!("fstab:\n{line_a}\n{line_b}");
     fs::write(&fstab, format!("# test fstab\n{line_a}\n{line_b}\n")).unwrap();
     let f = fstab.to_str().unwrap();
