@@ -51,17 +51,17 @@ pub fn parse_owner(s: &str) -> Result<Owner, String> {
 }
 
 impl MountExtra {
-    /// The file system as it is mounted: requests counted (for `--idle`)
+    /// The file system as it is mounted: requests counted (with `--idle`)
     /// and owners replaced (`--force-owner`).
-    pub fn front(&self, fs: WarpFs) -> (Front<WarpFs>, Arc<Activity>) {
-        let act = Arc::new(Activity::new());
+    pub fn front(&self, fs: WarpFs) -> (Front<WarpFs>, Option<Arc<Activity>>) {
+        let act = self.idle.map(|_| Arc::new(Activity::new()));
         let owner = self.force_owner.map(|o| (o.uid, o.gid));
         (Front::new(fs, act.clone(), owner), act)
     }
 
     /// Start the idle watcher when `--idle` asks for one (the mount is live).
-    pub fn watch_idle(&self, mountpoint: &Path, act: Arc<Activity>) -> Result<(), String> {
-        let Some(d) = self.idle else {
+    pub fn watch_idle(&self, mountpoint: &Path, act: Option<Arc<Activity>>) -> Result<(), String> {
+        let (Some(d), Some(act)) = (self.idle, act) else {
             return Ok(());
         };
         tracing::info!("unmounting after {d:?} without use (--idle)");

@@ -15,15 +15,33 @@ use std::sync::Arc;
 /// A file system with the mount's activity counted and owners replaced.
 pub struct Front<T: Operations> {
     inner: T,
-    act: Arc<Activity>,
+    /// Counted only for an idle watcher (`None`: nothing to count).
+    act: Option<Arc<Activity>>,
     owner: Option<(u32, u32)>,
 }
 
 impl<T: Operations> Front<T> {
-    /// Serve `inner`, counting into `act`; `owner`: the (uid, gid) every
-    /// file is reported with, or `None` for the real owners.
-    pub fn new(inner: T, act: Arc<Activity>, owner: Option<(u32, u32)>) -> Self {
+    /// Serve `inner`, counting into `act` if given; `owner`: the (uid,
+    /// gid) every file is reported with, or `None` for the real owners.
+    pub fn new(inner: T, act: Option<Arc<Activity>>, owner: Option<(u32, u32)>) -> Self {
         Self { inner, act, owner }
+    }
+
+    /// A request begins (ends when the result is dropped).
+    fn req(&self) -> Option<super::idle::Request<'_>> {
+        self.act.as_deref().map(Activity::request)
+    }
+
+    fn note_open(&self) {
+        if let Some(a) = &self.act {
+            a.opened();
+        }
+    }
+
+    fn note_close(&self) {
+        if let Some(a) = &self.act {
+            a.closed();
+        }
     }
 
     fn attr(&self, mut a: FileAttr) -> FileAttr {
@@ -47,7 +65,7 @@ impl<T: Operations> Front<T> {
 
     fn opened(&self, r: OpResult<Opened>) -> OpResult<Opened> {
         if r.is_ok() {
-            self.act.opened();
+            self.note_open();
         }
         r
     }
@@ -64,7 +82,7 @@ impl<T: Operations> Operations for Front<T> {
         self.inner.transport_started(transport)
     }
     fn lookup(&self, ctx: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.lookup(ctx, parent, name).map(|e| self.entry(e))
     }
     // The kernel forgets nodes on its own (memory pressure, unmount): not
@@ -73,37 +91,37 @@ impl<T: Operations> Operations for Front<T> {
         self.inner.forget(ino, nlookup)
     }
     fn getattr(&self, ctx: &Ctx, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.getattr(ctx, ino, fh).map(|a| self.attr_out(a))
     }
     fn setattr(&self, ctx: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.setattr(ctx, ino, set).map(|a| self.attr_out(a))
     }
     fn readlink(&self, ctx: &Ctx, ino: u64) -> OpResult<Vec<u8>> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.readlink(ctx, ino)
     }
     fn mknod(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32) -> OpResult<Entry> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner
             .mknod(ctx, parent, name, mode, umask, rdev)
             .map(|e| self.entry(e))
     }
     fn mkdir(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> OpResult<Entry> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.mkdir(ctx, parent, name, mode, umask).map(|e| self.entry(e))
     }
     fn unlink(&self, ctx: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.unlink(ctx, parent, name)
     }
     fn rmdir(&self, ctx: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.rmdir(ctx, parent, name)
     }
     fn symlink(&self, ctx: &Ctx, parent: u64, name: &OsStr, target: &OsStr) -> OpResult<Entry> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.symlink(ctx, parent, name, target).map(|e| self.entry(e))
     }
     fn rename(
@@ -115,48 +133,48 @@ impl<T: Operations> Operations for Front<T> {
         newname: &OsStr,
         flags: u32,
     ) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.rename(ctx, parent, name, newparent, newname, flags)
     }
     fn link(&self, ctx: &Ctx, ino: u64, newparent: u64, newname: &OsStr) -> OpResult<Entry> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.link(ctx, ino, newparent, newname).map(|e| self.entry(e))
     }
     fn open(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.opened(self.inner.open(ctx, ino, flags))
     }
     fn read(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.read(ctx, ino, fh, offset, size, out)
     }
     fn write(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.write(ctx, ino, fh, offset, data, write_flags)
     }
     fn flush(&self, ctx: &Ctx, ino: u64, fh: u64) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.flush(ctx, ino, fh)
     }
     fn release(&self, ctx: &Ctx, ino: u64, fh: u64) -> OpResult<()> {
-        let _g = self.act.request();
-        self.act.closed();
+        let _g = self.req();
+        self.note_close();
         self.inner.release(ctx, ino, fh)
     }
     fn fsync(&self, ctx: &Ctx, ino: u64, fh: u64, datasync: bool) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.fsync(ctx, ino, fh, datasync)
     }
     fn opendir(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.opened(self.inner.opendir(ctx, ino, flags))
     }
     fn readdir(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.readdir(ctx, ino, fh, offset, add)
     }
     fn readdirplus(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         if self.owner.is_none() {
             return self.inner.readdirplus(ctx, ino, fh, offset, add);
         }
@@ -164,36 +182,36 @@ impl<T: Operations> Operations for Front<T> {
         self.inner.readdirplus(ctx, ino, fh, offset, &mut owned)
     }
     fn releasedir(&self, ctx: &Ctx, ino: u64, fh: u64) -> OpResult<()> {
-        let _g = self.act.request();
-        self.act.closed();
+        let _g = self.req();
+        self.note_close();
         self.inner.releasedir(ctx, ino, fh)
     }
     fn fsyncdir(&self, ctx: &Ctx, ino: u64, fh: u64, datasync: bool) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.fsyncdir(ctx, ino, fh, datasync)
     }
     fn statfs(&self, ctx: &Ctx, ino: u64) -> OpResult<Statfs> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.statfs(ctx, ino)
     }
     fn setxattr(&self, ctx: &Ctx, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.setxattr(ctx, ino, name, value, flags)
     }
     fn getxattr(&self, ctx: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.getxattr(ctx, ino, name, size)
     }
     fn listxattr(&self, ctx: &Ctx, ino: u64, size: u32) -> OpResult<Xattr> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.listxattr(ctx, ino, size)
     }
     fn removexattr(&self, ctx: &Ctx, ino: u64, name: &OsStr) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.removexattr(ctx, ino, name)
     }
     fn access(&self, ctx: &Ctx, ino: u64, mask: i32) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.access(ctx, ino, mask)
     }
     fn create(
@@ -205,19 +223,19 @@ impl<T: Operations> Operations for Front<T> {
         umask: u32,
         flags: i32,
     ) -> OpResult<(Entry, Opened)> {
-        let _g = self.act.request();
+        let _g = self.req();
         let r = self.inner.create(ctx, parent, name, mode, umask, flags);
         if r.is_ok() {
-            self.act.opened();
+            self.note_open();
         }
         r.map(|(e, o)| (self.entry(e), o))
     }
     fn ioctl(&self, ctx: &Ctx, ino: u64, fh: u64, cmd: u32, input: &[u8], out_size: u32) -> OpResult<(i32, Vec<u8>)> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.ioctl(ctx, ino, fh, cmd, input, out_size)
     }
     fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
-        let _g = self.act.request();
+        let _g = self.req();
         self.inner.fallocate(ctx, ino, fh, offset, length, mode)
     }
 }
@@ -278,7 +296,7 @@ mod tests {
 
     #[test]
     fn force_owner_replaces_every_reported_owner() {
-        let f = Front::new(One, Arc::new(Activity::new()), Some((1000, 100)));
+        let f = Front::new(One, None, Some((1000, 100)));
         let c = Ctx::default();
         let a = f.getattr(&c, 1, None).unwrap().attr;
         assert_eq!((a.uid, a.gid), (1000, 100));
@@ -293,14 +311,14 @@ mod tests {
         .unwrap();
         assert_eq!(seen, [(1000, 100)]);
         // Without it the real owners show.
-        let plain = Front::new(One, Arc::new(Activity::new()), None);
+        let plain = Front::new(One, None, None);
         assert_eq!(plain.getattr(&c, 1, None).unwrap().attr.uid, 7);
     }
 
     #[test]
     fn counts_open_handles_and_requests() {
         let act = Arc::new(Activity::new());
-        let f = Front::new(One, act.clone(), None);
+        let f = Front::new(One, Some(act.clone()), None);
         let c = Ctx::default();
         f.open(&c, 2, 0).unwrap();
         f.opendir(&c, 1, 0).unwrap();
@@ -317,7 +335,7 @@ mod tests {
                 Err(fuser::Errno::EACCES)
             }
         }
-        let r = Front::new(Refuses, act.clone(), None);
+        let r = Front::new(Refuses, Some(act.clone()), None);
         assert!(r.open(&c, 2, 0).is_err());
         assert_eq!(act.open(), 0);
     }

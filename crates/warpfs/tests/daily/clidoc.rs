@@ -123,3 +123,70 @@ fn a_front_end_passes_the_password_on_stdin() {
     unmount_path(&v.mnt).unwrap();
     v.daemon_stopped();
 }
+
+/// The backticked names of a section of docs/CLI.md.
+fn section_names(title: &str) -> std::collections::BTreeSet<String> {
+    let sec = DOC.split(title).nth(1).unwrap_or_else(|| panic!("no section {title}"));
+    let sec = sec.split("\n## ").next().unwrap();
+    sec.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_json_field_is_documented() {
+    require_fuse!();
+    let v = Volume::new(Mode::Gcm);
+    let o = warpfs(args!["stats", "--json", &v.mnt]);
+    o.expect_ok("stats --json");
+    let j: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {o}"));
+    let keys: std::collections::BTreeSet<String> = j.as_object().unwrap().keys().cloned().collect();
+    let doc = section_names("## `warpfs stats --json MOUNTPOINT`");
+    let undocumented: Vec<_> = keys.difference(&doc).collect();
+    assert!(
+        undocumented.is_empty(),
+        "stats --json fields missing from docs/CLI.md: {undocumented:?}"
+    );
+    for k in [
+        "backend",
+        "applies",
+        "ready_hits",
+        "transport",
+        "ahead_served",
+        "worker_cpus",
+    ] {
+        assert!(keys.contains(k), "documented field {k} missing: {j}");
+    }
+    warpfs(args!["stats", "--json", v.root()]).expect_code(1, "not a mount");
+    // info --json and speed --json, nested objects included.
+    fn keys_of(v: &serde_json::Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    out.insert(k.clone());
+                    keys_of(x, out);
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| keys_of(x, out)),
+            _ => {}
+        }
+    }
+    for (args, title) in [
+        (args!["info", "--json", &v.cipher], "## `warpfs info --json`"),
+        (args!["speed", "--json", "--time-ms", "1"], "## `warpfs speed --json`"),
+    ] {
+        let o = warpfs(args);
+        o.expect_ok(title);
+        let mut keys = std::collections::BTreeSet::new();
+        keys_of(&serde_json::from_str(o.stdout.trim()).unwrap(), &mut keys);
+        let doc = section_names(title);
+        let undocumented: Vec<_> = keys.difference(&doc).collect();
+        assert!(
+            undocumented.is_empty(),
+            "{title}: fields missing from docs/CLI.md: {undocumented:?}"
+        );
+    }
+}
