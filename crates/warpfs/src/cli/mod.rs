@@ -25,7 +25,12 @@ use std::path::{Path, PathBuf};
 
 /// warpfs: an encrypted file system with speculative AES-CTR keystream.
 #[derive(Parser, Debug)]
-#[command(name = "warpfs", version, about, after_long_help = AFTER_HELP)]
+#[command(
+    name = "warpfs",
+    version,
+    about = "a fast user-space encrypted file system (FUSE), stacked over a directory like gocryptfs",
+    after_long_help = AFTER_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

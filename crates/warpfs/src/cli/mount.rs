@@ -54,7 +54,11 @@ pub struct MountArgs {
     /// Stay in the foreground (log to stderr; Ctrl-C unmounts).
     #[arg(short = 'f', long)]
     foreground: bool,
-    /// Mount options, comma-separated: ro, allow_other, noatime, nosuid, nodev, noexec, ...
+    /// Mount options, comma-separated: the kernel's (ro, allow_other,
+    /// default_permissions, noatime, nosuid, nodev, noexec, sync, dirsync),
+    /// any long option below as NAME=VALUE or NAME (passfile=F, idle=10m,
+    /// no_xattr), and mount(8)/systemd's, which are ignored (nofail, _netdev,
+    /// noauto, user, users, x-systemd.*). See mount.warpfs(8).
     #[arg(short = 'o', value_name = "OPTS")]
     options: Vec<String>,
     /// FUSE worker threads (default: max(4, cores)).
