@@ -125,7 +125,7 @@ MANWIDTH=80 man warpfs 2>/dev/null | head -n 8 | sed 's/^/    /' || true
 
 wf_log "fstab, mount helper and systemd example tests against /usr/bin/warpfs"
 WARPFS_INSTALLED_BIN=/usr/bin/warpfs cargo test --release -p warpfs --test daily \
-    -- --include-ignored fstab:: contrib:: || RC=1
+    -- --include-ignored --nocapture fstab:: contrib:: || RC=1
 check_quiet "after the tests"
 
 wf_log "upgrade: dpkg -i $(basename "$DEB2")"
