@@ -121,7 +121,7 @@ check_files "after dpkg -i"
 check_quiet "after dpkg -i"
 dpkg -L warpfs | sort >"$OUT/files-1.txt"
 wf_log "installed $(wc -l <"$OUT/files-1.txt") paths; man warpfs begins:"
-MANWIDTH=80 man warpfs 2>/dev/null | head -n 8 | sed 's/^/    /' || true
+MANWIDTH=80 man -l /usr/share/man/man1/warpfs.1.gz 2>/dev/null | head -n 8 | sed "s/^/    /" || true
 
 wf_log "fstab, mount helper and systemd example tests against /usr/bin/warpfs"
 WARPFS_INSTALLED_BIN=/usr/bin/warpfs cargo test --release -p warpfs --test daily \
@@ -151,6 +151,10 @@ while read -r p; do
     fi
 done < <(sort -u "$OUT/files-1.txt" "$OUT/files-2.txt")
 [[ -e /usr/share/doc/warpfs ]] && { wf_warn "left behind: /usr/share/doc/warpfs"; LEFT=1; }
+# man-db's formatted-page cache (`man warpfs` writes one; `man -l` above does not).
+for p in /var/cache/man/cat*/*warpfs*; do
+    [[ -e $p ]] && { wf_warn "left behind: $p"; LEFT=1; }
+done
 ((LEFT == 0)) || wf_die "dpkg -r/-P left files behind"
 trap - EXIT
 wf_log "install, upgrade and removal: no stray file, no process, no mount ($((SECONDS - t2))s)"
