@@ -229,3 +229,19 @@ fn type_warpfs_runs_the_installed_mount_helper() {
     run(&["umount", v.mnt.to_str().unwrap()]).expect_ok("umount");
     assert!(wait_pids_gone(&pids, Duration::from_secs(30)).is_empty());
 }
+
+#[test]
+fn nonempty_mounts_over_files_only_when_asked() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    write_file(&v.mnt.join("underneath"), b"hidden while mounted");
+    let bin = bin();
+    let (c, m) = (v.cipher.to_str().unwrap(), v.mnt.to_str().unwrap());
+    let pass = format!("passfile={}", v.passfile.display());
+    run(&[bin.to_str().unwrap(), c, m, "-o", &pass]).expect_code(13, "over a non-empty directory");
+    assert!(!is_mounted(&v.mnt));
+    run(&[bin.to_str().unwrap(), c, m, "-o", &format!("{pass},nonempty")]).expect_ok("-o nonempty");
+    assert!(!v.mnt.join("underneath").exists(), "the files underneath are hidden");
+    umount_and_daemon_gone(&v);
+    assert_eq!(fs::read(v.mnt.join("underneath")).unwrap(), b"hidden while mounted");
+}
