@@ -7,7 +7,9 @@
 #   1. installs what is missing via apt (fuse3, a C toolchain, pkg-config, git),
 #      as root or through passwordless sudo; checks for cargo (and says how to
 #      get Rust if it is missing: Debian bookworm's own cargo is too old);
-#   2. builds warpfs (`cargo build --release -p warpfs`);
+#   2. builds warpfs (`cargo build --release -p warpfs`), makes its man pages
+#      and bash/zsh/fish completions from the binary and, as root, installs
+#      them under ${WARPFS_PREFIX:-/usr/local}/share (`man warpfs` works);
 #   3. in a temp dir: generates a passfile, `warpfs init` (gcm), mounts the
 #      volume, writes a file and a directory with a file through the mount and
 #      reads them back;
@@ -63,6 +65,22 @@ echo "cargo: $(cargo --version)"
 say "Building warpfs (release)"
 WARPFS="$(wf_warpfs_bin)" || wf_die "build failed"
 echo "binary: ${WARPFS#"$WF_REPO"/}"
+ASSETS="$WF_REPO/target/release/assets"
+run "$WARPFS" gen-man "$ASSETS/man"
+run "$WARPFS" gen-completions "$ASSETS/completions"
+PREFIX="${WARPFS_PREFIX:-/usr/local}"
+if wf_is_root; then
+    install -d "$PREFIX/share/man/man1" "$PREFIX/share/man/man8" "$PREFIX/share/bash-completion/completions" \
+        "$PREFIX/share/zsh/site-functions" "$PREFIX/share/fish/vendor_completions.d"
+    install -m644 "$ASSETS"/man/*.1 "$PREFIX/share/man/man1/"
+    install -m644 "$ASSETS"/man/*.8 "$PREFIX/share/man/man8/"
+    install -m644 "$ASSETS/completions/warpfs.bash" "$PREFIX/share/bash-completion/completions/warpfs"
+    install -m644 "$ASSETS/completions/_warpfs" "$PREFIX/share/zsh/site-functions/_warpfs"
+    install -m644 "$ASSETS/completions/warpfs.fish" "$PREFIX/share/fish/vendor_completions.d/warpfs.fish"
+    echo "man pages and completions installed under $PREFIX/share (man warpfs, man mount.warpfs)"
+else
+    echo "not root: man -l $ASSETS/man/warpfs.1; . $ASSETS/completions/warpfs.bash"
+fi
 
 # ---- 3. a demo volume ------------------------------------------------------------
 DEMO="$(mktemp -d /tmp/warpfs-demo.XXXXXX)"

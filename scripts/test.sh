@@ -25,6 +25,10 @@
 #                 set on for the run and put back at exit), then fsx with one
 #                 seed per mode; scripts/transport-matrix.sh runs everything
 #                 (pjdfstest and soak too) on the other transport
+#   3c. deb       scripts/deb.sh: the Debian package (cargo-deb into
+#                 target/tools), installed with dpkg -i; the fstab, mount
+#                 helper and contrib tests against /usr/bin/warpfs; upgrade;
+#                 removal leaves no file, process or mount
 #   4. spec-on    the mount-level io and namespace tests again, every mount
 #                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
 #                 ran them with the default, off), so both engine paths are
@@ -79,6 +83,9 @@ if wf_is_root; then
     pkgs=(fusermount3:fuse3 fio:fio cc:gcc mountpoint:util-linux timeout:coreutils strace:strace)
     # rsync: the reverse-mode tests copy encrypted views with it.
     pkgs+=(rsync:rsync)
+    # keyctl: the user-service example (tests/daily/contrib.rs) reads the
+    # password from the kernel keyring; dpkg-deb, man: scripts/deb.sh.
+    pkgs+=(keyctl:keyutils dpkg-deb:dpkg man:man-db)
     # OpenCL backend tests run on pocl (a CPU OpenCL) when the code uses opencl3.
     if grep -qs '^opencl3' Cargo.toml crates/*/Cargo.toml; then
         pkgs+=(ocl-icd-libopencl1 pocl-opencl-icd)
@@ -168,6 +175,7 @@ step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step test cargo test --workspace --release --no-fail-fast
 step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
     bash -c 'cargo test --release -p warpfs --no-fail-fast -- --skip glusterfs_ --skip syncthing_; r=$?; bash scripts/fsx.sh || r=1; exit $r'
+step deb bash scripts/deb.sh
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release

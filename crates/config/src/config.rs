@@ -338,7 +338,7 @@ impl Config {
 
     /// A config with a fresh salt and the given key generations, master key
     /// not wrapped yet (see [`Config::wrap_under`]).
-    fn seal_gens(
+    pub(crate) fn seal_gens(
         creator: String,
         content_mode: ContentMode,
         key_bits: u32,
@@ -365,7 +365,7 @@ impl Config {
     }
 
     /// Wrap `master` under `password` with this config's AAD.
-    fn wrap_under(mut self, master: &MasterKey, password: &[u8]) -> Result<Config> {
+    pub(crate) fn wrap_under(mut self, master: &MasterKey, password: &[u8]) -> Result<Config> {
         let kek = self.derive_kek(password)?;
         self.wrapped = wrap::wrap(&kek, master, &self.aad());
         Ok(self)

@@ -7,6 +7,7 @@
 
 mod config;
 mod error;
+mod file;
 mod write;
 
 #[cfg(test)]

@@ -209,13 +209,25 @@ pub fn is_config_copy(name: &[u8]) -> bool {
     let Ok(s) = std::str::from_utf8(name) else {
         return false;
     };
-    if s == warpfs_config::CONFIG_FILE || s.starts_with("warpfs.conf.tmp-") {
+    if s == warpfs_config::CONFIG_FILE || s.starts_with("warpfs.conf.tmp-") || is_own_backup(s) {
         return false;
     }
     s.strip_prefix("warpfs.conf").is_some_and(|t| !t.is_empty())
         || s.strip_prefix("warpfs")
             .and_then(|t| t.strip_suffix(".conf"))
             .is_some_and(|m| !m.is_empty())
+}
+
+/// `warpfs.conf.bak` or `warpfs.conf.bak.N`: the old config a password
+/// reset keeps (FORMAT.md 2.5), which must not unlock the volume again.
+fn is_own_backup(s: &str) -> bool {
+    match s.strip_prefix("warpfs.conf.bak") {
+        Some("") => true,
+        Some(t) => t
+            .strip_prefix('.')
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
 }
 
 /// Whether a plaintext name asked for may be a name shown for a copy or an
@@ -325,6 +337,10 @@ mod tests {
         assert!(is_config_copy(b"warpfs (vm's conflicted copy 2026-11-25).conf"));
         assert!(!is_config_copy(b"warpfs.conf"));
         assert!(!is_config_copy(b"warpfs.conf.tmp-12"));
+        // A password reset's own backups are not copies to unlock with.
+        assert!(!is_config_copy(b"warpfs.conf.bak"));
+        assert!(!is_config_copy(b"warpfs.conf.bak.3"));
+        assert!(is_config_copy(b"warpfs.conf.bak.sync-conflict-20261125-141403-ABCDEFG"));
         assert!(!is_config_copy(b"warpfs.diriv"));
     }
 

@@ -155,8 +155,9 @@ pub(crate) fn readlink(l: &Loc) -> Result<Vec<u8>> {
 
 pub(crate) fn renameat2(from: &Loc, to: &Loc, flags: u32) -> Result<()> {
     let ((a, ac), (b, bc)) = (from.at()?, to.at()?);
-    // SAFETY: valid C strings.
-    check(unsafe { libc::renameat2(a, ac.as_ptr(), b, bc.as_ptr(), flags) })
+    // The raw system call: musl (the static build) has no renameat2().
+    // SAFETY: valid C strings; the result is 0 or -1 (fits a c_int).
+    check(unsafe { libc::syscall(libc::SYS_renameat2, a, ac.as_ptr(), b, bc.as_ptr(), flags) } as libc::c_int)
 }
 
 pub(crate) fn lchown(l: &Loc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {

@@ -36,7 +36,7 @@ impl Config {
 
     /// Read and validate the config file at `path` (hostile input), and
     /// its bytes as they are (a reverse view shows them).
-    pub fn load_file(path: &Path) -> Result<(Config, Vec<u8>)> {
+    pub fn load_file_bytes(path: &Path) -> Result<(Config, Vec<u8>)> {
         let f = std::fs::File::open(path).map_err(|e| ConfigError::io(path, e))?;
         let mut buf = Vec::new();
         f.take(MAX_CONFIG_SIZE as u64 + 1)
@@ -83,7 +83,7 @@ mod tests {
         let (cfg, master) = Config::create_reverse(&p, b"pw", 256, fast()).unwrap();
         assert!(cfg.has_feature(FeatureFlag::Reverse));
         assert_eq!(cfg.content_mode(), ContentMode::Gcm);
-        let (back, bytes) = Config::load_file(&p).unwrap();
+        let (back, bytes) = Config::load_file_bytes(&p).unwrap();
         assert_eq!(back, cfg);
         assert_eq!(bytes, std::fs::read(&p).unwrap());
         assert_eq!(back.unlock(b"pw").unwrap(), master);

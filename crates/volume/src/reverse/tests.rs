@@ -43,7 +43,7 @@ fn fixture() -> Fixture {
 
 fn view(f: &Fixture, opts: ReverseOptions) -> ReverseView {
     let path = f.plain.path().join(HIDDEN_CONFIG);
-    let (_, bytes) = Config::load_file(&path).unwrap();
+    let (_, bytes) = Config::load_file_bytes(&path).unwrap();
     let stat = crate::sys::lstat_path(&path).unwrap();
     ReverseView::new(
         f.plain.path().to_owned(),

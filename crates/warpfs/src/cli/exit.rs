@@ -42,6 +42,8 @@ impl From<warpfs_config::ConfigError> for CliError {
         use warpfs_config::ConfigError as E;
         let code = match &e {
             E::WrongPassword => WRONG_PASSWORD,
+            // No config at all: not a warpfs volume (or a wrong --config).
+            E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => BAD_CONFIG,
             E::Io { .. } => ERROR,
             E::AlreadyExists { .. } => NOT_EMPTY,
             _ => BAD_CONFIG,

@@ -51,6 +51,8 @@ pub struct FsckArgs {
     /// repairs may race with the mount).
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The volume's cipher directory.
     cipherdir: PathBuf,
 }
@@ -117,7 +119,23 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
             a.cipherdir.display()
         );
     }
-    let cfg = Config::load(&a.cipherdir)?;
+    // A mount holds a shared lock on CIPHERDIR (and a rekey an exclusive
+    // one): this finds a mount under another fsname too.
+    let _lock = if a.force {
+        None
+    } else {
+        super::mountx::lock_exclusive(&a.cipherdir).ok()
+    };
+    if matches!(_lock, Some(None)) {
+        return Err(CliError::new(
+            FSCK_MOUNTED,
+            format!(
+                "{} is in use (mounted, or a rekey is running): unmount it first (or --force)",
+                a.cipherdir.display()
+            ),
+        ));
+    }
+    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
     let pw = a.pass.source().read("Password: ", false)?;
     let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
     drop(pw);

@@ -1,25 +1,71 @@
-//! `warpfs info`: a volume's settings, never secrets.
+//! `warpfs info`: a volume's settings, never secrets; `--json` prints one
+//! JSON object whose fields docs/CLI.md lists (a stable interface).
 
 use super::exit::CliError;
 use clap::Args;
-use std::path::PathBuf;
-use warpfs_config::Config;
+use std::path::{Path, PathBuf};
+use warpfs_config::{Config, ContentMode};
+
+/// Version of the `info --json` object (bumped only when a field changes
+/// meaning or goes away; new fields may be added within a version).
+pub const INFO_SCHEMA: u32 = 1;
 
 /// Arguments of `warpfs info`.
 #[derive(Args, Debug)]
 pub struct InfoArgs {
+    /// Print one JSON object (fields: docs/CLI.md).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The volume's cipher directory.
     cipherdir: PathBuf,
 }
 
+/// The `info --json` object of `cfg` (read from `config`), for the volume
+/// at `cipherdir`.
+pub fn info_json(cfg: &Config, cipherdir: &Path, config: &Path) -> serde_json::Value {
+    let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    serde_json::json!({
+        "schema": INFO_SCHEMA,
+        "cipherdir": abs(cipherdir).to_string_lossy(),
+        "config": abs(config).to_string_lossy(),
+        "format_version": cfg.version(),
+        "creator": cfg.creator(),
+        "content_mode": cfg.content_mode().as_str(),
+        "cipher": cfg.content_mode().cipher_name(),
+        "key_bits": cfg.key_bits(),
+        "authenticated": cfg.content_mode() == ContentMode::Gcm,
+        "block_size": cfg.block_size(),
+        "feature_flags": cfg.feature_flags().iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+        "kdf": {
+            "algorithm": "argon2id",
+            "memory_kib": cfg.kdf_params().memory_kib,
+            "iterations": cfg.kdf_params().iterations,
+            "parallelism": cfg.kdf_params().parallelism,
+        },
+        "key_generation": cfg.key_generation(),
+        "rekey_target": cfg.rekey_target(),
+        "mounted_at": super::fsck::mounted_at(cipherdir),
+    })
+}
+
 pub fn run(a: InfoArgs) -> Result<(), CliError> {
-    let cfg = Config::load(&a.cipherdir)?;
-    println!("{cfg}");
-    for p in super::unlock::config_copies(&a.cipherdir) {
-        println!(
-            "conflicting config copy: {} (a sync tool's; it unlocks with the password it was written for)",
-            p.display()
-        );
+    let path = a.config.path(&a.cipherdir);
+    let cfg = Config::load_file(&path)?;
+    let copies = super::unlock::config_copies(&a.cipherdir);
+    if a.json {
+        let mut j = info_json(&cfg, &a.cipherdir, &path);
+        j["config_copies"] = copies.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        println!("{j}");
+    } else {
+        println!("{cfg}");
+        for p in copies {
+            println!(
+                "conflicting config copy: {} (a sync tool's; it unlocks with the password it was written for)",
+                p.display()
+            );
+        }
     }
     Ok(())
 }

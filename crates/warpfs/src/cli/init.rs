@@ -56,9 +56,10 @@ pub struct InitArgs {
     /// --reverse`) to PLAINDIR/.warpfs.reverse.conf, or to --config FILE.
     #[arg(long)]
     reverse: bool,
-    /// Write the config to FILE (with --reverse).
-    #[arg(long, value_name = "FILE", requires = "reverse")]
-    config: Option<PathBuf>,
+    /// Write the config here instead of CIPHERDIR/warpfs.conf (every
+    /// later command then needs the same --config FILE).
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -90,7 +91,7 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
             return Err(CliError::new(super::exit::USAGE, "--reverse volumes use --mode gcm"));
         }
         let kdf = kdf_params(&a)?;
-        return super::reverse::init(&a.pass, dir, a.config.as_deref(), a.key_bits, kdf, a.quiet);
+        return super::reverse::init(&a.pass, dir, a.config.config.as_deref(), a.key_bits, kdf, a.quiet);
     }
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
@@ -109,7 +110,10 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     let kdf = kdf_params(&a)?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
+    let (_cfg, master) = match &a.config.config {
+        Some(path) => Config::create_at(path, pw.bytes(), mode, a.key_bits, kdf)?,
+        None => Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?,
+    };
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(

@@ -4,29 +4,52 @@
 mod container;
 mod exit;
 mod fsck;
+mod gen;
 mod info;
 mod init;
 mod logging;
+mod masterkey;
 mod mount;
+mod mountopts;
+mod mountx;
 mod name;
 mod passwd;
 mod password;
 mod rekey;
 mod reverse;
+mod speed;
 mod stats;
 mod unlock;
 mod virt;
 
-use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 /// warpfs: an encrypted file system with speculative AES-CTR keystream.
 #[derive(Parser, Debug)]
-#[command(name = "warpfs", version, about)]
+#[command(
+    name = "warpfs",
+    version,
+    about = "a fast user-space encrypted file system (FUSE), stacked over a directory like gocryptfs",
+    after_long_help = AFTER_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
 }
+
+/// The end of `warpfs --help` and of warpfs(1): mounting from fstab, exit codes.
+const AFTER_HELP: &str = "\
+Mounting from /etc/fstab or systemd: warpfs CIPHERDIR MOUNTPOINT -o OPTIONS (as mount.fuse3 \
+runs type fuse.warpfs) and mount.warpfs (type warpfs) mount like warpfs mount; every long \
+option of warpfs mount is also an -o option (passfile=FILE, idle=10m, ...); see mount.warpfs(8).
+    /srv/private.warpfs /mnt/private fuse.warpfs passfile=/etc/warpfs/private.pass,nofail 0 0
+
+Exit codes: 0 success; 1 other error; 2 bad command line or mount option; 10 wrong password; \
+11 missing, corrupt, tampered or unsupported warpfs.conf; 12 init on a non-empty directory; \
+13 the mount failed; 20 fsck found problems; 21 fsck repaired every problem found; \
+22 fsck refused, the volume is in use. docs/CLI.md describes the machine-readable outputs.";
 
 /// Where the password comes from.
 #[derive(Args, Debug, Clone, Default)]
@@ -57,6 +80,32 @@ impl PassArgs {
     }
 }
 
+/// Where `warpfs.conf` is (`--config FILE`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ConfigArg {
+    /// Use this config file instead of CIPHERDIR/warpfs.conf (e.g. to keep
+    /// the wrapped key off a synced or shared CIPHERDIR).
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    /// The config file of the volume at `cipherdir`.
+    pub fn path(&self, cipherdir: &Path) -> PathBuf {
+        self.config
+            .clone()
+            .unwrap_or_else(|| warpfs_config::config_path(cipherdir))
+    }
+}
+
+/// The clap definition of `warpfs mount` (its options are `-o` options too).
+pub(crate) fn mount_command() -> clap::Command {
+    Cli::command()
+        .find_subcommand("mount")
+        .cloned()
+        .expect("warpfs has a mount subcommand")
+}
+
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Create a new encrypted volume in an empty CIPHERDIR.
@@ -77,18 +126,78 @@ enum Cmd {
     Rekey(rekey::RekeyArgs),
     /// Translate paths between CIPHERDIR and plaintext (find a file in a sync tool's history or trash).
     Name(name::NameArgs),
+    /// Throughput of each content mode, cipher and keystream backend on this CPU (about a second).
+    Speed(speed::SpeedArgs),
+    /// Write the man pages into DIR (made from these definitions).
+    #[command(hide = true)]
+    GenMan(gen::GenArgs),
+    /// Write bash, zsh and fish completions into DIR.
+    #[command(hide = true)]
+    GenCompletions(gen::GenArgs),
 }
 
 /// Run the command line; returns the process exit code.
 pub fn run() -> i32 {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { exit::USAGE } else { exit::OK };
+    match parse(std::env::args_os().collect()) {
+        Ok(Some(cli)) => finish(dispatch(cli)),
+        Ok(None) => exit::OK,
+        Err(code) => code,
+    }
+}
+
+/// Parse a command line: a subcommand, or a mount helper's call
+/// (`cli::mountopts`); `-o` items that are `warpfs mount` options become
+/// those options. `Ok(None)`: nothing to do (help, version, a fake mount).
+fn parse(argv: Vec<OsString>) -> Result<Option<Cli>, i32> {
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .flat_map(|c| std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string)))
+        .chain(["help".to_string()])
+        .collect();
+    let (argv, fake) = match mountopts::helper(&argv, &names) {
+        Ok(mountopts::Helper::No) => (argv, false),
+        Ok(mountopts::Helper::Mount(v)) => (v, false),
+        Ok(mountopts::Helper::Fake(v)) => (v, true),
+        Err(e) => return Err(finish(Err(e))),
+    };
+    let clap_err = |e: clap::Error| {
+        let _ = e.print();
+        if e.use_stderr() {
+            exit::USAGE
+        } else {
+            exit::OK
         }
     };
-    let res = match cli.cmd {
+    let mut cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => return Err(clap_err(e)),
+        Err(e) => {
+            clap_err(e);
+            return Ok(None);
+        }
+    };
+    if let Cmd::Mount(a) = &cli.cmd {
+        let flags = mountopts::flags(a.options(), &mount_command()).map_err(|e| finish(Err(e)))?;
+        if !flags.is_empty() {
+            cli = Cli::try_parse_from(mountopts::with_flags(argv, flags)).map_err(clap_err)?;
+        }
+    }
+    Ok((!fake).then_some(cli))
+}
+
+/// The exit code of a command's result (an error is printed first).
+fn finish(res: Result<(), exit::CliError>) -> i32 {
+    match res {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("warpfs: {}", e.msg);
+            e.code
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
+    match cli.cmd {
         Cmd::Init(a) => init::run(a),
         Cmd::Mount(a) => mount::run(*a),
         Cmd::Passwd(a) => passwd::run(a),
@@ -98,12 +207,8 @@ pub fn run() -> i32 {
         Cmd::Container(a) => container::run(a),
         Cmd::Rekey(a) => rekey::run(a),
         Cmd::Name(a) => name::run(a),
-    };
-    match res {
-        Ok(()) => exit::OK,
-        Err(e) => {
-            eprintln!("warpfs: {}", e.msg);
-            e.code
-        }
+        Cmd::Speed(a) => speed::run(a),
+        Cmd::GenMan(a) => gen::man(a),
+        Cmd::GenCompletions(a) => gen::completions(a),
     }
 }

@@ -15,7 +15,6 @@ use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_config::Config;
-use warpfs_crypto::keys::MasterKey;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
     Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
@@ -55,7 +54,11 @@ pub struct MountArgs {
     /// Stay in the foreground (log to stderr; Ctrl-C unmounts).
     #[arg(short = 'f', long)]
     foreground: bool,
-    /// Mount options, comma-separated: ro, allow_other, noatime, nosuid, nodev, noexec, ...
+    /// Mount options, comma-separated: the kernel's (ro, allow_other,
+    /// default_permissions, noatime, nosuid, nodev, noexec, sync, dirsync),
+    /// any long option below as NAME=VALUE or NAME (passfile=F, idle=10m,
+    /// no_xattr), and mount(8)/systemd's, which are ignored (nofail, _netdev,
+    /// noauto, user, users, x-systemd.*). See mount.warpfs(8).
     #[arg(short = 'o', value_name = "OPTS")]
     options: Vec<String>,
     /// FUSE worker threads (default: max(4, cores)).
@@ -159,16 +162,24 @@ pub struct MountArgs {
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
     log_file: Option<PathBuf>,
-    /// Read the config from FILE instead of CIPHERDIR/warpfs.conf (with
-    /// --reverse: instead of PLAINDIR/.warpfs.reverse.conf).
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
+    /// (With --reverse: instead of PLAINDIR/.warpfs.reverse.conf.)
+    #[command(flatten)]
+    config: super::ConfigArg,
     #[command(flatten)]
     reverse: super::reverse::ReverseArgs,
+    #[command(flatten)]
+    extra: super::mountx::MountExtra,
     /// The volume's cipher directory (with --reverse: the plaintext directory).
     cipherdir: PathBuf,
     /// Where the plaintext view appears.
     mountpoint: PathBuf,
+}
+
+impl MountArgs {
+    /// The `-o` lists as given.
+    pub fn options(&self) -> &[String] {
+        &self.options
+    }
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -303,40 +314,6 @@ fn serve(
         .map_err(|e| e.to_string())
 }
 
-/// The master key from standard input (the recovery text `warpfs init`
-/// printed; dashes and whitespace ignored), for `--masterkey stdin`.
-fn read_master_key_stdin() -> Result<MasterKey, CliError> {
-    let mut text = zeroize::Zeroizing::new(String::new());
-    std::io::stdin()
-        .take(4096)
-        .read_to_string(&mut text)
-        .map_err(|e| CliError::new(ERROR, format!("cannot read the master key from stdin: {e}")))?;
-    MasterKey::from_recovery_text(&text)
-        .map_err(|e| CliError::new(super::exit::WRONG_PASSWORD, format!("bad master key: {e}")))
-}
-
-/// A master key given directly cannot be checked against the wrapped one;
-/// refuse it when CIPHERDIR's root has entries and none of their names
-/// decrypts under it.
-fn check_master_key(vol: &Volume, cipherdir: &std::path::Path) -> Result<(), CliError> {
-    let entries = std::fs::read_dir(cipherdir)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
-        })
-        .count();
-    if entries > 0 && !vol.some_name_decrypts(std::path::Path::new("")).unwrap_or(false) {
-        return Err(CliError::new(
-            super::exit::WRONG_PASSWORD,
-            "wrong master key: no name in the volume's root decrypts with it",
-        ));
-    }
-    Ok(())
-}
-
 fn cores() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
 }
@@ -348,7 +325,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             pass: &a.pass,
             plaindir: &a.cipherdir,
             mountpoint: &a.mountpoint,
-            config: a.config.as_deref(),
+            config: a.config.config.as_deref(),
             options: &a.options,
             foreground: a.foreground,
             log_file: a.log_file.as_deref(),
@@ -359,53 +336,34 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     eprintln!("warpfs: WARNING: bench-only no-crypto build: file contents are stored as plaintext");
     let mut mo = MountOptions {
         threads: a.threads.unwrap_or_else(|| cores().max(4)),
+        fsname: a.extra.fsname.clone(),
         ..Default::default()
     };
     for o in &a.options {
-        mo.parse_o(o).map_err(|e| CliError::new(super::exit::USAGE, e))?;
+        // The other items of the list were taken as options (cli::mountopts).
+        mo.parse_o(&super::mountopts::kernel_part(o))
+            .map_err(|e| CliError::new(super::exit::USAGE, e))?;
     }
-    match std::fs::metadata(&a.mountpoint) {
-        Ok(m) if m.is_dir() => {
-            // As gocryptfs: refuse to hide files (or another mount's files) under the mount.
-            let nonempty = std::fs::read_dir(&a.mountpoint)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(false);
-            if nonempty {
-                return Err(CliError::new(
-                    MOUNT_FAILED,
-                    format!("mountpoint {} is not empty", a.mountpoint.display()),
-                ));
-            }
-        }
-        Ok(_) => {
-            return Err(CliError::new(
-                MOUNT_FAILED,
-                format!("{} is not a directory", a.mountpoint.display()),
-            ))
-        }
-        Err(e) => {
-            return Err(CliError::new(
-                MOUNT_FAILED,
-                format!("mountpoint {}: {e}", a.mountpoint.display()),
-            ))
-        }
-    }
+    super::mountx::check_mountpoint(&a.mountpoint, a.extra.nonempty)?;
     // No core dumps or ptrace by others of a process that holds keys.
     if !warpfs_crypto::make_non_dumpable() {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
     }
-    if let Ok(None) = super::rekey::lock_cipherdir(&a.cipherdir, false) {
+    // Held (shared) while mounted, so that an offline rekey or fsck sees
+    // the mount even under another fsname; inherited by the daemon.
+    let lock = super::rekey::lock_cipherdir(&a.cipherdir, false);
+    if let Ok(None) = lock {
         return Err(CliError::new(
             MOUNT_FAILED,
             format!(
-                "{}: warpfs rekey is running; mount when it has finished",
+                "{}: warpfs rekey is running (or fsck); mount when it has finished",
                 a.cipherdir.display()
             ),
         ));
     }
-    let cfg = Config::load(&a.cipherdir)?;
+    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
     let (cfg, master) = if a.masterkey.is_some() {
-        (cfg, read_master_key_stdin()?)
+        (cfg, super::masterkey::read_stdin()?)
     } else {
         let pw = a.pass.source().read("Password: ", false)?;
         let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
@@ -421,7 +379,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     )
     .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     if a.masterkey.is_some() {
-        check_master_key(&vol, &a.cipherdir)?;
+        super::masterkey::check(&vol, &a.cipherdir)?;
     }
     // A rekey killed part way through a segment left its old bytes in an
     // undo journal: put them back before anything reads the file. A journal
@@ -451,6 +409,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         drop(master);
         report_key_locking();
         let notifier = fs.notifier_slot();
+        let (fs, activity) = a.extra.front(fs);
         let mut mounting =
             mount_session(fs, &a.mountpoint, &config, transport, ring).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
         let _ = notifier.set(mounting.notifier());
@@ -464,6 +423,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             a.mountpoint.display(),
             session.describe()
         );
+        a.extra
+            .watch_idle(&a.mountpoint, activity)
+            .map_err(|e| CliError::new(ERROR, e))?;
         session
             .run()
             .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
@@ -528,6 +490,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
     let notifier = fs.notifier_slot();
+    let (fs, activity) = a.extra.front(fs);
     let mut mounting = match mount_session(fs, &a.mountpoint, &config, transport, ring) {
         Ok(s) => s,
         Err(e) => {
@@ -555,6 +518,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         a.mountpoint.display(),
         session.describe()
     );
+    if let Err(e) = a.extra.watch_idle(&a.mountpoint, activity) {
+        let _ = wr.write_all(e.as_bytes());
+        std::process::exit(MOUNT_FAILED);
+    }
     redirect_stdio();
     let _ = wr.write_all(b"OK");
     drop(wr);

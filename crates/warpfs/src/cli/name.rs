@@ -38,6 +38,8 @@ struct PathsArgs {
     /// when there is one).
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The volume's cipher directory.
     cipherdir: PathBuf,
     /// The paths to translate.
@@ -72,9 +74,15 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
             Box::new(move |path: &Path| via_mount(&root, &mnt, path, decrypt))
         }
         None => {
-            let cfg = Config::load(&root)?;
+            let cfg = Config::load_file(&p.config.path(&root))?;
             let pw = p.pass.source().read("Password: ", false)?;
-            let (cfg, master, _) = super::unlock::unlock(&root, cfg, pw.bytes())?;
+            let (cfg, master) = if p.config.config.is_some() {
+                let m = cfg.unlock(pw.bytes())?;
+                (cfg, m)
+            } else {
+                let (cfg, m, _) = super::unlock::unlock(&root, cfg, pw.bytes())?;
+                (cfg, m)
+            };
             drop(pw);
             let vol = Volume::open(&root, &cfg, &master, Options { read_only: true })
                 .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;

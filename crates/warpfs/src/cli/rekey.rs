@@ -32,6 +32,8 @@ pub struct RekeyArgs {
     /// mounted volume keeps serving other work at speed.
     #[arg(long, value_name = "MB_PER_S")]
     max_rate: Option<f64>,
+    #[command(flatten)]
+    config: super::ConfigArg,
     /// The volume's cipher directory (mounted or not).
     cipherdir: PathBuf,
 }
@@ -171,7 +173,8 @@ type Begun = (Config, super::password::Password, MasterKey, u32);
 /// Unlock the config and make sure it records a rekey target (writing it
 /// when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
-    let mut cfg = Config::load(&a.cipherdir)?;
+    let conf = a.config.path(&a.cipherdir);
+    let mut cfg = Config::load_file(&conf)?;
     let pw = a.pass.source().read("Password: ", false)?;
     let master = cfg.unlock(pw.bytes())?;
     let from = cfg.key_generation();
@@ -184,7 +187,7 @@ fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
             let t = from
                 .checked_add(1)
                 .ok_or_else(|| CliError::new(ERROR, "key generation limit reached"))?;
-            cfg = cfg.set_generations(&a.cipherdir, pw.bytes(), from, Some(t))?;
+            cfg = cfg.set_generations_at(&conf, pw.bytes(), from, Some(t))?;
             t
         }
     };
@@ -285,12 +288,15 @@ pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Resu
 
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
-    let _lock = lock_cipherdir(&a.cipherdir, true)
+    let _lock = super::mountx::lock_exclusive(&a.cipherdir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
         .ok_or_else(|| {
             CliError::new(
                 ERROR,
-                format!("{}: another warpfs rekey is running", a.cipherdir.display()),
+                format!(
+                    "{}: another warpfs rekey is running, or the volume is mounted",
+                    a.cipherdir.display()
+                ),
             )
         })?;
     let rate = max_rate(a)?;
@@ -330,7 +336,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
         )
     })?;
     drop(vol);
-    cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
+    cfg.set_generations_at(&a.config.path(&a.cipherdir), pw.bytes(), target, None)?;
     report_unreadable(progress.unreadable.load(Ordering::Relaxed));
     summary(
         progress.files_moved.load(Ordering::Relaxed),
@@ -446,7 +452,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
         }
     };
     bar.finish_and_clear();
-    cfg.set_generations(&a.cipherdir, pw.bytes(), target, None)?;
+    cfg.set_generations_at(&a.config.path(&a.cipherdir), pw.bytes(), target, None)?;
     let finish = Request::Finish.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
     if let Err(e) = super::virt::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {

@@ -149,7 +149,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     let plaindir = std::fs::canonicalize(m.plaindir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", m.plaindir.display())))?;
     let path = config_path(&plaindir, m.config);
-    let (cfg, bytes) = Config::load_file(&path)?;
+    let (cfg, bytes) = Config::load_file_bytes(&path)?;
     if !cfg.has_feature(FeatureFlag::Reverse) {
         return Err(CliError::new(
             BAD_CONFIG,

@@ -7,7 +7,9 @@
 mod ahead;
 pub mod ctl;
 pub mod devfuse;
+mod front;
 mod handles;
+pub mod idle;
 mod mountinfo;
 mod nodes;
 pub mod ops;
@@ -19,6 +21,7 @@ pub mod transport;
 pub mod uring;
 mod warp;
 
+pub use front::Front;
 pub use serve::serve;
 pub use session::{mount_config, tune_bdi, MountOptions};
 pub use stop::stop_on_signals;

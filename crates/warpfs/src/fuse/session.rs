@@ -17,6 +17,8 @@ pub struct MountOptions {
     pub other: Vec<String>,
     /// FUSE worker threads.
     pub threads: usize,
+    /// The mount's source in the mount table (`fsname=`; default: CIPHERDIR).
+    pub fsname: Option<String>,
 }
 
 impl MountOptions {
@@ -40,7 +42,12 @@ impl MountOptions {
 /// The fuser configuration for a volume at `cipherdir`.
 pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
     let mut opts = vec![
-        MountOption::FSName(cipherdir.to_string_lossy().replace(',', "_")),
+        MountOption::FSName(
+            o.fsname
+                .clone()
+                .unwrap_or_else(|| cipherdir.to_string_lossy().into_owned())
+                .replace(',', "_"),
+        ),
         MountOption::Subtype("warpfs".into()),
     ];
     if o.allow_other || o.default_permissions {

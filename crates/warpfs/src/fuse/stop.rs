@@ -76,7 +76,7 @@ fn stop(mp: &Path, dev: Option<&str>, unmounter: &mut SessionUnmounter) {
 /// Whether our device is still mounted at `mp` (unknown device: whether
 /// anything FUSE-made by us could be; an unreadable mountinfo says no, so
 /// nothing is detached blindly).
-fn still_mounted(mp: &Path, dev: Option<&str>) -> bool {
+pub(super) fn still_mounted(mp: &Path, dev: Option<&str>) -> bool {
     match (super::mountinfo::read(), dev) {
         (Some(info), Some(dev)) => super::mountinfo::is_mounted(&info, mp, dev),
         (Some(info), None) => super::mountinfo::device_at(&info, mp).is_some(),

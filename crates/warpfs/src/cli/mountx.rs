@@ -1,0 +1,141 @@
+//! The `warpfs mount` options for daily use: `--idle`, `--force-owner`,
+//! `--nonempty`, `--fsname` (each also an `-o` option: `idle=10m`, ...),
+//! and the mountpoint check.
+
+use super::exit::{CliError, MOUNT_FAILED};
+use crate::fuse::idle::{self, Activity};
+use crate::fuse::{Front, WarpFs};
+use clap::Args;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A user and group for `--force-owner`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Options of `warpfs mount` for daily use.
+#[derive(Args, Debug, Default)]
+pub struct MountExtra {
+    /// Unmount after DURATION with no request, no open file and no process
+    /// with its working directory inside (e.g. 30s, 10m, 1h; -o idle=10m).
+    /// A mount still in use stays; the daemon exits once unmounted.
+    #[arg(long, value_name = "DURATION", value_parser = idle::parse_duration)]
+    pub idle: Option<Duration>,
+    /// Report every file and directory as owned by this numeric user and
+    /// group, as gocryptfs's -force_owner (-o force_owner=1000:1000). Only
+    /// what is shown changes: files are created and checked as before.
+    #[arg(long, value_name = "UID:GID", value_parser = parse_owner)]
+    pub force_owner: Option<Owner>,
+    /// Mount over a directory that is not empty (its files are hidden while
+    /// the volume is mounted).
+    #[arg(long)]
+    pub nonempty: bool,
+    /// The mount's source as mount(8), df and /proc/mounts show it
+    /// [default: the cipher directory].
+    #[arg(long, value_name = "NAME")]
+    pub fsname: Option<String>,
+}
+
+/// `UID:GID`, both numbers.
+pub fn parse_owner(s: &str) -> Result<Owner, String> {
+    let bad = || format!("'{s}' is not UID:GID (two numbers, e.g. 1000:1000)");
+    let (u, g) = s.split_once(':').ok_or_else(bad)?;
+    Ok(Owner {
+        uid: u.parse().map_err(|_| bad())?,
+        gid: g.parse().map_err(|_| bad())?,
+    })
+}
+
+impl MountExtra {
+    /// The file system as it is mounted: requests counted (with `--idle`)
+    /// and owners replaced (`--force-owner`).
+    pub fn front(&self, fs: WarpFs) -> (Front<WarpFs>, Option<Arc<Activity>>) {
+        let act = self.idle.map(|_| Arc::new(Activity::new()));
+        let owner = self.force_owner.map(|o| (o.uid, o.gid));
+        (Front::new(fs, act.clone(), owner), act)
+    }
+
+    /// Start the idle watcher when `--idle` asks for one (the mount is live).
+    pub fn watch_idle(&self, mountpoint: &Path, act: Option<Arc<Activity>>) -> Result<(), String> {
+        let (Some(d), Some(act)) = (self.idle, act) else {
+            return Ok(());
+        };
+        tracing::info!("unmounting after {d:?} without use (--idle)");
+        idle::watch(mountpoint, d, act).map_err(|e| format!("cannot start the idle watcher: {e}"))
+    }
+}
+
+/// The mountpoint must be a directory, and empty unless `nonempty` (as
+/// gocryptfs: never hide files, or another mount's files, by accident).
+pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<(), CliError> {
+    match std::fs::metadata(mountpoint) {
+        Ok(m) if m.is_dir() => {
+            let has = std::fs::read_dir(mountpoint)
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false);
+            if has && !nonempty {
+                return Err(CliError::new(
+                    MOUNT_FAILED,
+                    format!(
+                        "mountpoint {} is not empty (-o nonempty mounts over it)",
+                        mountpoint.display()
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Ok(_) => Err(CliError::new(
+            MOUNT_FAILED,
+            format!("{} is not a directory", mountpoint.display()),
+        )),
+        Err(e) => Err(CliError::new(
+            MOUNT_FAILED,
+            format!("mountpoint {}: {e}", mountpoint.display()),
+        )),
+    }
+}
+
+/// How long an offline command waits for a just-unmounted daemon to exit
+/// and release its lock on CIPHERDIR (`umount && warpfs fsck` must work).
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
+/// The exclusive lock on CIPHERDIR (`rekey::lock_cipherdir`), waiting up to
+/// [`LOCK_WAIT`] while a mount or rekey holds it. `Ok(None)`: still held.
+pub fn lock_exclusive(dir: &Path) -> std::io::Result<Option<super::rekey::CipherdirLock>> {
+    let start = std::time::Instant::now();
+    loop {
+        match super::rekey::lock_cipherdir(dir, true)? {
+            Some(f) => return Ok(Some(f)),
+            None if start.elapsed() >= LOCK_WAIT => return Ok(None),
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_is_two_numbers() {
+        assert_eq!(parse_owner("1000:100").unwrap(), Owner { uid: 1000, gid: 100 });
+        for bad in ["1000", "a:b", "1000:", ":1", "1:2:3", "-1:0"] {
+            assert!(parse_owner(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mountpoint_must_be_an_empty_directory_unless_nonempty() {
+        let d = tempfile::tempdir().unwrap();
+        check_mountpoint(d.path(), false).unwrap();
+        std::fs::write(d.path().join("f"), b"x").unwrap();
+        assert_eq!(check_mountpoint(d.path(), false).unwrap_err().code, MOUNT_FAILED);
+        check_mountpoint(d.path(), true).unwrap();
+        assert!(check_mountpoint(&d.path().join("f"), true).is_err());
+        assert!(check_mountpoint(&d.path().join("missing"), true).is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! `--idle DURATION` (`-o idle=`): a mount with no request, no open file
+//! and no process with its working directory inside is unmounted after
+//! DURATION and its daemon exits cleanly; a mount in use stays. The timer
+//! is short (1 s) and each test waits for the event itself (the daemon's
+//! exit, or its log line saying why it stays), with generous deadlines and
+//! no timing assertion; the measured times are printed.
+
+use crate::common::*;
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a test waits for an event before failing.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn stays_because(fg: &Foreground, why: &str) {
+    assert!(
+        wait_for(DEADLINE, || fg.stderr().contains(why)),
+        "the idle watcher never said it stays because {why:?}; log:\n{}",
+        fg.stderr()
+    );
+}
+
+fn exits_cleanly_when_idle(fg: &mut Foreground, since: Instant, what: &str) {
+    let st = fg.exited(DEADLINE, what);
+    eprintln!(
+        "{what}: daemon gone {:?} after the mount was last used",
+        since.elapsed()
+    );
+    assert!(st.success(), "{what}: exit status {st}; log:\n{}", fg.stderr());
+    assert!(!is_mounted(&fg.mnt), "{what}: still mounted");
+    let log = fg.stderr();
+    assert!(log.contains("idle: no request for 1s: unmounting"), "{log}");
+    assert!(log.contains("unmounted"), "{log}");
+}
+
+#[test]
+fn an_unused_mount_is_unmounted_and_its_daemon_exits() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    let mut fg = Foreground::start(&v, &["--idle", "1s"]);
+    let t0 = Instant::now();
+    exits_cleanly_when_idle(&mut fg, t0, "foreground mount, idle 1s");
+}
+
+#[test]
+fn an_idle_daemon_unmounts_and_exits() {
+    require_fuse!();
+    let mut v = Volume::init(Mode::Gcm);
+    v.mount_with(&["-o", "idle=1s"]);
+    let t0 = Instant::now();
+    let pids = v.daemon_pids().to_vec();
+    assert!(!pids.is_empty());
+    let alive = wait_pids_gone(&pids, DEADLINE);
+    eprintln!("daemon mount, idle 1s: daemon gone {:?} after mounting", t0.elapsed());
+    assert!(alive.is_empty(), "daemon still running; log:\n{}", v.log());
+    assert!(!is_mounted(&v.mnt));
+    assert!(v.log().contains("idle: no request for 1s: unmounting"), "{}", v.log());
+    v.daemon_stopped();
+}
+
+#[test]
+fn an_open_file_keeps_the_mount() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    let mut fg = Foreground::start(&v, &["--idle", "1s"]);
+    let mut f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(v.p("held"))
+        .unwrap();
+    stays_because(&fg, "1 file(s) or directories are open on it: staying mounted");
+    assert!(is_mounted(&v.mnt));
+    // The file is still served after the idle time went by.
+    f.write_all(b"still here").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let t0 = Instant::now();
+    exits_cleanly_when_idle(&mut fg, t0, "open file closed");
+}
+
+#[test]
+fn a_working_directory_inside_keeps_the_mount() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    let mut fg = Foreground::start(&v, &["--idle", "1s"]);
+    fs::create_dir(v.p("d")).unwrap();
+    let mut sh = Command::new("sh")
+        .arg("-c")
+        .arg("cd \"$1\" || exit 3; read line; exit 0")
+        .arg("sh")
+        .arg(v.p("d"))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    stays_because(&fg, "(sh) has its working directory inside: staying mounted");
+    assert!(is_mounted(&v.mnt));
+    drop(sh.stdin.take());
+    assert!(sh.wait().unwrap().success(), "the shell could not cd into the mount");
+    let t0 = Instant::now();
+    exits_cleanly_when_idle(&mut fg, t0, "working directory left");
+}
+
+#[test]
+fn a_slow_reader_keeps_the_mount() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    let mut fg = Foreground::start(&v, &["--idle", "1s"]);
+    let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
+    write_file(&v.p("slow"), &data);
+    // Reads 4 KiB at a time, opening the file for each and pausing 100 ms
+    // between reads: never a second without a request, mostly no file open,
+    // for 3 s (three idle times).
+    let start = Instant::now();
+    let mut n = 0;
+    while start.elapsed() < Duration::from_secs(3) {
+        let mut f = File::open(v.p("slow")).unwrap_or_else(|e| panic!("read {n}: {e}; log:\n{}", fg.stderr()));
+        let off = (n * 4096) % data.len();
+        let mut buf = vec![0; 4096];
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(off as u64)).unwrap();
+        f.read_exact(&mut buf).unwrap();
+        assert_eq!(buf, data[off..off + 4096], "read {n}");
+        drop(f);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        is_mounted(&v.mnt),
+        "unmounted under a slow reader; log:\n{}",
+        fg.stderr()
+    );
+    assert!(!fg.stderr().contains("idle: no request"), "{}", fg.stderr());
+    eprintln!("slow reader: {n} reads over {:?}, mount kept", start.elapsed());
+    let t0 = Instant::now();
+    exits_cleanly_when_idle(&mut fg, t0, "slow reader done");
+}
+
+/// A user's mount (through fusermount3) goes the same way.
+#[test]
+fn a_users_idle_mount_is_unmounted_through_fusermount3() {
+    require_fuse!();
+    if warpfs_testkit::skip_if(user_mounts_unavailable()) {
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let mut v = Volume::init(Mode::Gcm);
+    v.give_to(NOBODY, NOBODY);
+    v.mount_with(&["--idle", "1s"]);
+    let t0 = Instant::now();
+    let pids = v.daemon_pids().to_vec();
+    assert!(!pids.is_empty());
+    let alive = wait_pids_gone(&pids, DEADLINE);
+    eprintln!("user's mount, idle 1s: daemon gone {:?} after mounting", t0.elapsed());
+    assert!(alive.is_empty(), "daemon still running; log:\n{}", v.log());
+    assert!(!is_mounted(&v.mnt));
+    assert!(v.log().contains("idle: no request for 1s: unmounting"), "{}", v.log());
+    v.daemon_stopped();
+}

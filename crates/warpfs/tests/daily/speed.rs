@@ -1,0 +1,50 @@
+//! `warpfs speed`: every content mode and cipher `warpfs init` offers and
+//! the cpu keystream backend are measured, each with a positive rate, and
+//! exactly one of each is marked as what warpfs picks. (Rates are printed,
+//! never compared: timing belongs in bench/.)
+
+use crate::common::*;
+
+#[test]
+fn speed_measures_every_mode_and_backend_and_marks_the_default() {
+    let o = warpfs(args!["speed", "--json", "--time-ms", "5"]);
+    o.expect_ok("speed --json");
+    let j: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {o}"));
+    eprintln!("{j:#}");
+    assert_eq!(j["schema"], 1);
+    let modes = j["modes"].as_array().unwrap();
+    let mut want = vec![];
+    for bits in [128, 256] {
+        for m in ["gcm", "ctr", "xts"] {
+            want.push((m, "AES", bits));
+        }
+        want.push(("xts", "Twofish", bits));
+    }
+    for (m, c, b) in want {
+        let hit = modes
+            .iter()
+            .find(|x| x["mode"] == m && x["cipher"] == c && x["key_bits"] == b)
+            .unwrap_or_else(|| panic!("{m} {c}-{b} not measured: {j}"));
+        assert!(hit["mb_per_s"].as_f64().unwrap() > 0.0, "{hit}");
+    }
+    let defaults: Vec<_> = modes.iter().filter(|x| x["default"] == true).collect();
+    assert_eq!(defaults.len(), 1, "{j}");
+    assert_eq!(
+        (&defaults[0]["mode"], &defaults[0]["key_bits"]),
+        (&"gcm".into(), &256.into())
+    );
+    let backs = j["backends"].as_array().unwrap();
+    assert!(backs.iter().any(|b| b["engine"] == "cpu" && b["available"] == true));
+    for b in backs.iter().filter(|b| b["available"] == true) {
+        assert!(b["mb_per_s"].as_f64().unwrap() > 0.0, "{b}");
+    }
+    for b in backs.iter().filter(|b| b["available"] == false) {
+        assert!(!b["why"].as_str().unwrap().is_empty(), "{b}");
+    }
+    assert_eq!(backs.iter().filter(|b| b["default"] == true).count(), 1, "{j}");
+    // The text form marks the same choices.
+    let t = warpfs(args!["speed", "--time-ms", "5"]);
+    t.expect_ok("speed");
+    assert_eq!(t.stdout.matches("<- warpfs init's default").count(), 1, "{t}");
+    assert_eq!(t.stdout.matches("<- warpfs mount's default").count(), 1, "{t}");
+}
