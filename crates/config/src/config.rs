@@ -3,7 +3,9 @@
 
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
-use crate::{BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
+use crate::{
+    BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS, V2_FEATURE_FLAGS,
+};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -115,6 +117,12 @@ pub enum FeatureFlag {
     LongNames,
     /// Names are encrypted with AES-SIV.
     SivNames,
+    /// Symlink targets and xattr values are sealed with associated data
+    /// naming their entry (FORMAT.md 5; config version 2).
+    BoundSeals,
+    /// `gcm` files carry an authenticated summary of their nonce entries
+    /// (FORMAT.md 12; config version 2).
+    FileSummary,
 }
 
 impl FeatureFlag {
@@ -124,12 +132,17 @@ impl FeatureFlag {
             FeatureFlag::DirIv => "dir-iv",
             FeatureFlag::LongNames => "long-names",
             FeatureFlag::SivNames => "siv-names",
+            FeatureFlag::BoundSeals => "bound-seals",
+            FeatureFlag::FileSummary => "file-summary",
         }
     }
 
     /// The flag named `s`, if this warpfs knows it.
     pub fn from_name(s: &str) -> Option<Self> {
-        V1_FEATURE_FLAGS.into_iter().find(|f| f.as_str() == s)
+        V1_FEATURE_FLAGS
+            .into_iter()
+            .chain(V2_FEATURE_FLAGS)
+            .find(|f| f.as_str() == s)
     }
 }
 
@@ -224,6 +237,33 @@ fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<(
     }
 }
 
+/// The config version of a volume with `flags`: 2 with any flag of
+/// [`V2_FEATURE_FLAGS`], else 1.
+fn version_of(flags: &[FeatureFlag]) -> u32 {
+    if flags.iter().any(|f| V2_FEATURE_FLAGS.contains(f)) {
+        FORMAT_VERSION
+    } else {
+        1
+    }
+}
+
+/// Version 2 exactly when a version 2 flag is present; `file-summary` in
+/// `gcm` only.
+fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {
+    if version != version_of(flags) {
+        return Err(ConfigError::parse(format!(
+            "config version {version} does not match its feature flags"
+        )));
+    }
+    if flags.contains(&FeatureFlag::FileSummary) && mode != ContentMode::Gcm {
+        return Err(ConfigError::Unsupported(format!(
+            "feature flag file-summary needs content mode gcm, not {}",
+            mode.as_str()
+        )));
+    }
+    Ok(())
+}
+
 fn check_kdf(p: &KdfParams) -> Result<()> {
     p.validate().map_err(|e| {
         if e.is_kdf_too_weak() {
@@ -293,6 +333,40 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Like [`Config::create`] with the optional flags `extra` (of
+    /// [`V2_FEATURE_FLAGS`]): a version 2 config when there are any.
+    pub fn create_with_features(
+        dir: &Path,
+        password: &[u8],
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+        extra: &[FeatureFlag],
+    ) -> Result<(Config, MasterKey)> {
+        check_key_bits(key_bits)?;
+        check_kdf(&kdf)?;
+        let master = MasterKey::generate();
+        let path = crate::config_path(dir);
+        if path.symlink_metadata().is_ok() {
+            return Err(ConfigError::AlreadyExists { path });
+        }
+        let mut flags = V1_FEATURE_FLAGS.to_vec();
+        flags.extend(extra.iter().copied().filter(|f| !V1_FEATURE_FLAGS.contains(f)));
+        let version = if flags.len() > V1_FEATURE_FLAGS.len() { 2 } else { 1 };
+        check_version_flags(version, &flags, mode)?;
+        let cfg = Self::seal_gens(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            mode,
+            key_bits,
+            flags,
+            kdf,
+            (0, None),
+        )?;
+        let cfg = cfg.wrap_under(&master, password)?;
+        write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::CreateNew)?;
+        Ok((cfg, master))
+    }
+
     /// A config that is not written to a CIPHERDIR (an encrypted container's
     /// header, FORMAT.md 9): a fresh master key wrapped under `password`.
     pub fn new_detached(
@@ -342,7 +416,7 @@ impl Config {
         Ok(Config {
             key_generation: gens.0,
             rekey_target: gens.1,
-            version: FORMAT_VERSION,
+            version: version_of(&feature_flags),
             creator,
             content_mode,
             key_bits,
@@ -399,7 +473,7 @@ impl Config {
             .get("version")
             .and_then(|v| v.as_u64())
             .ok_or_else(|| ConfigError::parse("\"version\" is missing or not a number"))?;
-        if version != u64::from(FORMAT_VERSION) {
+        if version != 1 && version != u64::from(FORMAT_VERSION) {
             return Err(ConfigError::Unsupported(if version > u64::from(FORMAT_VERSION) {
                 format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
             } else {
@@ -456,6 +530,7 @@ impl Config {
                 )));
             }
         }
+        check_version_flags(f.version, &flags, content_mode)?;
         if f.kdf.algorithm != KDF_ALGORITHM {
             return Err(ConfigError::Unsupported(format!(
                 "password KDF {} is not supported (only {KDF_ALGORITHM})",

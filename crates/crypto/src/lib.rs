@@ -15,6 +15,7 @@ pub mod rand;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod summary;
 pub mod wrap;
 pub mod xts;
 
@@ -28,5 +29,6 @@ pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
 pub use locked::{make_non_dumpable, Locked};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
+pub use summary::{SummaryKey, SUMMARY_TAG_LEN};
 pub use wrap::{WrapError, Wrapped};
 pub use xts::{file_block_tweak, XtsCipher, XtsKey};

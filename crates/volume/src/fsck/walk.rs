@@ -5,7 +5,6 @@
 use super::report::{Finding, Fix, Kind, Report};
 use crate::at::Loc;
 use crate::names;
-use crate::namespace::SYMLINK_AD;
 use crate::volume::Volume;
 use std::collections::HashSet;
 use std::ffi::OsStr;
@@ -138,5 +137,5 @@ fn symlink_ok(vol: &Volume, p: &Loc) -> bool {
     let Ok(t) = crate::sys::readlink(p) else {
         return false;
     };
-    std::str::from_utf8(&t).is_ok_and(|s| vol.sealer.open_b64(SYMLINK_AD, s).is_ok())
+    vol.open_symlink(p, &t).is_ok()
 }

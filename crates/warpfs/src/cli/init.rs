@@ -5,7 +5,7 @@ use super::exit::{CliError, ERROR, NOT_EMPTY};
 use super::PassArgs;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
-use warpfs_config::{Config, ContentMode};
+use warpfs_config::{Config, ContentMode, FeatureFlag};
 use warpfs_crypto::kdf::KdfParams;
 
 /// Content encryption mode.
@@ -26,6 +26,15 @@ pub enum CipherArg {
     Aes,
     /// Twofish (as TrueCrypt offers it; software, slow).
     Twofish,
+}
+
+/// A switch.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 /// Arguments of `warpfs init`.
@@ -51,6 +60,11 @@ pub struct InitArgs {
     /// Do not print the master key recovery text.
     #[arg(long)]
     quiet: bool,
+    /// gcm: keep an authenticated summary of each file's nonce entries, so
+    /// that rolling back or mixing some of a file's blocks is detected
+    /// (FORMAT.md 12; format version 2).
+    #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+    file_summary: OnOff,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -101,7 +115,13 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let (_cfg, master) = Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?;
+    // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
+    // their entry; gcm files with summaries unless turned off.
+    let mut features = vec![FeatureFlag::BoundSeals];
+    if mode == ContentMode::Gcm && a.file_summary == OnOff::On {
+        features.push(FeatureFlag::FileSummary);
+    }
+    let (_cfg, master) = Config::create_with_features(dir, pw.bytes(), mode, a.key_bits, kdf, &features)?;
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(
