@@ -293,6 +293,15 @@ fn unsupported_and_corrupt_fields() {
         assert!(matches!(err, ConfigError::Unsupported(_)), "edit {i}: {err}");
         assert!(!err.to_string().contains('\n'));
     }
+    // A config asking for more than a desktop bears per unlock (the old
+    // ceiling, 4 GiB and 100 passes) is refused before any KDF runs.
+    for e in [
+        edited(|v| v["kdf"]["memory_kib"] = json!(4194304)).unwrap_err(),
+        edited(|v| v["kdf"]["iterations"] = json!(100)).unwrap_err(),
+    ] {
+        assert!(matches!(e, ConfigError::Unsupported(_)), "{e}");
+        assert!(e.to_string().contains("more than warpfs spends on one unlock"), "{e}");
+    }
     let v3 = edited(|v| v["version"] = json!(3)).unwrap_err();
     assert!(v3.to_string().contains("newer warpfs"), "{v3}");
     // Version 2 without a version 2 flag, and a version 2 flag in version 1.

@@ -135,7 +135,9 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         println!();
         println!("Your master key is:");
         println!();
-        println!("    {}", master.recovery_text());
+        // The printed key is wiped from this process's memory afterwards.
+        let text = zeroize::Zeroizing::new(master.recovery_text());
+        println!("    {}", &*text);
         println!();
         println!("If warpfs.conf is lost or the password forgotten, this key is the only way");
         println!("to your data. Keep it somewhere safe and offline; it is not shown again.");
