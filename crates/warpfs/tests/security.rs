@@ -13,14 +13,8 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-mode_tests!(
-    nonce:
-    no_plaintext_in_cipher_dir,
-    headers_and_nonces,
-    corrupt_cipher_files,
-    stray_backing_entries,
-    crash_inside_nonce_page,
-);
+mode_tests!(no_plaintext_in_cipher_dir, corrupt_cipher_files, stray_backing_entries);
+mode_tests!(nonce: headers_and_nonces, crash_inside_nonce_page);
 
 const MARKER: &str = "ZebraMarker7f3a";
 
@@ -475,12 +469,12 @@ fn corrupt_cipher_files(mode: Mode) {
     }
     v.unmount();
     let backing: Vec<PathBuf> = datas.iter().map(|d| backing_by_size(&v, d.len() as u64)).collect();
-    // short: shorter than the header (L < H).
+    // short: shorter than the header (L < H; xts's H is 32 bytes).
     OpenOptions::new()
         .write(true)
         .open(&backing[0])
         .unwrap()
-        .set_len(100)
+        .set_len(100.min(mode.header_size() - 12))
         .unwrap();
     flip(&backing[1], 0, 0xff); // magic
     flip(&backing[2], 4, 0x02); // version 1 -> 3
