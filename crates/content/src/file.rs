@@ -616,8 +616,9 @@ impl CipherFile {
         self.reserve_entries(x, x + 1)?;
         cx.cipher(x).seal_block(&cx.id, x, plain, ent);
         self.sum_patch(x, ent);
-        sysio::write_all_at(&self.file, plain, data_offset(mode, x))?;
-        sysio::write_all_at(&self.file, ent, entry_offset(mode, x))
+        sysio::write_all_at(&self.file, plain, data_offset(mode, x))
+            .and_then(|()| sysio::write_all_at(&self.file, ent, entry_offset(mode, x)))
+            .inspect_err(|_| self.sum_unknown())
     }
 
     /// Allocate the backing space of the entries of blocks `[a, b)` (one
@@ -664,7 +665,7 @@ impl CipherFile {
         let z = sized(&mut sc.entries, (to - from) as usize * mode.entry_len());
         z.fill(0);
         self.sum_patch(from, z);
-        sysio::write_all_at(&self.file, z, entry_offset(mode, from))
+        sysio::write_all_at(&self.file, z, entry_offset(mode, from)).inspect_err(|_| self.sum_unknown())
     }
 
     /// Zero stale entries after the last block `n - 1` of a file with `n`
@@ -797,6 +798,7 @@ impl CipherFile {
                 // Best effort: leave a consistent file of the committed size.
                 let _ = self.clear_tail_entries(block_count(committed), block_count(new_size), sc);
                 let _ = self.file.set_len(backing_len(self.mode(), committed));
+                self.sum_unknown();
                 guard.set_state(FileState {
                     size: committed,
                     hdr: if committed == 0 { None } else { Some(hdr) },
@@ -861,6 +863,7 @@ impl CipherFile {
             }
             self.sum_patch(a, ents);
             if let Err((done, err)) = sysio::write_all_at_progress(&self.file, buf, data_offset(mode, a)) {
+                self.sum_unknown();
                 // Full disk (or other fault) part-way: blocks whose new data
                 // is wholly written get their entries, so none of them is
                 // left with new data under an old entry; the block at the
@@ -874,7 +877,7 @@ impl CipherFile {
                 }
                 return Err(err);
             }
-            sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
+            sysio::write_all_at(&self.file, ents, entry_offset(mode, a)).inspect_err(|_| self.sum_unknown())?;
             *committed = (*committed).max(rend);
         }
         Ok(())
@@ -968,6 +971,8 @@ impl CipherFile {
         }
         self.clear_tail_entries(new_n, old_n, sc)?;
         self.file.set_len(backing_len(mode, new))?;
+        // Later segments went with their entries: the sum is recomputed.
+        self.sum_unknown();
         guard.set_state(FileState {
             size: new,
             hdr: Some(hdr),

@@ -24,10 +24,38 @@ impl CipherFile {
         }
     }
 
-    /// Fill the summary slots of entries about to be written (the first
-    /// being block `first`).
+    /// Fill the summary slots of (masked) entries about to be written (the
+    /// first being block `first`) and account for the change in the
+    /// file's sum (the old entries are read back first). If the write
+    /// then fails, call [`sum_unknown`](Self::sum_unknown).
     pub(crate) fn sum_patch(&self, first: u64, ents: &mut [u8]) {
-        self.with_sum(|st| st.patch(first, ents));
+        let Some(s) = &self.sh.sum else {
+            return;
+        };
+        let n = crate::layout::block_count(self.sh.lock.state().size);
+        let mut old = vec![0u8; ents.len()];
+        let read = crate::sysio::read_exact_at(&self.file, &mut old, crate::layout::entry_offset(self.mode(), first));
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(st) = g.as_mut() else {
+            return;
+        };
+        match read {
+            Ok(()) => {
+                summary::mask(&mut old);
+                st.account(&s.key, first, n, &old, ents);
+            }
+            // Past the end (new blocks): nothing counted there yet, unless
+            // the read failed for another reason.
+            Err(_) if n <= first => st.account(&s.key, first, n, &[], ents),
+            Err(_) => st.sigma = None,
+        }
+        st.patch(first, ents);
+    }
+
+    /// A write of entries failed or the file was cut: the running sum is
+    /// recomputed at the next commit.
+    pub(crate) fn sum_unknown(&self) {
+        self.with_sum(|st| st.sigma = None);
     }
 
     /// Before blocks `[a, b)` change in a file of plaintext `size` (and,

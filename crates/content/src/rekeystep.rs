@@ -232,6 +232,7 @@ impl CipherFile {
             Ok(())
         })();
         if let Err(err) = written {
+            self.sum_unknown();
             // Put the segment back now; if even that fails, the record
             // stays for the next mount or rekey to apply.
             let back = ranges

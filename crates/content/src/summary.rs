@@ -176,6 +176,9 @@ pub struct SumState {
     pub dirty: BTreeMap<u64, Dirty>,
     /// Why the file failed its check (its reads and writes then fail).
     pub poisoned: Option<String>,
+    /// The sum of every current entry, kept up to date by the writes
+    /// (`None` after a failed write or a truncation: recomputed at commit).
+    pub sigma: Option<[u8; 16]>,
 }
 
 impl SumState {
@@ -196,6 +199,18 @@ impl SumState {
             rec,
             dirty,
             poisoned: None,
+            sigma: Some([0u8; 16]),
+        }
+    }
+
+    /// Account for entries of blocks `first..` changing from `old` to
+    /// `new` (both masked); old entries of blocks at or past `n` (the
+    /// file's block count) were not counted.
+    pub fn account(&mut self, key: &SummaryKey, first: u64, n: u64, old: &[u8], new: &[u8]) {
+        if let Some(s) = &mut self.sigma {
+            let counted = (n.saturating_sub(first) as usize).min(old.len() / E) * E;
+            xor(s, &sum_of(key, &old[..counted], first));
+            xor(s, &sum_of(key, new, first));
         }
     }
 
@@ -302,21 +317,28 @@ pub fn check(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64) -> Result<
         rec,
         dirty,
         poisoned: None,
+        sigma: None,
     };
     let (last, growing) = (st.last_committed(), st.growing());
     let mut sum = [0u8; 16];
+    let mut sigma = [0u8; 16];
+    let mut tail = false;
     for k in 0..nseg {
+        let cur = current_sum(file, key, k, n, &mut buf)?;
+        xor(&mut sigma, &cur);
+        if tail {
+            continue;
+        }
         match st.dirty.get(&k) {
             Some(d) => {
                 xor(&mut sum, &d.sum);
-                if d.kind == KIND_TAIL {
-                    break;
-                }
+                tail = d.kind == KIND_TAIL;
             }
             None if growing && k > last => {}
-            None => xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?),
+            None => xor(&mut sum, &cur),
         }
     }
+    st.sigma = Some(sigma);
     let want = key.record_tag(id, rec.seq, rec.size, &sum);
     let tag_ok = bool::from(subtle::ConstantTimeEq::ct_eq(&want[..], &rec.tag[..]));
     if !tag_ok {
@@ -439,10 +461,17 @@ pub fn commit(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64, st: &mut 
     file.sync_data()?;
     let n = block_count(size);
     let mut buf = Vec::new();
-    let mut sum = [0u8; 16];
-    for k in 0..segments(size) {
-        xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?);
-    }
+    let sum = match st.sigma {
+        Some(s) => s,
+        None => {
+            let mut sum = [0u8; 16];
+            for k in 0..segments(size) {
+                xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?);
+            }
+            sum
+        }
+    };
+    st.sigma = Some(sum);
     let rec = Record::sealed(key, id, st.rec.seq.wrapping_add(1), size, &sum);
     read_raw(file, 0, 8, &mut buf)?;
     scatter(&rec.to_bytes(), &mut buf);
