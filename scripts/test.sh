@@ -23,6 +23,11 @@
 #                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
 #                 ran them with the default, off), so both engine paths are
 #                 tested through the kernel
+#   4b. no-xattr  the io, namespace, security and bound tests again, every
+#                 mount with `--no-xattr` (WARPFS_TEST_MOUNT_ARGS; their
+#                 xattr cases check the refusal instead);
+#                 scripts/option-matrix.sh runs the whole mount suite under
+#                 every combination of speculation, transport and --no-xattr
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
 #   6. fsx        scripts/fsx.sh: fsx against real mounts, 3 seeds per content
@@ -151,6 +156,8 @@ step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
     bash -c 'cargo test --release -p warpfs --no-fail-fast; r=$?; bash scripts/fsx.sh || r=1; exit $r'
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
+step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
+    cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx bash scripts/fsx.sh
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml

@@ -79,6 +79,9 @@ fn xattr_values_swapped_between_entries_are_eio() {
         return;
     }
     let f = backing_of(&v, || write_file(&v.p("f"), b"f"));
+    if !xattrs_or_refused(&v.p("f")) {
+        return;
+    }
     let g = backing_of(&v, || write_file(&v.p("g"), b"g"));
     setxattr(&v.p("f"), "user.k", b"value of f", 0).unwrap();
     setxattr(&v.p("g"), "user.k", b"value of g", 0).unwrap();
@@ -109,6 +112,9 @@ fn xattr_values_swapped_between_attributes_are_eio() {
         return;
     }
     let f = backing_of(&v, || write_file(&v.p("f"), b"f"));
+    if !xattrs_or_refused(&v.p("f")) {
+        return;
+    }
     setxattr(&v.p("f"), "user.a", b"value a", 0).unwrap();
     setxattr(&v.p("f"), "user.b", b"value b", 0).unwrap();
     v.unmount();
@@ -131,7 +137,7 @@ fn xattr_values_swapped_between_attributes_are_eio() {
 fn symlinks_and_xattrs_survive_renames_links_and_exchanges() {
     require_fuse!();
     let mut v = Volume::new(Mode::Gcm);
-    let xattrs = backing_supports_user_xattrs(&v.cipher);
+    let xattrs = backing_supports_user_xattrs(&v.cipher) && mounts_serve_xattrs();
     fs::create_dir(v.p("d")).unwrap();
     symlink("target-1", v.p("s1")).unwrap();
     symlink("target-2", v.p("s2")).unwrap();

@@ -377,9 +377,49 @@ pub fn test_speculation() -> Option<String> {
     }
 }
 
+/// Extra `warpfs mount` arguments for every mount of the tests, from
+/// `WARPFS_TEST_MOUNT_ARGS` (whitespace-separated; scripts/option-matrix.sh
+/// sets `--no-xattr`). An argument a mount already has is not repeated.
+pub fn test_mount_args() -> Vec<OsString> {
+    std::env::var("WARPFS_TEST_MOUNT_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(OsString::from)
+        .collect()
+}
+
+/// Whether the tests' mounts serve extended attributes (not under
+/// `WARPFS_TEST_MOUNT_ARGS=--no-xattr`).
+pub fn mounts_serve_xattrs() -> bool {
+    !test_mount_args().iter().any(|a| a == "--no-xattr")
+}
+
+/// Whether the mount serves xattrs; under `--no-xattr` (option matrix) it
+/// first checks that `p` refuses them (EOPNOTSUPP), for a caller that then
+/// leaves its xattr checks out.
+pub fn xattrs_or_refused(p: &Path) -> bool {
+    if mounts_serve_xattrs() {
+        return true;
+    }
+    assert_errno(
+        setxattr(p, "user.x", b"v", 0),
+        libc::EOPNOTSUPP,
+        "setxattr under --no-xattr",
+    );
+    false
+}
+
 /// `args` with `--speculation X` from `WARPFS_TEST_SPECULATION` inserted
-/// after a leading `mount` that does not set it already.
+/// after a leading `mount` that does not set it already, and the
+/// arguments of [`test_mount_args`].
 pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.first().is_some_and(|a| a == "mount") {
+        for a in test_mount_args().into_iter().rev() {
+            if !args.contains(&a) {
+                args.insert(1, a);
+            }
+        }
+    }
     let is_mount = args.first().is_some_and(|a| a == "mount");
     let has = args
         .iter()
