@@ -37,7 +37,8 @@
 #                 --speculation on; no OpenCL platform = failure
 #   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
-#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
+#                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
 #   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
 #                 installs nightly + cargo-fuzz into target/tools
 #  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
@@ -180,6 +181,9 @@ if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
 else
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
+    # The other content modes, in full (about 6 s each once installed).
+    step pjdfstest-ctr bash scripts/pjdfstest.sh --mode ctr
+    step pjdfstest-xts bash scripts/pjdfstest.sh --mode xts
 fi
 
 # fuzz: every cargo-fuzz target for FUZZ_SECONDS (scripts/fuzz.sh).

@@ -76,13 +76,13 @@ struct Attack {
     apply: Box<dyn Fn(&Volume)>,
 }
 
-/// A gcm volume: with file summaries (the default) or format 1's layout
-/// without them.
+/// A gcm volume: with file summaries (`init --file-summary on`) or
+/// without them (the default: format 1's layout).
 fn volume(summary: bool) -> Volume {
     let mut v = if summary {
-        Volume::init(MODE)
+        Volume::init_with(MODE, &["--file-summary", "on"])
     } else {
-        Volume::init_with(MODE, &["--file-summary", "off"])
+        Volume::init(MODE)
     };
     v.mount();
     v

@@ -247,10 +247,10 @@ fn undecodable_names_and_missing_dir_iv_are_reported() {
 
 fn torn_tail_is_reported_and_cut_without_data_loss(mode: Mode) {
     require_fuse!();
-    // Format 1's layout: cutting a committed file with a summary is also a
-    // truncation behind warpfs's back (a real crash while extending leaves
-    // a grow marker; tests/power_loss.rs).
-    let (mut v, want, back) = one_file_in(Volume::init_with(mode, &["--file-summary", "off"]), 20);
+    // (With file summaries, cutting a committed file is also a truncation
+    // behind warpfs's back; a real crash while extending leaves a grow
+    // marker: tests/power_loss.rs.)
+    let (mut v, want, back) = one_file(mode, 20);
     // A crash while extending past the nnode: the file ends half-way into
     // the first nonce page (FORMAT.md 3.4).
     let good = mode.backing_len(16 * BLOCK);
@@ -315,7 +315,7 @@ fn a_mounted_volume_is_refused_unless_forced() {
 fn rolled_back_block_is_reported_with_summaries() {
     require_fuse!();
     let mode = Mode::Gcm;
-    let (mut v, want, back) = one_file(mode, 20);
+    let (mut v, want, back) = one_file_in(Volume::init_with(mode, &["--file-summary", "on"]), 20);
     let old = fs::read(&back).unwrap();
     v.mount();
     let f = OpenOptions::new().write(true).open(v.p("d/f.bin")).unwrap();

@@ -29,12 +29,13 @@ fn log_has(v: &Volume, pred: impl Fn(&str) -> bool) -> bool {
     v.log().lines().any(pred)
 }
 
-/// A gcm volume with file summaries (the default) or without them.
+/// A gcm volume with file summaries (`init --file-summary on`) or without
+/// them (the default).
 fn volume(summary: bool) -> Volume {
     let mut v = if summary {
-        Volume::init(MODE)
+        Volume::init_with(MODE, &["--file-summary", "on"])
     } else {
-        Volume::init_with(MODE, &["--file-summary", "off"])
+        Volume::init(MODE)
     };
     v.mount();
     v

@@ -62,8 +62,9 @@ pub struct InitArgs {
     quiet: bool,
     /// gcm: keep an authenticated summary of each file's nonce entries, so
     /// that rolling back or mixing some of a file's blocks is detected
-    /// (FORMAT.md 12; format version 2).
-    #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+    /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
+    /// write throughput (bench/results/summary.md, decision record 0015).
+    #[arg(long, value_enum, value_name = "on|off", default_value = "off")]
     file_summary: OnOff,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
@@ -116,7 +117,7 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let pw = a.pass.source().read("New password: ", true)?;
     // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
-    // their entry; gcm files with summaries unless turned off.
+    // their entry; gcm files with summaries when asked for.
     let mut features = vec![FeatureFlag::BoundSeals];
     if mode == ContentMode::Gcm && a.file_summary == OnOff::On {
         features.push(FeatureFlag::FileSummary);
