@@ -531,3 +531,25 @@ fn keys_locked_in_memory() {
     assert!(log.contains("key memory locked in RAM"), "log:\n{log}");
     eprintln!("daemon VmLck: {kb} kB");
 }
+
+/// File summaries exist in gcm only: `init --file-summary on` with another
+/// mode is a usage error that writes nothing.
+#[test]
+fn file_summaries_need_gcm() {
+    for mode in ["ctr", "xts"] {
+        let v = Volume::blank(Mode::Gcm);
+        let o = warpfs(args![
+            "init",
+            "--passfile",
+            &v.passfile,
+            "--mode",
+            mode,
+            "--file-summary",
+            "on",
+            &v.cipher
+        ]);
+        assert!(!o.ok(), "init --mode {mode} --file-summary on succeeded\n{o}");
+        assert!(o.stderr.contains("needs --mode gcm"), "{o}");
+        assert!(!v.cipher.join("warpfs.conf").exists(), "{mode}: a config was written");
+    }
+}

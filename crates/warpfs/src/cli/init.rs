@@ -92,6 +92,18 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
             ))
         }
     };
+    // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
+    // their entry; gcm files with summaries when asked for.
+    let mut features = vec![FeatureFlag::BoundSeals];
+    if a.file_summary == OnOff::On {
+        if mode != ContentMode::Gcm {
+            return Err(CliError::new(
+                super::exit::USAGE,
+                "--file-summary on needs --mode gcm (ctr and xts have no tags to summarise)",
+            ));
+        }
+        features.push(FeatureFlag::FileSummary);
+    }
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
             if it.next().is_some() {
@@ -116,12 +128,6 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     kdf.validate().map_err(|e| CliError::new(ERROR, e.to_string()))?;
     let pw = a.pass.source().read("New password: ", true)?;
-    // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
-    // their entry; gcm files with summaries when asked for.
-    let mut features = vec![FeatureFlag::BoundSeals];
-    if mode == ContentMode::Gcm && a.file_summary == OnOff::On {
-        features.push(FeatureFlag::FileSummary);
-    }
     let (_cfg, master) = Config::create_with_features(dir, pw.bytes(), mode, a.key_bits, kdf, &features)?;
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
