@@ -145,10 +145,22 @@ fn flipped_bit_is_reported_by_path_and_block_and_nothing_changes() {
     );
 }
 
-#[test]
-fn zero_bad_blocks_makes_the_block_read_as_zeros() {
+mod zero_bad_blocks_makes_the_block_read_as_zeros {
+    #[test]
+    fn without_summaries() {
+        super::zero_bad_blocks_makes_the_block_read_as_zeros(&[])
+    }
+    /// The file's summary is sealed again over the zeroed entry (it
+    /// verified before), so the file stays readable.
+    #[test]
+    fn with_summaries() {
+        super::zero_bad_blocks_makes_the_block_read_as_zeros(&["--file-summary", "on"])
+    }
+}
+
+fn zero_bad_blocks_makes_the_block_read_as_zeros(init: &[&str]) {
     require_fuse!();
-    let (mut v, want, back) = one_file(Mode::Gcm, 10);
+    let (mut v, want, back) = one_file_in(Volume::init_with(Mode::Gcm, init), 10);
     flip(&back, Mode::Gcm.block_data_offset(3) + 7);
     let o = fsck(&v, &["--zero-bad-blocks"]);
     o.expect_code(21, "zero bad blocks");
