@@ -4,7 +4,8 @@
 #   bash scripts/crash-states.sh [--states N] [--seeds K]
 #
 # Runs crates/warpfs/tests/power_loss.rs (workloads writes, rename, rekey ×
-# content modes gcm, ctr, xts; see docs/decisions/0006-crash-state-testing.md)
+# content modes gcm, ctr, xts, and gcm with file summaries; see
+# docs/decisions/0006-crash-state-testing.md and 0015-file-summaries.md)
 # with N distinct crash states per test (default 400; CI checks 24), once
 # with the tests' own seeds and then K-1 more times with other seeds (other
 # data, other traces, other states; default K=1). Prints the number of states

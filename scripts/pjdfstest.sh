@@ -39,7 +39,10 @@
 #   allow_other 22 more cases fail (everything run as nobody/daemon).
 #   Override with WARPFS_MOUNT_OPTS=... .
 #
-# Usage: scripts/pjdfstest.sh [--fs warpfs|bindfs] [--keep] [PATTERN...]
+# Usage: scripts/pjdfstest.sh [--fs warpfs|bindfs] [--mode gcm|ctr|xts] [--keep] [PATTERN...]
+#   --mode M      content mode of the warpfs volume (default gcm); the
+#                 summary is then target/pjdfstest-summary-M.json for ctr
+#                 and xts (CI: gcm in full, ctr and xts on a subset)
 #   --fs bindfs   run the FUSE half on bindfs instead (checks this script's
 #                 mount/unmount plumbing without warpfs)
 #   --keep        keep the work dir and its tmpfs mounts (baseline, cipher
@@ -58,12 +61,15 @@ WF_NAME=pjdfstest
 PJD_VERSION=0.2.2
 FS=warpfs
 KEEP=0
+MODE=gcm
 PATTERNS=()
 while (($#)); do
     case "$1" in
     --fs) FS="$2"; shift 2 ;;
     --fs=*) FS="${1#--fs=}"; shift ;;
     --keep) KEEP=1; shift ;;
+    --mode) MODE="$2"; shift 2 ;;
+    --mode=*) MODE="${1#--mode=}"; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; PATTERNS+=("$@"); break ;;
     -*) wf_die "unknown option $1 (see --help)" ;;
@@ -71,6 +77,7 @@ while (($#)); do
     esac
 done
 [[ $FS == warpfs || $FS == bindfs ]] || wf_die "--fs must be warpfs or bindfs"
+[[ $MODE == gcm || $MODE == ctr || $MODE == xts ]] || wf_die "--mode must be gcm, ctr or xts"
 
 TIMEOUT="${PJDFSTEST_TIMEOUT:-600}"
 MOUNT_OPTS="${WARPFS_MOUNT_OPTS:-allow_other,default_permissions}"
@@ -78,6 +85,7 @@ CONFIG="$WF_REPO/scripts/pjdfstest.toml"
 KNOWN="${PJDFSTEST_KNOWN:-$WF_REPO/scripts/pjdfstest-known.txt}"
 LOGDIR="$WF_REPO/target/pjdfstest"
 SUMMARY="$WF_REPO/target/pjdfstest-summary.json"
+[[ $MODE == gcm ]] || SUMMARY="$WF_REPO/target/pjdfstest-summary-$MODE.json"
 TOOLS="$WF_REPO/target/tools"
 PJD="$TOOLS/bin/pjdfstest"
 mkdir -p "$LOGDIR"
@@ -178,9 +186,9 @@ rm -f "$LOGDIR/warpfs-log-file.log"     # warpfs --log-file
 
 case $FS in
 warpfs)
-    wf_log "warpfs: init (gcm) on tmpfs"
+    wf_log "warpfs: init ($MODE) on tmpfs"
     mkdir -p "$BACK/cipher"
-    "$WARPFS" init --passfile "$PASS" --mode gcm "$BACK/cipher" >"$LOGDIR/warpfs-init.log" 2>&1 ||
+    "$WARPFS" init --passfile "$PASS" --mode "$MODE" "$BACK/cipher" >"$LOGDIR/warpfs-init.log" 2>&1 ||
         { cat "$LOGDIR/warpfs-init.log" >&2; wf_die "warpfs init failed"; }
     # -f keeps it in the foreground, so we know the daemon's pid and notice a crash.
     "$WARPFS" mount --passfile "$PASS" -f -o "$MOUNT_OPTS" --log-file "$LOGDIR/warpfs-log-file.log" \
@@ -273,6 +281,7 @@ cat >"$SUMMARY" <<EOF
 {
   "pjdfstest_version": "$PJD_VERSION",
   "fs": "$FS",
+  "mode": "$MODE",
   "mount_options": "$MOUNT_OPTS",
   "baseline": {"fs": "tmpfs", "passed": $B_PASS, "skipped": $B_SKIP, "total": $B_TOTAL, "completed": $([[ $BASE_OK == 1 ]] && echo true || echo false)},
   "$FS": {"passed": $F_PASS, "failed": $F_FAIL, "skipped": $F_SKIP, "total": $F_TOTAL, "completed": $([[ $FS_OK == 1 ]] && echo true || echo false)},
@@ -283,7 +292,7 @@ cat >"$SUMMARY" <<EOF
 }
 EOF
 
-echo "pjdfstest: $FS $F_PASS/$F_TOTAL passed, baseline $B_PASS/$B_TOTAL passed" \
+echo "pjdfstest: $FS ($MODE) $F_PASS/$F_TOTAL passed, baseline $B_PASS/$B_TOTAL passed" \
     "($F_FAIL failed on $FS, $REGRESSIONS regressions, $(wc -l <"$LOGDIR/$FS.known-hit") known)"
 
 ((BASE_OK)) || wf_die "baseline run did not complete"

@@ -33,6 +33,11 @@
 #                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
 #                 ran them with the default, off), so both engine paths are
 #                 tested through the kernel
+#   4b. no-xattr  the io, namespace, security and bound tests again, every
+#                 mount with `--no-xattr` (WARPFS_TEST_MOUNT_ARGS; their
+#                 xattr cases check the refusal instead);
+#                 scripts/option-matrix.sh runs the whole mount suite under
+#                 every combination of speculation, transport and --no-xattr
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
 #   6. fsx        scripts/fsx.sh: fsx against real mounts, 3 seeds per content
@@ -42,7 +47,8 @@
 #                 --speculation on; no OpenCL platform = failure
 #   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
-#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
+#   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
+#                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
 #   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
 #                 installs nightly + cargo-fuzz into target/tools
 #  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
@@ -178,6 +184,8 @@ step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
 step deb bash scripts/deb.sh
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast
+step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
+    cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx bash scripts/fsx.sh
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
@@ -200,6 +208,9 @@ if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
 else
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
+    # The other content modes, in full (about 6 s each once installed).
+    step pjdfstest-ctr bash scripts/pjdfstest.sh --mode ctr
+    step pjdfstest-xts bash scripts/pjdfstest.sh --mode xts
 fi
 
 # fuzz: every cargo-fuzz target for FUZZ_SECONDS (scripts/fuzz.sh).

@@ -3,7 +3,9 @@
 
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
-use crate::{BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
+use crate::{
+    BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS, V2_FEATURE_FLAGS,
+};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -118,6 +120,12 @@ pub enum FeatureFlag {
     /// Written by `warpfs init --reverse`: the view of a plaintext tree,
     /// with deterministic IDs and synthetic nonces (FORMAT.md 14).
     Reverse,
+    /// Symlink targets and xattr values are sealed with associated data
+    /// naming their entry (FORMAT.md 5; config version 2).
+    BoundSeals,
+    /// `gcm` files carry an authenticated summary of their nonce entries
+    /// (FORMAT.md 12; config version 2).
+    FileSummary,
 }
 
 impl FeatureFlag {
@@ -128,6 +136,8 @@ impl FeatureFlag {
             FeatureFlag::LongNames => "long-names",
             FeatureFlag::SivNames => "siv-names",
             FeatureFlag::Reverse => "reverse",
+            FeatureFlag::BoundSeals => "bound-seals",
+            FeatureFlag::FileSummary => "file-summary",
         }
     }
 
@@ -136,6 +146,7 @@ impl FeatureFlag {
         V1_FEATURE_FLAGS
             .into_iter()
             .chain(crate::OPTIONAL_FEATURE_FLAGS)
+            .chain(V2_FEATURE_FLAGS)
             .find(|f| f.as_str() == s)
     }
 }
@@ -231,6 +242,33 @@ fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<(
     }
 }
 
+/// The config version of a volume with `flags`: 2 with any flag of
+/// [`V2_FEATURE_FLAGS`], else 1.
+fn version_of(flags: &[FeatureFlag]) -> u32 {
+    if flags.iter().any(|f| V2_FEATURE_FLAGS.contains(f)) {
+        FORMAT_VERSION
+    } else {
+        1
+    }
+}
+
+/// Version 2 exactly when a version 2 flag is present; `file-summary` in
+/// `gcm` only.
+fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {
+    if version != version_of(flags) {
+        return Err(ConfigError::parse(format!(
+            "config version {version} does not match its feature flags"
+        )));
+    }
+    if flags.contains(&FeatureFlag::FileSummary) && mode != ContentMode::Gcm {
+        return Err(ConfigError::Unsupported(format!(
+            "feature flag file-summary needs content mode gcm, not {}",
+            mode.as_str()
+        )));
+    }
+    Ok(())
+}
+
 fn check_kdf(p: &KdfParams) -> Result<()> {
     p.validate().map_err(|e| {
         if e.is_kdf_too_weak() {
@@ -300,6 +338,54 @@ impl Config {
         Ok(cfg)
     }
 
+    /// Like [`Config::create`] with the optional flags `extra` (of
+    /// [`V2_FEATURE_FLAGS`]): a version 2 config when there are any.
+    pub fn create_with_features(
+        dir: &Path,
+        password: &[u8],
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+        extra: &[FeatureFlag],
+    ) -> Result<(Config, MasterKey)> {
+        Self::create_with_features_at(&crate::config_path(dir), password, mode, key_bits, kdf, extra)
+    }
+
+    /// [`Config::create_with_features`] writing the config to `path`
+    /// (`--config FILE`, FORMAT.md 2.5); refuses if it exists.
+    pub fn create_with_features_at(
+        path: &Path,
+        password: &[u8],
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+        extra: &[FeatureFlag],
+    ) -> Result<(Config, MasterKey)> {
+        check_key_bits(key_bits)?;
+        check_kdf(&kdf)?;
+        let master = MasterKey::generate();
+        if path.symlink_metadata().is_ok() {
+            return Err(ConfigError::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let mut flags = V1_FEATURE_FLAGS.to_vec();
+        flags.extend(extra.iter().copied().filter(|f| !V1_FEATURE_FLAGS.contains(f)));
+        check_version_flags(version_of(&flags), &flags, mode)?;
+        let cfg = Self::seal_gens(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            mode,
+            key_bits,
+            flags,
+            kdf,
+            (0, None),
+        )?;
+        let cfg = cfg.wrap_under(&master, password)?;
+        let (dir, name) = crate::file::split(path)?;
+        write_atomic(&dir, &name, cfg.to_json().as_bytes(), Mode::CreateNew)?;
+        Ok((cfg, master))
+    }
+
     /// A config that is not written to a CIPHERDIR (an encrypted container's
     /// header, FORMAT.md 9): a fresh master key wrapped under `password`.
     pub fn new_detached(
@@ -349,7 +435,7 @@ impl Config {
         Ok(Config {
             key_generation: gens.0,
             rekey_target: gens.1,
-            version: FORMAT_VERSION,
+            version: version_of(&feature_flags),
             creator,
             content_mode,
             key_bits,
@@ -406,7 +492,7 @@ impl Config {
             .get("version")
             .and_then(|v| v.as_u64())
             .ok_or_else(|| ConfigError::parse("\"version\" is missing or not a number"))?;
-        if version != u64::from(FORMAT_VERSION) {
+        if version != 1 && version != u64::from(FORMAT_VERSION) {
             return Err(ConfigError::Unsupported(if version > u64::from(FORMAT_VERSION) {
                 format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
             } else {
@@ -463,6 +549,7 @@ impl Config {
                 )));
             }
         }
+        check_version_flags(f.version, &flags, content_mode)?;
         if f.kdf.algorithm != KDF_ALGORITHM {
             return Err(ConfigError::Unsupported(format!(
                 "password KDF {} is not supported (only {KDF_ALGORITHM})",

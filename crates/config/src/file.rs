@@ -13,7 +13,7 @@ use warpfs_crypto::kdf::KdfParams;
 use warpfs_crypto::MasterKey;
 
 /// The directory and file name of `path` (a bare name lies in `.`).
-fn split(path: &Path) -> Result<(PathBuf, String)> {
+pub(crate) fn split(path: &Path) -> Result<(PathBuf, String)> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())

@@ -21,19 +21,23 @@ pub use warpfs_crypto::{KdfParams, MasterKey};
 pub const CONFIG_FILE: &str = "warpfs.conf";
 /// The `"format"` value of every warpfs config.
 pub const FORMAT_NAME: &str = "warpfs";
-/// The config version this warpfs reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest config version this warpfs reads and writes (FORMAT.md 6):
+/// version 2 carries the flags of [`V2_FEATURE_FLAGS`]; version 1 volumes
+/// (without them) keep mounting and are written as version 1.
+pub const FORMAT_VERSION: u32 = 2;
 /// Plaintext block size; the only value format 1 accepts.
 pub const BLOCK_SIZE: u32 = 4096;
 /// A config file larger than this is refused without parsing.
 pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
 /// Feature flags a version 1 config carries (all required).
 pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [FeatureFlag::DirIv, FeatureFlag::LongNames, FeatureFlag::SivNames];
-/// Feature flags a version 1 config may carry besides those.
+/// Feature flags a config of any version may carry besides those.
 pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 1] = [FeatureFlag::Reverse];
 /// Name of a reverse config inside PLAINDIR (FORMAT.md 14); a reverse view
 /// shows it as `warpfs.conf`.
 pub const REVERSE_CONFIG_FILE: &str = ".warpfs.reverse.conf";
+/// Optional feature flags of a version 2 config (FORMAT.md 5, 12).
+pub const V2_FEATURE_FLAGS: [FeatureFlag; 2] = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
 
 /// Path of the config file in `dir`.
 pub fn config_path(dir: &std::path::Path) -> std::path::PathBuf {

@@ -280,7 +280,7 @@ fn feature_flags_are_checked() {
 #[test]
 fn unsupported_and_corrupt_fields() {
     let unsupported: Vec<Edit> = vec![
-        Box::new(|v| v["version"] = json!(2)),
+        Box::new(|v| v["version"] = json!(3)),
         Box::new(|v| v["version"] = json!(0)),
         Box::new(|v| v["content_mode"] = json!("xts-serpent")),
         Box::new(|v| v["key_bits"] = json!(512)),
@@ -293,8 +293,26 @@ fn unsupported_and_corrupt_fields() {
         assert!(matches!(err, ConfigError::Unsupported(_)), "edit {i}: {err}");
         assert!(!err.to_string().contains('\n'));
     }
-    let v2 = edited(|v| v["version"] = json!(2)).unwrap_err();
-    assert!(v2.to_string().contains("newer warpfs"), "{v2}");
+    // A config asking for more than a desktop bears per unlock (the old
+    // ceiling, 4 GiB and 100 passes) is refused before any KDF runs.
+    for e in [
+        edited(|v| v["kdf"]["memory_kib"] = json!(4194304)).unwrap_err(),
+        edited(|v| v["kdf"]["iterations"] = json!(100)).unwrap_err(),
+    ] {
+        assert!(matches!(e, ConfigError::Unsupported(_)), "{e}");
+        assert!(e.to_string().contains("more than warpfs spends on one unlock"), "{e}");
+    }
+    let v3 = edited(|v| v["version"] = json!(3)).unwrap_err();
+    assert!(v3.to_string().contains("newer warpfs"), "{v3}");
+    // Version 2 without a version 2 flag, and a version 2 flag in version 1.
+    assert!(matches!(
+        edited(|v| v["version"] = json!(2)).unwrap_err(),
+        ConfigError::Parse(_)
+    ));
+    assert!(matches!(
+        edited(|v| v["feature_flags"] = json!(["dir-iv", "long-names", "siv-names", "file-summary"])).unwrap_err(),
+        ConfigError::Parse(_)
+    ));
 
     let corrupt: Vec<Edit> = vec![
         Box::new(|v| v["format"] = json!("gocryptfs")),
@@ -585,4 +603,36 @@ fn key_generations_are_recorded_authenticated_and_checked() {
     assert!(edited(|v| v["key_generation"] = json!(-1)).is_err());
     assert!(edited(|v| v["key_generation"] = json!("1")).is_err());
     assert!(edited(|v| v["rekey_target"] = json!(1)).is_ok());
+}
+
+#[test]
+fn version_2_features_round_trip_and_are_authenticated() {
+    let d = tempfile::tempdir().unwrap();
+    let flags = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
+    let (cfg, master) =
+        Config::create_with_features(d.path(), b"pw", ContentMode::Gcm, 256, KdfParams::MIN, &flags).unwrap();
+    assert_eq!(cfg.version(), 2);
+    let back = Config::load(d.path()).unwrap();
+    assert_eq!(back.version(), 2);
+    assert!(back.has_feature(FeatureFlag::FileSummary) && back.has_feature(FeatureFlag::BoundSeals));
+    assert_eq!(back.unlock(b"pw").unwrap(), master);
+    let text = std::fs::read_to_string(d.path().join("warpfs.conf")).unwrap();
+    assert!(text.contains("\"version\": 2"), "{text}");
+    assert!(text.contains("\"file-summary\""), "{text}");
+    // A password change keeps version 2 and its flags.
+    back.change_password(d.path(), b"pw", b"pw2").unwrap();
+    let again = Config::load(d.path()).unwrap();
+    assert_eq!(again.version(), 2);
+    assert!(again.has_feature(FeatureFlag::FileSummary));
+    // Dropping a flag (a downgrade attempt) fails the unwrap.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("warpfs.conf")).unwrap()).unwrap();
+    v["feature_flags"] = serde_json::json!(["dir-iv", "long-names", "siv-names", "bound-seals"]);
+    let edited = Config::from_json(serde_json::to_string(&v).unwrap().as_bytes()).unwrap();
+    assert!(edited.unlock(b"pw2").is_err());
+    // file-summary is gcm only; no flags give version 1.
+    let d2 = tempfile::tempdir().unwrap();
+    assert!(Config::create_with_features(d2.path(), b"pw", ContentMode::Ctr, 256, KdfParams::MIN, &flags).is_err());
+    let (c1, _) = Config::create_with_features(d2.path(), b"pw", ContentMode::Ctr, 256, KdfParams::MIN, &[]).unwrap();
+    assert_eq!(c1.version(), 1);
 }

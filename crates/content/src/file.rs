@@ -12,6 +12,7 @@ use crate::layout::{
 };
 use crate::rangelock::{RangeGuard, RangeLock, Want};
 use crate::scratch::{self, sized, Scratch};
+use crate::summary::{self, SumState};
 use crate::sysio;
 use crate::{ContentError, Mode};
 use std::fs::File;
@@ -38,6 +39,15 @@ pub(crate) struct Shared {
     reader: RwLock<(u32, Arc<dyn BlockReader>)>,
     label: Mutex<String>,
     pub(crate) lock: RangeLock<FileState>,
+    /// The file's summary (FORMAT.md 12), when the volume has summaries;
+    /// `None` inside while the file has no header.
+    pub(crate) sum: Option<Summ>,
+}
+
+/// A file's summary key and state.
+pub(crate) struct Summ {
+    pub(crate) key: Arc<warpfs_crypto::SummaryKey>,
+    pub(crate) st: Mutex<Option<SumState>>,
 }
 
 /// One open backing file. Handles of one inode share one; a read-only one
@@ -190,6 +200,33 @@ impl CipherFile {
             }
             None => keys.write_generation(),
         };
+        let sum = match (keys.summary(), hdr) {
+            (None, Some(h)) if h.summary => {
+                return Err(ContentError::corrupt(
+                    "cipher file has a file summary (format 2) but the volume has none",
+                ))
+            }
+            (Some(_), Some(h)) if !h.summary => {
+                return Err(ContentError::corrupt(
+                    "cipher file has no file summary (format 1), which this volume requires",
+                ))
+            }
+            (Some(k), Some(h)) => {
+                let c = summary::check(&file, k, &h.file_id, size)?;
+                if let Some(w) = &c.state.poisoned {
+                    tracing::error!("{label}: {w}");
+                }
+                Some(Summ {
+                    key: k.clone(),
+                    st: Mutex::new(Some(c.state)),
+                })
+            }
+            (Some(k), None) => Some(Summ {
+                key: k.clone(),
+                st: Mutex::new(None),
+            }),
+            (None, _) => None,
+        };
         let reader: Arc<dyn BlockReader> = match keys.get(gen) {
             Some(c) => Arc::from(c.reader()),
             None => Arc::from(keys.write_cipher().reader()),
@@ -203,6 +240,7 @@ impl CipherFile {
                 reader: RwLock::new((gen, reader)),
                 label: Mutex::new(label),
                 lock: RangeLock::new(FileState { size, hdr }),
+                sum,
             }),
         })
     }
@@ -252,6 +290,9 @@ impl CipherFile {
 
     /// The ciphers and reader for a request on a file with header `hdr`.
     pub(crate) fn ctx(&self, hdr: &Header) -> Result<Ctx, ContentError> {
+        if let Some(w) = self.with_sum(|st| st.poisoned.clone()).flatten() {
+            return Err(ContentError::corrupt(w));
+        }
         let missing = |g: u32| {
             ContentError::corrupt(format!(
                 "cipher file uses key generation {g}, which this volume's config does not have"
@@ -431,6 +472,7 @@ impl CipherFile {
                 }
             }
         }
+        self.sum_mask(&mut ents[..(pend - first) as usize * e]);
         nonces.clear();
         for (i, ent) in ents[..(pend - first) as usize * e].chunks_exact(e).enumerate() {
             let x = first + i as u64;
@@ -554,6 +596,7 @@ impl CipherFile {
             return Ok(true);
         }
         sysio::read_exact_at(&self.file, ent, entry_offset(mode, x))?;
+        self.sum_mask(ent);
         if ent.iter().all(|&v| v == 0) {
             dst.fill(0);
             return Ok(false);
@@ -572,8 +615,10 @@ impl CipherFile {
         let ent = &mut ent[..mode.entry_len()];
         self.reserve_entries(x, x + 1)?;
         cx.cipher(x).seal_block(&cx.id, x, plain, ent);
-        sysio::write_all_at(&self.file, plain, data_offset(mode, x))?;
-        sysio::write_all_at(&self.file, ent, entry_offset(mode, x))
+        self.sum_patch(x, ent);
+        sysio::write_all_at(&self.file, plain, data_offset(mode, x))
+            .and_then(|()| sysio::write_all_at(&self.file, ent, entry_offset(mode, x)))
+            .inspect_err(|_| self.sum_unknown())
     }
 
     /// Allocate the backing space of the entries of blocks `[a, b)` (one
@@ -619,7 +664,8 @@ impl CipherFile {
         let mode = self.mode();
         let z = sized(&mut sc.entries, (to - from) as usize * mode.entry_len());
         z.fill(0);
-        sysio::write_all_at(&self.file, z, entry_offset(mode, from))
+        self.sum_patch(from, z);
+        sysio::write_all_at(&self.file, z, entry_offset(mode, from)).inspect_err(|_| self.sum_unknown())
     }
 
     /// Zero stale entries after the last block `n - 1` of a file with `n`
@@ -636,9 +682,13 @@ impl CipherFile {
     /// generation. Only while the whole file is held.
     fn create_header(&self, sc: &mut Scratch) -> Result<Header, ContentError> {
         let mode = self.mode();
-        let hdr = Header::new_random_gen(mode, self.sh.keys.write_generation());
+        let mut hdr = Header::new_random_gen(mode, self.sh.keys.write_generation());
         let buf = sized(&mut sc.entries, layout::header_len(mode) as usize);
         buf.fill(0);
+        if let Some(st) = self.sum_fresh(&hdr.file_id) {
+            hdr.summary = true;
+            st.patch(0, &mut buf[header::LEN..]);
+        }
         buf[..header::LEN].copy_from_slice(&hdr.to_bytes());
         if let Err(e) = sysio::write_all_at(&self.file, buf, 0) {
             // Never leave a torn header (0 < L < H reads as corrupt).
@@ -675,6 +725,7 @@ impl CipherFile {
         let r = scratch::with(|sc| match st.hdr {
             Some(hdr) if end <= st.size => {
                 let cx = self.ctx(&hdr)?;
+                self.sum_dirty(&cx.id, st.size, offset / BLOCK, block_count(end), false)?;
                 let mut committed = st.size;
                 self.write_runs(&cx, st.size, st.size, offset, data, &mut committed, sc)
             }
@@ -715,6 +766,10 @@ impl CipherFile {
             }
         };
         let cx = self.ctx(&hdr)?;
+        // The old last block (padded) and the old last page's stale
+        // entries change too; the file grows past its committed size.
+        let from = (offset / BLOCK).min(block_count(old).saturating_sub(1));
+        self.sum_dirty(&cx.id, old, from, block_count(end), true)?;
         let mut committed = old;
         let r = (|| {
             let old_n = block_count(old);
@@ -743,6 +798,7 @@ impl CipherFile {
                 // Best effort: leave a consistent file of the committed size.
                 let _ = self.clear_tail_entries(block_count(committed), block_count(new_size), sc);
                 let _ = self.file.set_len(backing_len(self.mode(), committed));
+                self.sum_unknown();
                 guard.set_state(FileState {
                     size: committed,
                     hdr: if committed == 0 { None } else { Some(hdr) },
@@ -805,7 +861,9 @@ impl CipherFile {
                 let x = a + i as u64;
                 cx.cipher(x).seal_block(&cx.id, x, blk, ent);
             }
+            self.sum_patch(a, ents);
             if let Err((done, err)) = sysio::write_all_at_progress(&self.file, buf, data_offset(mode, a)) {
+                self.sum_unknown();
                 // Full disk (or other fault) part-way: blocks whose new data
                 // is wholly written get their entries, so none of them is
                 // left with new data under an old entry; the block at the
@@ -819,7 +877,7 @@ impl CipherFile {
                 }
                 return Err(err);
             }
-            sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
+            sysio::write_all_at(&self.file, ents, entry_offset(mode, a)).inspect_err(|_| self.sum_unknown())?;
             *committed = (*committed).max(rend);
         }
         Ok(())
@@ -858,6 +916,7 @@ impl CipherFile {
         if new == 0 {
             self.file.set_len(0)?;
             guard.set_state(FileState { size: 0, hdr: None });
+            self.sum_reset();
             return Ok(());
         }
         let (old_n, new_n) = (block_count(old), block_count(new));
@@ -871,6 +930,9 @@ impl CipherFile {
                 }
             };
             let cx = self.ctx(&hdr)?;
+            if st.hdr.is_some() {
+                self.sum_dirty(&cx.id, old, old_n.saturating_sub(1), old_n + 1, true)?;
+            }
             if !old.is_multiple_of(BLOCK) {
                 let lb = old_n - 1;
                 // The padded block grows past the old end: allocate first.
@@ -891,13 +953,14 @@ impl CipherFile {
                 buf.fill(0);
                 self.write_block(&cx, new_n - 1, buf)?;
             }
-            return Ok(());
+            return self.sum_commit(&hdr.file_id, new);
         }
         // Shrink. Masks made ahead for blocks past the new end are useless.
         let Some(hdr) = st.hdr else {
             return Err(ContentError::corrupt("no header"));
         };
         let cx = self.ctx(&hdr)?;
+        self.sum_tail(&cx.id, old, new)?;
         cx.reader.clear();
         let keep = block_len(new, new_n - 1);
         let partial = keep < BLOCK_USIZE;
@@ -908,6 +971,8 @@ impl CipherFile {
         }
         self.clear_tail_entries(new_n, old_n, sc)?;
         self.file.set_len(backing_len(mode, new))?;
+        // Later segments went with their entries: the sum is recomputed.
+        self.sum_unknown();
         guard.set_state(FileState {
             size: new,
             hdr: Some(hdr),
@@ -919,7 +984,7 @@ impl CipherFile {
             sc.head = head;
             r?;
         }
-        Ok(())
+        self.sum_commit(&hdr.file_id, new)
     }
 
     /// Zero `[offset, offset + len)` (clipped to the size) without changing
@@ -944,6 +1009,7 @@ impl CipherFile {
         let r = scratch::with(|sc| -> Result<(), ContentError> {
             let cx = self.ctx(&hdr)?;
             let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+            self.sum_dirty(&cx.id, st.size, first, last + 1, false)?;
             // xts: a partial last block cannot be a hole; it is rewritten.
             let covers = |x: u64| {
                 x * BLOCK >= offset
@@ -983,6 +1049,7 @@ impl CipherFile {
 
     /// Flush data and entries to stable storage.
     pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
+        self.commit_summary().map_err(|e| self.log("fsync", e))?;
         let r = if datasync {
             self.file.sync_data()
         } else {
@@ -993,143 +1060,5 @@ impl CipherFile {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use warpfs_crypto::{ContentKey, GcmTagger};
-    use warpfs_keystream::Direct;
-
-    fn cf(mode: Mode) -> CipherFile {
-        let key = ContentKey::new(&[1u8; 32]).unwrap();
-        let tagger = GcmTagger::new(&key);
-        let c = if mode == Mode::Xts {
-            let x = warpfs_crypto::XtsKey::new(warpfs_crypto::XtsCipher::Aes, &[2u8; 32]).unwrap();
-            Arc::new(Cipher::new_xts(x, Arc::new(Direct::new(key)), tagger))
-        } else {
-            Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger))
-        };
-        CipherFile::open(tempfile::tempfile().unwrap(), c, "unit".into()).unwrap()
-    }
-
-    fn raw(f: &CipherFile) -> Vec<u8> {
-        let mut v = vec![0u8; f.backing().metadata().unwrap().len() as usize];
-        sysio::read_exact_at(&f.file, &mut v, 0).unwrap();
-        v
-    }
-
-    #[test]
-    fn xts_layout_holes_and_short_tails() {
-        let f = cf(Mode::Xts);
-        f.write_at(3 * 4096 + 5, b"hello").unwrap();
-        // header 32 + data, no entries; blocks 0-2 are holes (zeros on disk).
-        assert_eq!(f.backing().metadata().unwrap().len(), 32 + 3 * 4096 + 10);
-        let r = raw(&f);
-        assert_eq!(&r[..4], b"WRPF");
-        assert_eq!(r[6], 3);
-        assert!(r[32..32 + 3 * 4096].iter().all(|&x| x == 0));
-        assert!(!r.windows(5).any(|w| w == b"hello"));
-        let mut b = vec![9u8; 3 * 4096 + 10];
-        f.read_at(0, &mut b).unwrap();
-        assert!(b[..3 * 4096 + 5].iter().all(|&x| x == 0));
-        assert_eq!(&b[3 * 4096 + 5..], b"hello");
-        // Growing to a partial block writes it (encrypted zeros), not a hole.
-        f.set_len(5 * 4096 + 3).unwrap();
-        let r = raw(&f);
-        assert!(r[32 + 5 * 4096..].iter().any(|&x| x != 0));
-        let mut b = vec![9u8; 3];
-        f.read_at(5 * 4096, &mut b).unwrap();
-        assert_eq!(b, [0, 0, 0]);
-        // Shrinking into a hole block leaves a readable partial block.
-        f.set_len(7).unwrap();
-        let mut b = vec![9u8; 7];
-        assert_eq!(f.read_at(0, &mut b).unwrap(), 7);
-        assert_eq!(b, [0u8; 7]);
-        // Punching a whole partial last block rewrites it instead.
-        f.write_at(0, b"abcdefgh").unwrap();
-        f.punch_hole(0, 100).unwrap();
-        let mut b = vec![9u8; 8];
-        f.read_at(0, &mut b).unwrap();
-        assert_eq!(b, [0u8; 8]);
-        // Punching a full block makes it a zero (sparse) block on disk.
-        f.write_at(0, &vec![0x77u8; 2 * 4096]).unwrap();
-        f.punch_hole(0, 4096).unwrap();
-        assert!(raw(&f)[32..32 + 4096].iter().all(|&x| x == 0));
-        let mut b = vec![9u8; 2 * 4096];
-        f.read_at(0, &mut b).unwrap();
-        assert!(b[..4096].iter().all(|&x| x == 0) && b[4096..].iter().all(|&x| x == 0x77));
-    }
-
-    fn entry_at(f: &CipherFile, b: u64) -> Vec<u8> {
-        let mut e = vec![0u8; f.mode().entry_len()];
-        sysio::read_exact_at(&f.file, &mut e, entry_offset(f.mode(), b)).unwrap();
-        e
-    }
-
-    #[test]
-    fn page_existence() {
-        assert!(page_of_exists(0));
-        assert!(page_of_exists(15));
-        assert!(!page_of_exists(16));
-        assert!(page_of_exists(17));
-        assert!(!page_of_exists(272));
-    }
-
-    #[test]
-    fn empty_file_has_no_header_until_written() {
-        let f = cf(Mode::Gcm);
-        f.write_at(0, &[]).unwrap();
-        f.punch_hole(0, 10).unwrap();
-        assert_eq!(f.backing().metadata().unwrap().len(), 0);
-        f.write_at(3, b"x").unwrap();
-        assert_eq!(f.backing().metadata().unwrap().len(), 544 + 4);
-        f.set_len(0).unwrap();
-        assert_eq!(f.backing().metadata().unwrap().len(), 0);
-        f.set_len(10).unwrap();
-        let mut b = [9u8; 16];
-        assert_eq!(f.read_at(0, &mut b).unwrap(), 10);
-        assert_eq!(b[..10], [0u8; 10]);
-    }
-
-    #[test]
-    fn shrinking_clears_stale_entries_of_the_kept_page() {
-        for mode in [Mode::Ctr, Mode::Gcm] {
-            let f = cf(mode);
-            f.write_at(0, &vec![7u8; 40 * 4096]).unwrap();
-            assert!(entry_at(&f, 30).iter().any(|&x| x != 0));
-            f.set_len(20 * 4096 + 5).unwrap();
-            for b in 21..40 {
-                assert!(entry_at(&f, b).iter().all(|&x| x == 0), "block {b}");
-            }
-            assert!(entry_at(&f, 20).iter().any(|&x| x != 0));
-            f.set_len(40 * 4096).unwrap();
-            let mut buf = vec![1u8; 20 * 4096];
-            f.read_at(20 * 4096, &mut buf).unwrap();
-            assert!(buf[..5].iter().all(|&x| x == 7));
-            assert!(buf[5..].iter().all(|&x| x == 0));
-        }
-    }
-
-    #[test]
-    fn extending_pads_the_old_last_block_to_full_length() {
-        let f = cf(Mode::Gcm);
-        f.write_at(0, &[5u8; 100]).unwrap();
-        f.write_at(3 * 4096, b"z").unwrap();
-        assert_eq!(f.size(), 3 * 4096 + 1);
-        let mut b = vec![0u8; 4096];
-        f.read_at(0, &mut b).unwrap();
-        assert!(b[..100].iter().all(|&x| x == 5) && b[100..].iter().all(|&x| x == 0));
-        // blocks 1 and 2 are holes: zero entries
-        assert!(entry_at(&f, 1).iter().all(|&x| x == 0));
-        assert!(entry_at(&f, 2).iter().all(|&x| x == 0));
-    }
-
-    #[test]
-    fn huge_offsets_are_efbig_not_panics() {
-        let f = cf(Mode::Ctr);
-        assert_eq!(f.write_at(u64::MAX - 1, b"ab").unwrap_err().errno(), libc::EFBIG);
-        assert_eq!(f.write_at(MAX_PLAIN_SIZE, b"a").unwrap_err().errno(), libc::EFBIG);
-        assert_eq!(f.set_len(u64::MAX).unwrap_err().errno(), libc::EFBIG);
-        let mut b = [0u8; 4];
-        assert_eq!(f.read_at(u64::MAX - 1, &mut b).unwrap(), 0);
-        f.punch_hole(u64::MAX - 1, u64::MAX).unwrap();
-    }
-}
+#[path = "file_tests.rs"]
+mod tests;

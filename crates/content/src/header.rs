@@ -5,8 +5,11 @@ use crate::{ContentError, Mode};
 
 /// Header magic, `WRPF`.
 pub const MAGIC: [u8; 4] = *b"WRPF";
-/// Format version written and accepted.
+/// Format version of a file without a summary.
 pub const VERSION: u16 = 1;
+/// Format version of a file whose nonce entries carry a summary
+/// (FORMAT.md 12; `gcm` only).
+pub const VERSION_SUMMARY: u16 = 2;
 /// Serialized header length.
 pub const LEN: usize = 32;
 /// Length of a file ID.
@@ -26,6 +29,9 @@ pub struct Header {
     /// Rekey watermark (FORMAT.md 10): the blocks of the first
     /// `rekeyed` segments use generation `generation + 1`. 0 outside a rekey.
     pub rekeyed: u32,
+    /// Format version 2: the entries' slots carry the file's summary
+    /// (FORMAT.md 12).
+    pub summary: bool,
 }
 
 impl Header {
@@ -41,6 +47,7 @@ impl Header {
             file_id: warpfs_crypto::rand::array(),
             generation,
             rekeyed: 0,
+            summary: false,
         }
     }
 
@@ -54,13 +61,17 @@ impl Header {
             return Err(ContentError::corrupt("bad header magic"));
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
-        if version != VERSION {
-            return Err(ContentError::corrupt(format!(
-                "unsupported cipher file format version {version}"
-            )));
-        }
         let mode =
             Mode::from_byte(b[6]).ok_or_else(|| ContentError::corrupt(format!("unknown content mode {}", b[6])))?;
+        let summary = match version {
+            VERSION => false,
+            VERSION_SUMMARY if mode == Mode::Gcm => true,
+            _ => {
+                return Err(ContentError::corrupt(format!(
+                    "unsupported cipher file format version {version}"
+                )))
+            }
+        };
         if b[7] != 0 {
             return Err(ContentError::corrupt(format!("unknown header flags {:#x}", b[7])));
         }
@@ -76,6 +87,7 @@ impl Header {
             file_id,
             generation,
             rekeyed,
+            summary,
         })
     }
 
@@ -83,7 +95,8 @@ impl Header {
     pub fn to_bytes(&self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
         b[0..4].copy_from_slice(&MAGIC);
-        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        let v = if self.summary { VERSION_SUMMARY } else { VERSION };
+        b[4..6].copy_from_slice(&v.to_le_bytes());
         b[6] = self.mode.to_byte();
         b[7] = 0;
         b[8..24].copy_from_slice(&self.file_id);
@@ -115,6 +128,7 @@ mod tests {
             file_id: [0xab; 16],
             generation: 0,
             rekeyed: 0,
+            summary: false,
         };
         let b = h.to_bytes();
         assert_eq!(
@@ -165,7 +179,19 @@ mod tests {
             Header::parse(&b).is_err()
         };
         assert!(bad(0, b'X')); // magic
-        assert!(bad(4, 2)); // version 2
+        assert!(bad(4, 3)); // version 3
+        assert!(
+            Header::parse(&{
+                let mut b = good;
+                b[4] = 2;
+                b
+            })
+            .unwrap()
+            .summary
+        );
+        let mut ctr2 = Header::new_random(Mode::Ctr).to_bytes();
+        ctr2[4] = 2;
+        assert!(Header::parse(&ctr2).is_err(), "version 2 is gcm only");
         assert!(bad(5, 1)); // version 257
         assert!(bad(6, 0)); // mode 0
         assert!(bad(6, 4)); // mode 4

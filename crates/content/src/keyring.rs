@@ -19,6 +19,8 @@ struct Gens {
 pub struct Keyring {
     mode: Mode,
     gens: RwLock<Gens>,
+    /// The volume's file-summary key (`gcm` with `file-summary`, FORMAT.md 12).
+    summary: Option<Arc<warpfs_crypto::SummaryKey>>,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -67,7 +69,21 @@ impl Keyring {
         Self {
             mode: write.mode(),
             gens: RwLock::new(Gens { write, previous }),
+            summary: None,
         }
+    }
+
+    /// This keyring with file summaries (FORMAT.md 12) under `key`: new
+    /// files get one and every file must have one. `gcm` only.
+    pub fn with_summary(mut self, key: Option<Arc<warpfs_crypto::SummaryKey>>) -> Self {
+        assert!(key.is_none() || self.mode == Mode::Gcm, "file summaries are gcm only");
+        self.summary = key;
+        self
+    }
+
+    /// The file-summary key, when the volume has file summaries.
+    pub fn summary(&self) -> Option<&Arc<warpfs_crypto::SummaryKey>> {
+        self.summary.as_ref()
     }
 
     fn read(&self) -> Gens {

@@ -20,6 +20,7 @@ pub mod entry;
 pub mod error;
 pub mod faultlog;
 pub mod file;
+mod file_sum;
 pub mod header;
 pub mod keyring;
 pub mod layout;
@@ -27,6 +28,7 @@ mod rangelock;
 pub mod rekeystep;
 pub mod scan;
 mod scratch;
+pub mod summary;
 mod sysio;
 pub mod undo;
 

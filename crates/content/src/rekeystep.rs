@@ -145,6 +145,9 @@ impl CipherFile {
             old_data,
             data,
         } = bufs;
+        // The segment's dirty marker is down before its old bytes are read
+        // (so the journal restores them with it).
+        self.sum_dirty(&cx.id, size, a, b, false)?;
         old_ents.resize((b - a) as usize * e, 0);
         if e > 0 {
             sysio::read_exact_at(&self.file, old_ents, entry_offset(mode, a))?;
@@ -156,6 +159,8 @@ impl CipherFile {
         data.extend_from_slice(old_data);
         ents.clear();
         ents.extend_from_slice(old_ents);
+        self.sum_mask(ents);
+        let old_view = ents.clone();
         let mut unreadable = 0u64;
         let mut pos = 0usize;
         // Runs of written blocks (relative to `a`): only their data is
@@ -168,7 +173,7 @@ impl CipherFile {
             pos += len;
             let (ent, old_ent) = (
                 &mut ents[(x - a) as usize * e..][..e],
-                &old_ents[(x - a) as usize * e..][..e],
+                &old_view[(x - a) as usize * e..][..e],
             );
             let written = match mode {
                 // An all-zero full block is an xts hole (FORMAT.md 7).
@@ -219,6 +224,7 @@ impl CipherFile {
             }
             io.reached(Stage::DataWritten);
             if e > 0 {
+                self.sum_patch(a, ents);
                 sysio::write_all_at(&self.file, ents, entry_offset(mode, a))?;
             }
             sysio::write_all_at(&self.file, &new_hdr.to_bytes(), 0)?;
@@ -226,6 +232,7 @@ impl CipherFile {
             Ok(())
         })();
         if let Err(err) = written {
+            self.sum_unknown();
             // Put the segment back now; if even that fails, the record
             // stays for the next mount or rekey to apply.
             let back = ranges

@@ -48,6 +48,10 @@ pub enum Problem {
         /// Block number.
         block: u64,
     },
+    /// The file's summary (FORMAT.md 12) does not verify: some blocks or
+    /// nonce pages were rolled back or mixed from another version of the
+    /// file (every read of it fails with EIO).
+    Summary(String),
     /// The block's nonce was already used by an earlier block of this file.
     RepeatedNonce {
         /// Block number.
@@ -80,6 +84,7 @@ impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Problem::Header(w) => write!(f, "bad header: {w}"),
+            Problem::Summary(w) => write!(f, "{w}"),
             Problem::Length(w) => write!(f, "bad length: {w}"),
             Problem::TornTail { backing_len, fixed_len } => write!(
                 f,
@@ -113,6 +118,10 @@ pub struct Scan {
     pub problems: Vec<Problem>,
     /// The per-file repeated-nonce check stopped at its cap.
     pub nonce_cap_hit: bool,
+    /// Segments the summary could not vouch for: changed since the file's
+    /// last commit (open for writing, or a crash before its close or
+    /// fsync); their blocks are checked by their tags alone.
+    pub unverified_segments: u64,
 }
 
 /// Scan one cipher file opened read-only: header, length, every nonce
@@ -185,6 +194,26 @@ pub fn scan(
         });
     }
     let id = hdr.file_id;
+    match (keys.summary(), hdr.summary) {
+        (Some(k), true) => match crate::summary::check(file, k, &id, size) {
+            Ok(c) => {
+                out.unverified_segments = c.unverified.len() as u64;
+                if let Some(w) = c.state.poisoned {
+                    out.problems.push(Problem::Summary(w));
+                }
+            }
+            Err(err) => out
+                .problems
+                .push(Problem::Summary(format!("file summary unreadable: {err}"))),
+        },
+        (Some(_), false) => out.problems.push(Problem::Summary(
+            "cipher file has no file summary (format 1), which this volume requires".into(),
+        )),
+        (None, true) => out.problems.push(Problem::Header(
+            "cipher file has a file summary (format 2) but the volume has none".into(),
+        )),
+        (None, false) => {}
+    }
     let e = mode.entry_len();
     let mut seen: HashMap<Nonce, u64> = HashMap::new();
     let (mut ents, mut data) = (Vec::new(), Vec::new());
@@ -203,6 +232,9 @@ pub fn scan(
             out.blocks += b - a;
             on_bytes(run_bytes as u64);
             continue;
+        }
+        if hdr.summary {
+            crate::summary::mask(&mut ents);
         }
         let mut pos = 0;
         for x in a..b {
@@ -258,10 +290,40 @@ fn entry_what(e: ContentError) -> String {
 /// Make block `block` a hole (all-zero entry): it then reads as zeros.
 /// Used by fsck only for blocks that cannot be read (bad tag, corrupt
 /// entry), so no readable data is lost.
+/// In a file with a summary (FORMAT.md 12) the entry's summary slot
+/// stays, and [`reseal_summary`] must follow.
 pub fn zero_block(file: &File, mode: Mode, block: u64) -> std::io::Result<()> {
     let z = [0u8; 32];
-    file.write_all_at(&z[..mode.entry_len()], entry_offset(mode, block))?;
+    let mut h = [0u8; header::LEN];
+    let summary = file.read_exact_at(&mut h, 0).is_ok() && Header::parse(&h).is_ok_and(|h| h.summary);
+    let at = entry_offset(mode, block);
+    if summary {
+        file.write_all_at(&z[..12], at)?;
+        file.write_all_at(&z[16..], at + 16)?;
+    } else {
+        file.write_all_at(&z[..mode.entry_len()], at)?;
+    }
     file.sync_data()
+}
+
+/// After fsck zeroed blocks of a file whose summary verified: a new
+/// record over the file as it now is (its summary would fail otherwise).
+/// Does nothing for a file without a summary.
+pub fn reseal_summary(file: &File, keys: &Keyring) -> std::io::Result<()> {
+    let io = |e: ContentError| std::io::Error::other(e.to_string());
+    let Some(key) = keys.summary() else {
+        return Ok(());
+    };
+    let mut h = [0u8; header::LEN];
+    file.read_exact_at(&mut h, 0)?;
+    let hdr = Header::parse(&h).map_err(io)?;
+    if !hdr.summary {
+        return Ok(());
+    }
+    let size = layout::plain_size(keys.mode(), file.metadata()?.len()).map_err(io)?;
+    let mut st = crate::summary::check(file, key, &hdr.file_id, size).map_err(io)?.state;
+    st.poisoned = None;
+    crate::summary::commit(file, key, &hdr.file_id, size, &mut st).map_err(io)
 }
 
 /// Cut a torn tail: set the backing length to `fixed_len` (from

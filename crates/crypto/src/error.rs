@@ -23,7 +23,7 @@ pub enum Error {
     #[error("authentication failed: wrong key or tampered data")]
     Auth,
     /// A KDF parameter outside the accepted bounds.
-    #[error("kdf {field} = {value} is outside the accepted range {min}..={max}")]
+    #[error("{}", kdf_bounds_message(field, *value, *min, *max))]
     KdfBounds {
         /// Field name as written in `warpfs.conf` (`memory_kib`, `iterations`, `parallelism`).
         field: &'static str,
@@ -58,3 +58,15 @@ impl From<crate::keys::KeyLengthError> for Error {
 
 /// Result with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn kdf_bounds_message(field: &str, value: u32, min: u32, max: u32) -> String {
+    if value > max {
+        format!(
+            "kdf {field} = {value} asks for more than warpfs spends on one unlock (at most {max}; \
+             1 GiB of memory and 10 passes keep an unlock within seconds on a desktop): \
+             the config was edited, or written for another machine"
+        )
+    } else {
+        format!("kdf {field} = {value} is outside the accepted range {min}..={max}")
+    }
+}

@@ -19,7 +19,9 @@ pub const DATA_COUNTER: u32 = 2;
 /// Computes GCM tags for one content key.
 #[derive(Clone)]
 pub struct GcmTagger {
-    ghash: GHash,
+    /// GHASH keyed with H (the portable path; key material: locked, zeroed
+    /// on drop, as is every clone made per tag with the `zeroize` feature).
+    ghash: crate::locked::Locked<GHash>,
     /// The powers of H for the wide kernel (key material: locked, zeroed on drop).
     #[cfg(target_arch = "x86_64")]
     fast: Option<crate::locked::Locked<crate::simd::ghash::GhashKey>>,
@@ -30,7 +32,7 @@ impl GcmTagger {
     pub fn new(key: &ContentKey) -> Self {
         let mut h = [0u8; 16];
         key.encrypt_block(&mut h);
-        let ghash = GHash::new(&h.into());
+        let ghash = crate::locked::Locked::new(GHash::new(&h.into()));
         #[cfg(target_arch = "x86_64")]
         let fast = crate::simd::ghash::GhashKey::new(&h).map(crate::locked::Locked::new);
         zeroize::Zeroize::zeroize(&mut h);
@@ -78,7 +80,7 @@ impl GcmTagger {
     /// [`ghash`](Self::ghash) on the `ghash` crate whatever the CPU has: the
     /// reference the fast kernel is tested and measured against.
     pub fn ghash_portable(&self, aad: &[u8], ciphertext: &[u8]) -> [u8; 16] {
-        let mut g = self.ghash.clone();
+        let mut g = (*self.ghash).clone();
         g.update_padded(aad);
         g.update_padded(ciphertext);
         let mut lens = [0u8; 16];
@@ -86,6 +88,18 @@ impl GcmTagger {
         lens[8..].copy_from_slice(&((ciphertext.len() as u64) * 8).to_be_bytes());
         g.update(&[lens.into()]);
         g.finalize().into()
+    }
+
+    /// Whether the GHASH key (H, and its powers for the wide kernel) is on
+    /// locked pages (false where `mlock` is not allowed).
+    pub fn key_is_locked(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(f) = &self.fast {
+            if !f.is_locked() {
+                return false;
+            }
+        }
+        self.ghash.is_locked()
     }
 
     /// Constant-time comparison of a computed and a stored tag.
@@ -111,6 +125,26 @@ mod tests {
         k.xor_keystream(nonce, DATA_COUNTER, &mut buf);
         let t = GcmTagger::new(&k).tag(aad, &buf, &tag_mask(&k, nonce));
         (buf, t)
+    }
+
+    #[test]
+    fn the_ghash_key_is_on_locked_pages() {
+        let t = GcmTagger::new(&ContentKey::new(&[3u8; 32]).unwrap());
+        // Root (CI) may lock; elsewhere RLIMIT_MEMLOCK may forbid it.
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain getrlimit into a local.
+        unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+        let may_lock = unsafe { libc::geteuid() } == 0 || lim.rlim_cur >= 1 << 20;
+        if !may_lock {
+            warpfs_testkit::skip("RLIMIT_MEMLOCK below 1 MiB and not root: mlock is not allowed");
+            return;
+        }
+        assert!(t.key_is_locked());
+        let c = t.clone();
+        assert!(c.key_is_locked(), "a clone keeps its key on locked pages too");
     }
 
     #[test]

@@ -39,11 +39,12 @@ impl KdfParams {
         iterations: 2,
         parallelism: 1,
     };
-    /// The most expensive parameters accepted (4 GiB, 100 passes, 16 lanes),
-    /// so a hostile config cannot make unlocking exhaust the machine.
+    /// The most expensive parameters accepted (1 GiB, 10 passes, 16
+    /// lanes: a few seconds on a desktop), so a hostile config cannot make
+    /// each unlock attempt exhaust the machine's memory or time.
     pub const MAX: KdfParams = KdfParams {
-        memory_kib: 4 * 1024 * 1024,
-        iterations: 100,
+        memory_kib: 1024 * 1024,
+        iterations: 10,
         parallelism: 16,
     };
 
@@ -180,7 +181,18 @@ mod tests {
         assert!(KdfParams::DEFAULT.validate().is_ok());
         assert!(KdfParams::MIN.validate().is_ok());
         assert!(KdfParams::MAX.validate().is_ok());
-        assert_eq!(KdfParams::MAX.memory_kib, 4_194_304);
+        assert_eq!(KdfParams::MAX.memory_kib, 1_048_576);
+        assert_eq!(KdfParams::MAX.iterations, 10);
+        // Above the ceiling: a message that says so and why.
+        let e = KdfParams {
+            memory_kib: 4 * 1024 * 1024,
+            ..KdfParams::DEFAULT
+        }
+        .validate()
+        .unwrap_err();
+        assert!(!e.is_kdf_too_weak());
+        let m = e.to_string();
+        assert!(m.contains("more than warpfs spends") && m.contains("1048576"), "{m}");
         let weak = KdfParams {
             memory_kib: 1024,
             ..KdfParams::DEFAULT

@@ -16,6 +16,7 @@ pub mod reverse;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod summary;
 pub mod wrap;
 pub mod xts;
 
@@ -26,8 +27,9 @@ pub use gcm::{GcmTagger, TAG_LEN};
 pub use journal::{JournalKey, JOURNAL_TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};
 pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
-pub use locked::{make_non_dumpable, Locked};
+pub use locked::{make_non_dumpable, Locked, LockedBytes};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
+pub use summary::{SummaryKey, SUMMARY_TAG_LEN};
 pub use wrap::{WrapError, Wrapped};
 pub use xts::{file_block_tweak, XtsCipher, XtsKey};

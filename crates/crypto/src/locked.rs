@@ -136,6 +136,101 @@ impl<T> Drop for Locked<T> {
     }
 }
 
+/// A byte buffer of a length chosen at run time on locked, non-dumped
+/// pages, zeroed on drop (keystream masks made ahead of need: what they
+/// XOR decides plaintext).
+pub struct LockedBytes {
+    ptr: NonNull<u8>,
+    len: usize,
+    layout: Layout,
+    locked: bool,
+}
+
+// SAFETY: LockedBytes owns its bytes like a Box<[u8]>.
+unsafe impl Send for LockedBytes {}
+// SAFETY: shared access only hands out &[u8].
+unsafe impl Sync for LockedBytes {}
+
+impl LockedBytes {
+    /// `len` zero bytes on fresh locked pages.
+    pub fn zeroed(len: usize) -> Self {
+        let page = page_size();
+        let size = len.max(1).div_ceil(page) * page;
+        let layout = Layout::from_size_align(size, page).expect("page layout");
+        // SAFETY: size > 0.
+        let raw = unsafe { alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            handle_alloc_error(layout);
+        };
+        // SAFETY: raw..raw+size is our own page-aligned allocation.
+        let locked = unsafe { libc::mlock(raw.cast(), size) } == 0;
+        if !locked && !WARNED.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "cannot lock key memory in RAM ({}); keys may be swapped out (raise RLIMIT_MEMLOCK)",
+                std::io::Error::last_os_error()
+            );
+        }
+        // SAFETY: as above.
+        unsafe { libc::madvise(raw.cast(), size, libc::MADV_DONTDUMP) };
+        REGIONS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((raw as usize, size));
+        Self {
+            ptr,
+            len,
+            layout,
+            locked,
+        }
+    }
+
+    /// Whether the pages are locked in RAM.
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+}
+
+impl std::ops::Deref for LockedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr..ptr+len is initialised (zeroed at allocation).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for LockedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: unique access through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::fmt::Debug for LockedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LockedBytes({} bytes)", self.len)
+    }
+}
+
+impl Drop for LockedBytes {
+    fn drop(&mut self) {
+        let raw = self.ptr.as_ptr();
+        // SAFETY: the whole allocation is ours to overwrite, unlock and free.
+        unsafe {
+            wipe(raw, self.layout.size());
+            #[cfg(test)]
+            tests::record_freed(raw, self.layout.size());
+            {
+                let mut r = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(i) = r.iter().position(|&(a, _)| a == raw as usize) {
+                    r.swap_remove(i);
+                }
+            }
+            libc::munlock(raw.cast(), self.layout.size());
+            dealloc(raw, self.layout);
+        }
+    }
+}
+
 /// Overwrite `len` bytes at `p` with zeros in a way the compiler keeps.
 ///
 /// # Safety
@@ -193,6 +288,26 @@ mod tests {
         // SAFETY: per the caller, p..p+len is readable.
         let v = unsafe { std::slice::from_raw_parts(p, len) }.to_vec();
         FREED.with(|f| *f.borrow_mut() = v);
+    }
+
+    #[test]
+    fn locked_bytes_are_locked_and_zeroed_on_drop() {
+        let mut b = LockedBytes::zeroed(4096 + 16);
+        assert_eq!(b.len(), 4112);
+        assert!(b.iter().all(|&x| x == 0));
+        b.fill(0xCD);
+        assert_eq!(&*b as *const [u8] as *const u8 as usize % page_size(), 0);
+        if b.is_locked() {
+            assert!(REGIONS
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|&(a, n)| a == b.as_ptr() as usize && n == 2 * page_size()));
+        }
+        drop(b);
+        let freed = FREED.with(|f| f.borrow().clone());
+        assert_eq!(freed.len(), 2 * page_size());
+        assert!(freed.iter().all(|&x| x == 0), "mask bytes left in freed pages");
     }
 
     #[test]

@@ -8,7 +8,6 @@ use aes_siv::KeyInit;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
-use zeroize::Zeroizing;
 
 /// Longest backing name (bytes) stored as is; longer encrypted names go to a
 /// `warpfs.long.*` file plus sidecar. Also the longest plaintext name.
@@ -37,7 +36,8 @@ pub const MAX_ENCODED_NAME: usize = ((SIV_TAG + MAX_NAME) * 4).div_ceil(3);
 /// ciphertext or IV fails authentication.
 #[derive(Clone)]
 pub struct NameCipher {
-    key: Zeroizing<[u8; 64]>,
+    /// The AES-SIV key, on locked pages zeroed on drop.
+    key: crate::locked::Locked<[u8; 64]>,
 }
 
 impl std::fmt::Debug for NameCipher {
@@ -128,7 +128,7 @@ impl NameCipher {
     /// second half CTR key, as RFC 5297).
     pub fn new(key: &[u8; 64]) -> Self {
         Self {
-            key: Zeroizing::new(*key),
+            key: crate::locked::Locked::new(*key),
         }
     }
 

@@ -6,7 +6,6 @@ use aes_siv::siv::Aes256Siv;
 use aes_siv::KeyInit;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use zeroize::Zeroizing;
 
 /// Length of the random nonce in front of every sealed value.
 pub const SEAL_NONCE_LEN: usize = 16;
@@ -19,7 +18,8 @@ pub const SYMLINK_AD: &[u8] = b"warpfs symlink";
 /// equal plaintexts give unrelated ciphertexts.
 #[derive(Clone)]
 pub struct Sealer {
-    key: Zeroizing<[u8; 64]>,
+    /// The AES-SIV key, on locked pages zeroed on drop.
+    key: crate::locked::Locked<[u8; 64]>,
 }
 
 impl std::fmt::Debug for Sealer {
@@ -32,7 +32,7 @@ impl Sealer {
     /// A sealer from its 64-byte AES-SIV key.
     pub fn new(key: &[u8; 64]) -> Self {
         Self {
-            key: Zeroizing::new(*key),
+            key: crate::locked::Locked::new(*key),
         }
     }
 

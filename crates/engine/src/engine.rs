@@ -226,6 +226,9 @@ impl KeyTable {
     }
 }
 
+/// A context's mask buffer.
+type Mask = warpfs_crypto::LockedBytes;
+
 struct SlotState {
     gen: u64,
     def: Option<SlotDef>,
@@ -233,7 +236,9 @@ struct SlotState {
     applied: bool,
     by_worker: bool,
     made_seq: u64,
-    mask: Option<Vec<u8>>,
+    /// The made mask, on locked pages zeroed when dropped (a mask for a
+    /// future nonce decides the plaintext a write will get).
+    mask: Option<Mask>,
     /// Applies blocked on this context (only they need a wake-up call).
     waiters: usize,
     /// The definition went to the workers' queue. One that did not (defined
@@ -914,7 +919,7 @@ impl Engine {
                     // Nobody has started it: make it here rather than queue.
                     outcome = Some(Outcome::Inline);
                     let def = st.def.expect("a pending context is defined");
-                    let mut buf = st.mask.take().unwrap_or_else(|| vec![0u8; slot.len]);
+                    let mut buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(slot.len));
                     st.phase = CtxState::Making;
                     st.by_worker = false;
                     drop(st);
@@ -1167,7 +1172,7 @@ fn thread_cpus() -> Vec<usize> {
 
 /// Store a finished mask if its definition still stands; the caller
 /// notifies the context's waiters.
-fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Vec<u8>, by_worker: bool) {
+fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Mask, by_worker: bool) {
     if st.gen == gen {
         st.mask = Some(buf);
         st.phase = CtxState::Ready;
@@ -1188,7 +1193,7 @@ fn publish(sh: &Shared, slot: &Slot, st: &mut SlotState, gen: u64, buf: Vec<u8>,
 
 /// Claim a queued context for a worker: only if its definition still stands
 /// and nobody has started it.
-fn claim(e: &QEntry) -> Option<(SlotDef, Vec<u8>)> {
+fn claim(e: &QEntry) -> Option<(SlotDef, Mask)> {
     if !e.live() {
         return None;
     }
@@ -1198,12 +1203,12 @@ fn claim(e: &QEntry) -> Option<(SlotDef, Vec<u8>)> {
     }
     st.phase = CtxState::Making;
     st.by_worker = true;
-    let buf = st.mask.take().unwrap_or_else(|| vec![0u8; e.slot.len]);
+    let buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(e.slot.len));
     Some((st.def.expect("a pending context is defined"), buf))
 }
 
 /// Publish a worker's mask and wake whoever waits for it.
-fn finish(sh: &Shared, e: &QEntry, buf: Vec<u8>) {
+fn finish(sh: &Shared, e: &QEntry, buf: Mask) {
     let mut st = e.slot.lock();
     publish(sh, &e.slot, &mut st, e.gen, buf, true);
     let wake = st.waiters > 0;
@@ -1280,7 +1285,7 @@ fn worker(sh: &Shared) {
                 made += 1;
                 continue;
             }
-            let mut claimed: Vec<(&QEntry, SlotDef, Vec<u8>)> =
+            let mut claimed: Vec<(&QEntry, SlotDef, Mask)> =
                 group.iter().filter_map(|e| claim(e).map(|(d, b)| (e, d, b))).collect();
             if claimed.is_empty() {
                 continue;

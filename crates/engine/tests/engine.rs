@@ -369,14 +369,21 @@ fn write_pool_concurrent_seals_use_distinct_nonces_and_match_direct() {
             assert_eq!(pool.tag_mask(nonce), *ej0);
         }
         assert_eq!(results.len(), 8 * per_thread);
-        // Nonces come from one epoch in order: the counters are consecutive.
-        let mut ctrs: Vec<u32> = results
-            .iter()
-            .map(|r| u32::from_be_bytes(r.0[8..].try_into().unwrap()))
-            .collect();
-        ctrs.sort_unstable();
-        let base = ctrs[0];
-        assert!(ctrs.iter().enumerate().all(|(i, c)| *c == base + i as u32));
+        // Nonces come from each epoch in order: within an epoch (a new one
+        // may begin by time) the counters are consecutive.
+        let mut by_epoch: std::collections::HashMap<[u8; 8], Vec<u32>> = Default::default();
+        for r in &results {
+            let ep: [u8; 8] = r.0[..8].try_into().unwrap();
+            by_epoch
+                .entry(ep)
+                .or_default()
+                .push(u32::from_be_bytes(r.0[8..].try_into().unwrap()));
+        }
+        for ctrs in by_epoch.values_mut() {
+            ctrs.sort_unstable();
+            let base = ctrs[0];
+            assert!(ctrs.iter().enumerate().all(|(i, c)| *c == base + i as u32));
+        }
         let s = e.stats();
         assert_eq!(s.applies, 8 * per_thread as u64);
         if !speculation {

@@ -11,7 +11,7 @@ pub mod nonce;
 pub mod reader;
 
 pub use direct::Direct;
-pub use nonce::NonceSource;
+pub use nonce::{Clock, EpochPolicy, NonceSource, SystemClock};
 pub use reader::{BlockReader, OnDemand};
 pub use warpfs_crypto::Nonce;
 

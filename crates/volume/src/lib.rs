@@ -7,6 +7,7 @@
 mod at;
 mod attr;
 mod beneath;
+mod bound;
 mod diriv;
 mod dirview;
 mod error;

@@ -13,9 +13,6 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Associated data of sealed symlink targets.
-pub(crate) const SYMLINK_AD: &[u8] = b"warpfs symlink";
-
 /// One plaintext directory entry.
 #[derive(Debug, Clone)]
 pub struct DirEntry {
@@ -159,10 +156,7 @@ impl Volume {
         let r = self.resolve(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
-        let sealed = self.sealer.seal_b64(SYMLINK_AD, target.as_bytes());
-        if sealed.len() >= libc::PATH_MAX as usize {
-            return Err(Error::ENAMETOOLONG);
-        }
+        let sealed = self.seal_symlink(&p, target.as_bytes())?;
         let made_sidecar = self.new_sidecar(&r)?;
         if let Err(e) = crate::sys::symlink(sealed.as_bytes(), &p) {
             self.undo_sidecar(&r, made_sidecar);
@@ -182,10 +176,11 @@ impl Volume {
 
     pub(crate) fn readlink_at(&self, p: &Loc) -> Result<Vec<u8>> {
         let sealed = crate::sys::readlink(p)?;
-        let s = std::str::from_utf8(&sealed).map_err(|_| Error::EIO)?;
-        self.sealer.open_b64(SYMLINK_AD, s).map_err(|_| {
-            tracing::error!("corrupt symlink target in {}", p.shown().display());
-            Error::EIO
+        self.open_symlink(p, &sealed).inspect_err(|_| {
+            tracing::error!(
+                "corrupt symlink target in {} (tampered, or moved from another entry)",
+                p.shown().display()
+            );
         })
     }
 
@@ -196,8 +191,16 @@ impl Volume {
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let (sdir, sname) = self.at(path)?;
+        let src = sdir.entry(&sname);
         let made_sidecar = self.new_sidecar(&r)?;
-        if let Err(e) = crate::sys::link(&sdir.entry(&sname), &p) {
+        // A bound symlink's target names its entry: the new name gets a
+        // copy sealed for it (a hard link would not open there).
+        let res = if self.bound_symlink(&src) {
+            self.copy_symlink(&src, &p)
+        } else {
+            crate::sys::link(&src, &p)
+        };
+        if let Err(e) = res {
             self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
@@ -273,7 +276,7 @@ impl Volume {
         if let Some((d, _)) = &target_iv {
             let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
         }
-        if let Err(e) = crate::sys::renameat2(&from, &to, flags) {
+        if let Err(e) = self.rename_entry(&from, &to, flags) {
             if let Some((d, iv)) = target_iv {
                 let _ = crate::diriv::restore(&d, &iv);
             }

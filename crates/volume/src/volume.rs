@@ -42,6 +42,9 @@ pub struct Volume {
     pub(crate) chown_new: bool,
     /// The online rekey's state (FORMAT.md 10, `warpfs rekey` on a mount).
     pub(crate) online: crate::rekey::Online,
+    /// Symlink targets and xattr values are bound to their entry
+    /// (`bound-seals`, FORMAT.md 5).
+    pub(crate) bound_seals: bool,
 }
 
 /// Who asks for an operation (for ownership of new entries).
@@ -76,7 +79,10 @@ impl Volume {
             Some(_) => Some(keysource.cipher(None, config.key_generation())?),
             None => None,
         };
-        let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous));
+        let summary = config
+            .has_feature(warpfs_config::FeatureFlag::FileSummary)
+            .then(|| Arc::new(warpfs_crypto::SummaryKey::derive(master)));
+        let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous).with_summary(summary));
         Ok(Volume {
             root,
             names: subkeys.names,
@@ -90,6 +96,7 @@ impl Volume {
             opts,
             chown_new: crate::sys::euid() == 0,
             online: Default::default(),
+            bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
         })
     }
 
@@ -119,7 +126,8 @@ impl Volume {
             .keys
             .get(write.generation().wrapping_sub(1))
             .filter(|_| self.keys.rekeying());
-        self.keys = Arc::new(Keyring::new(write, previous));
+        let summary = self.keys.summary().cloned();
+        self.keys = Arc::new(Keyring::new(write, previous).with_summary(summary));
         Ok(())
     }
 

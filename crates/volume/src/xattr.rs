@@ -8,7 +8,6 @@ use std::path::Path;
 
 const USER: &str = "user.";
 const BACKING_PREFIX: &str = "user.warpfs.";
-const VALUE_AD: &[u8] = b"warpfs xattr value";
 
 impl Volume {
     fn xattr_backing_name(&self, name: &[u8]) -> Result<String> {
@@ -30,9 +29,10 @@ impl Volume {
     pub fn setxattr(&self, path: &Path, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
         self.writable()?;
         let n = self.xattr_backing_name(name)?;
-        let sealed = self.sealer.seal(VALUE_AD, value);
         let (d, f) = self.at(path)?;
-        crate::sysxattr::lsetxattr(&d.entry(&f), &n, &sealed, flags)
+        let p = d.entry(&f);
+        let sealed = self.sealer.seal(&self.value_ad(&p, name, true)?, value);
+        crate::sysxattr::lsetxattr(&p, &n, &sealed, flags)
     }
 
     /// getxattr.
@@ -43,11 +43,17 @@ impl Volume {
             Err(e) => return Err(e),
         };
         let (d, f) = self.at(path)?;
-        let sealed = crate::sysxattr::lgetxattr(&d.entry(&f), &n)?;
-        self.sealer.open(VALUE_AD, &sealed).map_err(|_| {
-            tracing::error!("corrupt xattr value on {}", path.display());
-            Error::EIO
-        })
+        let p = d.entry(&f);
+        let sealed = crate::sysxattr::lgetxattr(&p, &n)?;
+        self.value_ad(&p, name, false)
+            .and_then(|ad| self.sealer.open(&ad, &sealed).map_err(|_| Error::EIO))
+            .inspect_err(|_| {
+                tracing::error!(
+                    "corrupt xattr value {} on {} (tampered, or moved from another entry or attribute)",
+                    String::from_utf8_lossy(name),
+                    path.display()
+                );
+            })
     }
 
     /// listxattr: plaintext names, NUL-separated.

@@ -5,11 +5,8 @@
 //!
 //! - `detected`: each attack that the format detects gives EIO (never the
 //!   bytes) and a log line naming the plaintext path;
-//! - `undetectable_by_design`: what a format with sparse holes and no
-//!   per-volume MAC tree cannot detect (as in gocryptfs) -- a zeroed nonce
-//!   entry reads as a hole, truncation at a block boundary, rollback to an
-//!   older copy, deletion, swapping or replacing whole files -- shows the
-//!   documented behaviour;
+//! - `undetectable_by_design` (tests/undetectable.rs): what the format
+//!   does not detect shows the documented behaviour;
 //! - `config_edits_are_refused`: weakened KDF parameters and flipped
 //!   feature flags or modes make `mount` refuse the volume;
 //! - `keys_locked_in_memory`: the running daemon has locked memory (VmLck).
@@ -68,18 +65,43 @@ fn size_of(i: u64) -> u64 {
 }
 
 /// One attack on the backing file(s) of test files; `bad` are the blocks
-/// that must read as EIO (`None`: opening or every read fails).
+/// that must read as EIO (`None`: opening or every read fails). `sums`:
+/// the attack changes the file's nonces or size, so with file summaries
+/// (FORMAT.md 12) every read of the file fails instead.
 struct Attack {
     name: &'static str,
     file: u64,
     bad: Option<Vec<u64>>,
+    sums: bool,
     apply: Box<dyn Fn(&Volume)>,
 }
 
-#[test]
-fn detected() {
+/// A gcm volume: with file summaries (`init --file-summary on`) or
+/// without them (the default: format 1's layout).
+fn volume(summary: bool) -> Volume {
+    let mut v = if summary {
+        Volume::init_with(MODE, &["--file-summary", "on"])
+    } else {
+        Volume::init(MODE)
+    };
+    v.mount();
+    v
+}
+
+mod detected {
+    #[test]
+    fn with_summaries() {
+        super::detected(true)
+    }
+    #[test]
+    fn without_summaries() {
+        super::detected(false)
+    }
+}
+
+fn detected(summary: bool) {
     require_fuse!();
-    let mut v = Volume::new(MODE);
+    let mut v = volume(summary);
     let mut rng = Rng::for_test("attacks");
     let e = MODE.entry_size();
     let (d, en) = (|b| MODE.block_data_offset(b), |b| MODE.block_entry_offset(b));
@@ -89,48 +111,56 @@ fn detected() {
             name: "bit flipped in data (nnode block)",
             file: 1,
             bad: Some(vec![3]),
+            sums: false,
             apply: Box::new(move |v| flip(&bk(v, 1), d(3) + 7, 0x01)),
         },
         Attack {
             name: "bit flipped in data (page block)",
             file: 2,
             bad: Some(vec![17]),
+            sums: false,
             apply: Box::new(move |v| flip(&bk(v, 2), d(17) + 4095, 0x80)),
         },
         Attack {
             name: "bit flipped in a tag",
             file: 3,
             bad: Some(vec![4]),
+            sums: false,
             apply: Box::new(move |v| flip(&bk(v, 3), en(4) + 16, 0x01)),
         },
         Attack {
             name: "bit flipped in a nonce",
             file: 4,
             bad: Some(vec![5]),
+            sums: true,
             apply: Box::new(move |v| flip(&bk(v, 4), en(5), 0x01)),
         },
         Attack {
             name: "bit flipped in a page nonce entry",
             file: 5,
             bad: Some(vec![18]),
+            sums: true,
             apply: Box::new(move |v| flip(&bk(v, 5), en(18) + 11, 0x10)),
         },
         Attack {
             name: "tag zeroed (nonce kept)",
             file: 6,
             bad: Some(vec![2]),
+            sums: false,
             apply: Box::new(move |v| write_range(&bk(v, 6), en(2) + 16, &[0u8; 16])),
         },
         Attack {
             name: "nonce zeroed (tag kept)",
             file: 7,
             bad: Some(vec![2]),
+            sums: true,
             apply: Box::new(move |v| write_range(&bk(v, 7), en(2), &[0u8; 16])),
         },
         Attack {
             name: "block (data + entry) copied to another offset",
             file: 8,
             bad: Some(vec![9]),
+            sums: true,
             apply: Box::new(move |v| {
                 let p = bk(v, 8);
                 let (dd, ee) = (read_range(&p, d(8), 4096), read_range(&p, en(8), e as usize));
@@ -142,6 +172,7 @@ fn detected() {
             name: "block copied from another file (same offset)",
             file: 9,
             bad: Some(vec![6]),
+            sums: true,
             apply: Box::new(move |v| {
                 let (src, dst) = (bk(v, 10), bk(v, 9));
                 write_range(&dst, d(6), &read_range(&src, d(6), 4096));
@@ -152,6 +183,7 @@ fn detected() {
             name: "two nonce entries swapped",
             file: 11,
             bad: Some(vec![2, 4]),
+            sums: true,
             apply: Box::new(move |v| {
                 let p = bk(v, 11);
                 let (a, b) = (read_range(&p, en(2), e as usize), read_range(&p, en(4), e as usize));
@@ -163,6 +195,7 @@ fn detected() {
             name: "two blocks (data + entries) swapped",
             file: 12,
             bad: Some(vec![10, 11]),
+            sums: true,
             apply: Box::new(move |v| {
                 let p = bk(v, 12);
                 let (da, db) = (read_range(&p, d(10), 4096), read_range(&p, d(11), 4096));
@@ -177,24 +210,28 @@ fn detected() {
             name: "file ID in the header flipped",
             file: 13,
             bad: None,
+            sums: true,
             apply: Box::new(move |v| flip(&bk(v, 13), 12, 0x02)),
         },
         Attack {
             name: "header magic flipped",
             file: 14,
             bad: None,
+            sums: true,
             apply: Box::new(move |v| flip(&bk(v, 14), 0, 0x01)),
         },
         Attack {
             name: "header mode byte changed to ctr",
             file: 15,
             bad: None,
+            sums: true,
             apply: Box::new(move |v| write_range(&bk(v, 15), 6, &[Mode::Ctr.mode_byte()])),
         },
         Attack {
             name: "headers swapped between two files",
             file: 16,
             bad: None,
+            sums: true,
             apply: Box::new(move |v| {
                 let (a, b) = (bk(v, 16), bk(v, 17));
                 let (ha, hb) = (read_range(&a, 0, 32), read_range(&b, 0, 32));
@@ -206,6 +243,7 @@ fn detected() {
             name: "backing file cut inside the last block",
             file: 18,
             bad: Some(vec![19]),
+            sums: true,
             apply: Box::new(move |v| {
                 let p = bk(v, 18);
                 let len = fs::metadata(&p).unwrap().len();
@@ -221,6 +259,7 @@ fn detected() {
             name: "backing file cut inside the header",
             file: 19,
             bad: None,
+            sums: true,
             apply: Box::new(move |v| {
                 OpenOptions::new()
                     .write(true)
@@ -231,14 +270,25 @@ fn detected() {
             }),
         },
         Attack {
-            name: "data of a block replaced by its old ciphertext (replay within the file)",
+            name: if summary {
+                "block rolled back: its old ciphertext and nonce entry put back together (replay within the file)"
+            } else {
+                "data of a block replaced by its old ciphertext (replay within the file)"
+            },
             file: 20,
             bad: Some(vec![1]),
-            // Prepared below: the old ciphertext of block 1 is saved before
-            // the block is rewritten through the mount.
+            sums: true,
+            // Prepared below: the old ciphertext and entry of block 1 are
+            // saved before the block is rewritten through the mount. Without
+            // summaries only the data is replayed (the old entry with it is
+            // not detected: undetectable_by_design).
             apply: Box::new(move |v| {
                 let old = fs::read(v.root().join("old-block-1")).unwrap();
                 write_range(&bk(v, 20), d(1), &old);
+                if summary {
+                    let old_e = fs::read(v.root().join("old-entry-1")).unwrap();
+                    write_range(&bk(v, 20), en(1), &old_e);
+                }
             }),
         },
     ];
@@ -249,6 +299,7 @@ fn detected() {
         name: "bit flipped in a page-1 nonce entry",
         file: 0,
         bad: Some(vec![290]),
+        sums: false,
         apply: Box::new(move |v| flip(&backing_by_size(v, 300 * BLOCK + 77), en(290) + 20, 0x04)),
     });
     let mut contents = std::collections::BTreeMap::new();
@@ -261,6 +312,8 @@ fn detected() {
     // Replay: save block 1's ciphertext, then rewrite block 1.
     let old = read_range(&backing_by_size(&v, size_of(20)), d(1), 4096);
     fs::write(v.root().join("old-block-1"), old).unwrap();
+    let old_e = read_range(&backing_by_size(&v, size_of(20)), en(1), e as usize);
+    fs::write(v.root().join("old-entry-1"), old_e).unwrap();
     {
         let f = open_rw(&v.p("f20"));
         let newb = rng.bytes(4096);
@@ -282,7 +335,8 @@ fn detected() {
         };
         let want = &contents[&a.file];
         let ctx = format!("attack `{}` on /{plain}", a.name);
-        match &a.bad {
+        let bad = if summary && a.sums { &None } else { &a.bad };
+        match bad {
             None => {
                 // The header is bad: opening or every read fails with EIO.
                 let r = File::open(v.p(&plain)).and_then(|f| read_at(&f, 0, 4096));
@@ -319,7 +373,11 @@ fn detected() {
     // The mount is still healthy.
     write_file(&v.p("after"), b"still works");
     assert_eq!(fs::read(v.p("after")).unwrap(), b"still works");
-    eprintln!("attacks: {} tried, {detected} detected (EIO + log line)", attacks.len());
+    eprintln!(
+        "attacks ({}): {} tried, {detected} detected (EIO + log line)",
+        if summary { "file summaries" } else { "no file summaries" },
+        attacks.len()
+    );
     assert_eq!(detected, attacks.len());
 }
 
@@ -425,84 +483,6 @@ fn backing_dir(v: &Volume, name: &str) -> PathBuf {
     found[0].clone()
 }
 
-/// What the format does not detect by itself (SECURITY.md "Not detected"),
-/// shown as the documented behaviour. 7 cases.
-#[test]
-fn undetectable_by_design() {
-    require_fuse!();
-    let mut v = Volume::new(MODE);
-    let mut rng = Rng::for_test("attacks-undetectable");
-    let sizes = [30_001u64, 30_002, 30_003, 30_004, 30_005, 30_006, 30_007];
-    let data: Vec<Vec<u8>> = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
-    for (i, d) in data.iter().enumerate() {
-        write_file(&v.p(format!("u{i}")), d);
-    }
-    // Rollback: keep a copy of u2's backing file, then change u2.
-    let bk = |v: &Volume, i: usize| {
-        v.backing_paths()
-            .into_iter()
-            .find(|p| p.is_file() && fs::metadata(p).unwrap().len() == MODE.backing_len(sizes[i]))
-            .unwrap()
-    };
-    let old_u2 = fs::read(bk(&v, 2)).unwrap();
-    {
-        let f = open_rw(&v.p("u2"));
-        write_at(&f, 0, &[0xEE; 100]).unwrap();
-        f.sync_all().unwrap();
-    }
-    let (p0, p1, p2, p3, p4, p5, p6) = (
-        bk(&v, 0),
-        bk(&v, 1),
-        bk(&v, 2),
-        bk(&v, 3),
-        bk(&v, 4),
-        bk(&v, 5),
-        bk(&v, 6),
-    );
-    v.unmount();
-    // 1. A nonce entry zeroed: block 2 of u0 reads as a hole (zeros).
-    write_range(&p0, MODE.block_entry_offset(2), &vec![0u8; MODE.entry_size() as usize]);
-    // 2. Truncated at a block boundary: u1 becomes 3 blocks long.
-    OpenOptions::new()
-        .write(true)
-        .open(&p1)
-        .unwrap()
-        .set_len(MODE.backing_len(3 * BLOCK))
-        .unwrap();
-    // 3. Rolled back to the older copy.
-    fs::write(&p2, &old_u2).unwrap();
-    // 4. Deleted.
-    fs::remove_file(&p3).unwrap();
-    // 5. Two files' backing names swapped (same directory).
-    let tmp = p4.with_extension("swap");
-    fs::rename(&p4, &tmp).unwrap();
-    fs::rename(&p5, &p4).unwrap();
-    fs::rename(&tmp, &p5).unwrap();
-    // 6. A file replaced by a copy of another file.
-    fs::copy(&p0, &p6).unwrap();
-    v.mount();
-    let mut want0 = data[0].clone();
-    want0[2 * BLOCK as usize..3 * BLOCK as usize].fill(0);
-    assert_bytes_eq(&fs::read(v.p("u0")).unwrap(), &want0, "zeroed entry reads as a hole");
-    assert_bytes_eq(
-        &fs::read(v.p("u1")).unwrap(),
-        &data[1][..3 * BLOCK as usize],
-        "truncated",
-    );
-    assert_bytes_eq(&fs::read(v.p("u2")).unwrap(), &data[2], "rolled back to the old copy");
-    assert_errno(fs::metadata(v.p("u3")).map(drop), libc::ENOENT, "deleted");
-    assert_bytes_eq(&fs::read(v.p("u4")).unwrap(), &data[5], "swapped names: u4 shows u5");
-    assert_bytes_eq(&fs::read(v.p("u5")).unwrap(), &data[4], "swapped names: u5 shows u4");
-    assert_bytes_eq(&fs::read(v.p("u6")).unwrap(), &want0, "replaced by a copy of u0");
-    // 7. Metadata (mode, times) is stored in the clear: changing it is not detected.
-    v.unmount();
-    fs::set_permissions(&p2, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    v.mount();
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(fs::metadata(v.p("u2")).unwrap().permissions().mode() & 0o777, 0o600);
-    eprintln!("attacks: undetectable by design: 7 shown as documented");
-}
-
 /// `warpfs.conf` edited to weaken the KDF, drop a feature flag, or change
 /// the content mode or key size: `mount` refuses the volume.
 #[test]
@@ -572,4 +552,26 @@ fn keys_locked_in_memory() {
     assert!(kb > 0, "daemon VmLck is 0 kB; log:\n{log}");
     assert!(log.contains("key memory locked in RAM"), "log:\n{log}");
     eprintln!("daemon VmLck: {kb} kB");
+}
+
+/// File summaries exist in gcm only: `init --file-summary on` with another
+/// mode is a usage error that writes nothing.
+#[test]
+fn file_summaries_need_gcm() {
+    for mode in ["ctr", "xts"] {
+        let v = Volume::blank(Mode::Gcm);
+        let o = warpfs(args![
+            "init",
+            "--passfile",
+            &v.passfile,
+            "--mode",
+            mode,
+            "--file-summary",
+            "on",
+            &v.cipher
+        ]);
+        assert!(!o.ok(), "init --mode {mode} --file-summary on succeeded\n{o}");
+        assert!(o.stderr.contains("needs --mode gcm"), "{o}");
+        assert!(!v.cipher.join("warpfs.conf").exists(), "{mode}: a config was written");
+    }
 }

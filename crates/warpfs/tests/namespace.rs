@@ -591,6 +591,9 @@ fn xattrs(mode: Mode) {
     }
     let f = v.p("f");
     write_file(&f, b"x");
+    if !xattrs_or_refused(&f) {
+        return;
+    }
     fs::create_dir(v.p("d")).unwrap();
     let user_names = |p: &Path| -> BTreeSet<String> {
         listxattr(p)

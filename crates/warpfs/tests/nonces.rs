@@ -35,7 +35,7 @@ fn scan(v: &Volume) -> Vec<([u8; 12], PathBuf, u64, Vec<u8>)> {
             .unwrap_or_else(|| panic!("{}: corrupt length {}", p.display(), raw.len()));
         for b in 0..size.div_ceil(BLOCK) {
             let eo = mode.block_entry_offset(b) as usize;
-            let ent = &raw[eo..eo + mode.entry_size() as usize];
+            let ent = &mode.entry_view(&raw[eo..eo + mode.entry_size() as usize]);
             if ent.iter().all(|&x| x == 0) {
                 continue; // a hole
             }

@@ -20,6 +20,28 @@ use common::*;
 
 mode_tests!(writes, rename, rekey);
 
+/// The same workloads on gcm volumes with file summaries (FORMAT.md 12):
+/// every crash state must verify (no fsynced byte reads as EIO because a
+/// summary does not match).
+mod summaries {
+    use super::*;
+
+    #[test]
+    fn writes() {
+        crashsim::run_with(Mode::Gcm, "writes", &["--file-summary", "on"])
+    }
+
+    #[test]
+    fn rename() {
+        crashsim::run_with(Mode::Gcm, "rename", &["--file-summary", "on"])
+    }
+
+    #[test]
+    fn rekey() {
+        crashsim::run_with(Mode::Gcm, "rekey", &["--file-summary", "on"])
+    }
+}
+
 /// Sequential and random writes, appends, fsync and fdatasync, truncation.
 fn writes(mode: Mode) {
     crashsim::run(mode, "writes")

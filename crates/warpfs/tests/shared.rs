@@ -82,7 +82,7 @@ fn scan(v: &Volume) -> Vec<([u8; 12], PathBuf, u64)> {
         let size = mode.plain_size(raw.len() as u64).expect("valid length");
         for b in 0..size.div_ceil(BLOCK) {
             let eo = mode.block_entry_offset(b) as usize;
-            let ent = &raw[eo..eo + mode.entry_size() as usize];
+            let ent = &mode.entry_view(&raw[eo..eo + mode.entry_size() as usize]);
             if ent.iter().any(|&x| x != 0) {
                 out.push((ent[..12].try_into().unwrap(), p.clone(), b));
             }

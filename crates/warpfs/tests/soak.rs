@@ -278,8 +278,9 @@ fn soak() {
         .unwrap_or(60);
     let t0 = Instant::now();
     let mut total = Counts::default();
-    soak_mode(Mode::Gcm, secs / 2, "soak-gcm", &mut total);
-    soak_mode(Mode::Ctr, secs - secs / 2, "soak-ctr", &mut total);
+    soak_mode(Mode::Gcm, secs / 3, "soak-gcm", &mut total);
+    soak_mode(Mode::Ctr, secs / 3, "soak-ctr", &mut total);
+    soak_mode(Mode::Xts, secs - 2 * (secs / 3), "soak-xts", &mut total);
     let el = t0.elapsed().as_secs_f64();
     let by_op: Vec<String> = total.by_op.iter().map(|(k, n)| format!("\"{k}\": {n}")).collect();
     let json = format!(

@@ -50,7 +50,9 @@ fn move_entry(
     let b = names::encode(&vol.names, iv, name)?;
     let to = names::file_of(&b).to_string();
     let made = names::write_sidecar(dir, &b)?;
-    let r = crate::sys::renameat2(&dir.entry(from), &dir.entry(to.as_ref()), libc::RENAME_NOREPLACE);
+    // A bound symlink's target is sealed again for its new name (its old
+    // seal names the other IV, whose file goes once every entry moved).
+    let r = vol.rename_entry(&dir.entry(from), &dir.entry(to.as_ref()), libc::RENAME_NOREPLACE);
     if let Err(e) = r {
         if made {
             names::remove_sidecar(dir, &b);

@@ -116,6 +116,13 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
                 item.path, opts.file_nonce_cap, opts.file_nonce_cap
             ));
         }
+        if s.unverified_segments > 0 {
+            report.notes.push(format!(
+                "{}: {} segment(s) changed since the file's last commit (open for writing, or a crash): \
+                 checked by their tags, not by the file summary",
+                item.path, s.unverified_segments
+            ));
+        }
         let first = report.findings.len();
         for p in s.problems {
             report.findings.push(Finding {

@@ -45,6 +45,16 @@ pub(super) fn file(vol: &Volume, rel: &Path, findings: &mut [Finding], want: Rep
             Fix::NotAsked(ZERO)
         };
     }
+    // A file whose summary verified is resealed over its zeroed blocks.
+    let zeroed = findings.iter().any(|f| matches!(f.fix, Fix::Done(_)));
+    let summary_bad = findings
+        .iter()
+        .any(|f| matches!(f.kind, Kind::File(Problem::Summary(_))));
+    if zeroed && !summary_bad {
+        if let Err(e) = open(rel).and_then(|h| scan::reseal_summary(&h, vol.keys())) {
+            tracing::error!("{}: file summary not resealed: {e}", rel.display());
+        }
+    }
     for f in findings.iter_mut() {
         let Kind::File(Problem::TornTail { fixed_len, .. }) = &f.kind else {
             continue;

@@ -7,7 +7,6 @@ use super::report::{Finding, Fix, Kind, Report};
 use super::Repairs;
 use crate::at::{Dir, Loc};
 use crate::dirview::{How, View};
-use crate::namespace::SYMLINK_AD;
 use crate::synced::{self, Copy};
 use crate::volume::Volume;
 use std::collections::HashSet;
@@ -248,5 +247,5 @@ fn symlink_ok(vol: &Volume, p: &Loc) -> bool {
     let Ok(t) = crate::sys::readlink(p) else {
         return false;
     };
-    std::str::from_utf8(&t).is_ok_and(|s| vol.sealer.open_b64(SYMLINK_AD, s).is_ok())
+    vol.open_symlink(p, &t).is_ok()
 }

@@ -107,6 +107,8 @@ impl ViewFile {
             file_id: self.file_id,
             generation: 0,
             rekeyed: 0,
+            // A reverse volume is format 1: no file summaries (FORMAT.md 14).
+            summary: false,
         }
         .to_bytes()
     }

@@ -179,6 +179,10 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Tr
     let mut wr = std::fs::File::from(wr);
     // SAFETY: in the child; detach from the terminal.
     unsafe { libc::setsid() };
+    // Memory locks are not inherited across fork (non-dumpability is).
+    if let Err(e) = warpfs_crypto::locked::lock_all() {
+        eprintln!("warpfs: warning: cannot lock key memory in RAM ({e}); keys may be swapped out");
+    }
     let ring = crate::fuse::uring::RingOptions::default();
     let mut mounting = match crate::fuse::serve(ContainerFs::new(img), &mountpoint, &config, transport, ring) {
         Ok(s) => s,

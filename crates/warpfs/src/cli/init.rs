@@ -5,7 +5,7 @@ use super::exit::{CliError, ERROR, NOT_EMPTY};
 use super::PassArgs;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
-use warpfs_config::{Config, ContentMode};
+use warpfs_config::{Config, ContentMode, FeatureFlag};
 use warpfs_crypto::kdf::KdfParams;
 
 /// Content encryption mode.
@@ -26,6 +26,15 @@ pub enum CipherArg {
     Aes,
     /// Twofish (as TrueCrypt offers it; software, slow).
     Twofish,
+}
+
+/// A switch.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 /// Arguments of `warpfs init`.
@@ -60,6 +69,12 @@ pub struct InitArgs {
     /// later command then needs the same --config FILE).
     #[command(flatten)]
     config: super::ConfigArg,
+    /// gcm: keep an authenticated summary of each file's nonce entries, so
+    /// that rolling back or mixing some of a file's blocks is detected
+    /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
+    /// write throughput (bench/results/summary.md, decision record 0015).
+    #[arg(long, value_enum, value_name = "on|off", default_value = "off")]
+    file_summary: OnOff,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -93,6 +108,18 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         let kdf = kdf_params(&a)?;
         return super::reverse::init(&a.pass, dir, a.config.config.as_deref(), a.key_bits, kdf, a.quiet);
     }
+    // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
+    // their entry; gcm files with summaries when asked for.
+    let mut features = vec![FeatureFlag::BoundSeals];
+    if a.file_summary == OnOff::On {
+        if mode != ContentMode::Gcm {
+            return Err(CliError::new(
+                super::exit::USAGE,
+                "--file-summary on needs --mode gcm (ctr and xts have no tags to summarise)",
+            ));
+        }
+        features.push(FeatureFlag::FileSummary);
+    }
     match std::fs::read_dir(dir) {
         Ok(mut it) => {
             if it.next().is_some() {
@@ -110,10 +137,8 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     let kdf = kdf_params(&a)?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let (_cfg, master) = match &a.config.config {
-        Some(path) => Config::create_at(path, pw.bytes(), mode, a.key_bits, kdf)?,
-        None => Config::create(dir, pw.bytes(), mode, a.key_bits, kdf)?,
-    };
+    let (_cfg, master) =
+        Config::create_with_features_at(&a.config.path(dir), pw.bytes(), mode, a.key_bits, kdf, &features)?;
     warpfs_volume::Volume::init_root(dir)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(
@@ -127,7 +152,9 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         println!();
         println!("Your master key is:");
         println!();
-        println!("    {}", master.recovery_text());
+        // The printed key is wiped from this process's memory afterwards.
+        let text = zeroize::Zeroizing::new(master.recovery_text());
+        println!("    {}", &*text);
         println!();
         println!("If warpfs.conf is lost or the password forgotten, this key is the only way");
         println!("to your data. Keep it somewhere safe and offline; it is not shown again.");

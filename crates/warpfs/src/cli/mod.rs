@@ -197,6 +197,17 @@ fn finish(res: Result<(), exit::CliError>) -> i32 {
 }
 
 fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
+    // Every command that handles a password or key: no core dumps, no
+    // ptrace or /proc/PID/mem by other unprivileged processes (the mount
+    // and container daemons keep it after their fork). Key material itself
+    // lives in locked, zeroed-on-drop memory (warpfs_crypto::Locked).
+    if matches!(
+        cli.cmd,
+        Cmd::Init(_) | Cmd::Mount(_) | Cmd::Passwd(_) | Cmd::Fsck(_) | Cmd::Container(_) | Cmd::Rekey(_) | Cmd::Name(_)
+    ) && !warpfs_crypto::make_non_dumpable()
+    {
+        eprintln!("warpfs: warning: cannot make the process non-dumpable");
+    }
     match cli.cmd {
         Cmd::Init(a) => init::run(a),
         Cmd::Mount(a) => mount::run(*a),

@@ -33,10 +33,9 @@ impl Password {
 
 impl Drop for Password {
     fn drop(&mut self) {
-        for b in self.0.iter_mut() {
-            // SAFETY: volatile write to memory we own, so the wipe is not optimised away.
-            unsafe { std::ptr::write_volatile(b, 0) };
-        }
+        // The whole allocation, spare capacity included (a passfile's
+        // second line, cut off by `first_line`, stays there otherwise).
+        zeroize::Zeroize::zeroize(&mut self.0);
     }
 }
 
@@ -68,9 +67,9 @@ impl Source {
 
     fn read_password(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
         let pw = if let Some(f) = &self.passfile {
-            let data = std::fs::read(f)
+            let data = read_passfile(f)
                 .map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
-            first_line(data)
+            Password(first_line(data))
         } else if let Some(cmd) = &self.extpass {
             let out = Command::new("/bin/sh")
                 .arg("-c")
@@ -82,27 +81,63 @@ impl Source {
             if !out.status.success() {
                 return Err(CliError::new(ERROR, format!("extpass command failed ({})", out.status)));
             }
-            let mut r = BufReader::new(&out.stdout[..]);
-            let mut line = Vec::new();
-            r.read_until(b'\n', &mut line)
+            let stdout = Password(out.stdout);
+            let mut r = BufReader::new(&stdout[..]);
+            let mut line = Password(Vec::new());
+            r.read_until(b'\n', &mut line.0)
                 .map_err(|e| CliError::new(ERROR, e.to_string()))?;
-            first_line(line)
+            Password(first_line(std::mem::take(&mut line.0)))
         } else {
-            let a = rpassword::prompt_password(prompt)
-                .map_err(|e| CliError::new(ERROR, format!("cannot read password from the terminal: {e}")))?;
+            let a = zeroize::Zeroizing::new(
+                rpassword::prompt_password(prompt)
+                    .map_err(|e| CliError::new(ERROR, format!("cannot read password from the terminal: {e}")))?,
+            );
             if confirm {
-                let b = rpassword::prompt_password("Repeat: ").map_err(|e| CliError::new(ERROR, e.to_string()))?;
-                if a != b {
+                // The repeated password is wiped like the first.
+                let b = zeroize::Zeroizing::new(
+                    rpassword::prompt_password("Repeat: ").map_err(|e| CliError::new(ERROR, e.to_string()))?,
+                );
+                if *a != *b {
                     return Err(CliError::new(ERROR, "passwords do not match"));
                 }
             }
-            a.into_bytes()
+            Password(a.as_bytes().to_vec())
         };
-        if pw.is_empty() {
+        if pw.0.is_empty() {
             return Err(CliError::new(ERROR, "empty password"));
         }
-        Ok(Password(pw))
+        Ok(pw)
     }
+}
+
+/// The bytes of a passfile. `/dev/stdin`, `/dev/fd/N` and `/proc/self/fd/N`
+/// are read from the descriptor itself: a non-dumpable process (every
+/// command that handles a key is one) may not open its own /proc/self/fd
+/// entries unless it runs as root.
+fn read_passfile(f: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let s = f.to_string_lossy();
+    let fd = if s == "/dev/stdin" {
+        Some(std::io::stdin().as_raw_fd())
+    } else {
+        s.strip_prefix("/dev/fd/")
+            .or_else(|| s.strip_prefix("/proc/self/fd/"))
+            .and_then(|n| n.parse::<i32>().ok())
+    };
+    let Some(fd) = fd else {
+        return std::fs::read(f);
+    };
+    // SAFETY: dup of a descriptor we were given; the File owns the copy.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `dup` is a new descriptor owned by nobody else.
+    let mut file = unsafe { std::fs::File::from_raw_fd(dup) };
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)?;
+    Ok(data)
 }
 
 /// A keyfile's bytes (wiped on drop): 1 byte to 1 MiB.

@@ -147,6 +147,16 @@ impl Mode {
             Mode::Xts => 0,
         }
     }
+    /// A raw nonce entry with the file-summary slot (bytes 12..16 of a
+    /// gcm entry, FORMAT.md 12) cleared: what format 1 stores there (a
+    /// written entry never has an all-zero nonce; a hole's entry is zero).
+    pub fn entry_view(self, raw: &[u8]) -> Vec<u8> {
+        let mut v = raw.to_vec();
+        if self == Mode::Gcm && v.len() == 32 {
+            v[12..16].fill(0);
+        }
+        v
+    }
     /// H = 32 + 16·E.
     pub fn header_size(self) -> u64 {
         32 + 16 * self.entry_size()
@@ -367,9 +377,49 @@ pub fn test_speculation() -> Option<String> {
     }
 }
 
+/// Extra `warpfs mount` arguments for every mount of the tests, from
+/// `WARPFS_TEST_MOUNT_ARGS` (whitespace-separated; scripts/option-matrix.sh
+/// sets `--no-xattr`). An argument a mount already has is not repeated.
+pub fn test_mount_args() -> Vec<OsString> {
+    std::env::var("WARPFS_TEST_MOUNT_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(OsString::from)
+        .collect()
+}
+
+/// Whether the tests' mounts serve extended attributes (not under
+/// `WARPFS_TEST_MOUNT_ARGS=--no-xattr`).
+pub fn mounts_serve_xattrs() -> bool {
+    !test_mount_args().iter().any(|a| a == "--no-xattr")
+}
+
+/// Whether the mount serves xattrs; under `--no-xattr` (option matrix) it
+/// first checks that `p` refuses them (EOPNOTSUPP), for a caller that then
+/// leaves its xattr checks out.
+pub fn xattrs_or_refused(p: &Path) -> bool {
+    if mounts_serve_xattrs() {
+        return true;
+    }
+    assert_errno(
+        setxattr(p, "user.x", b"v", 0),
+        libc::EOPNOTSUPP,
+        "setxattr under --no-xattr",
+    );
+    false
+}
+
 /// `args` with `--speculation X` from `WARPFS_TEST_SPECULATION` inserted
-/// after a leading `mount` that does not set it already.
+/// after a leading `mount` that does not set it already, and the
+/// arguments of [`test_mount_args`].
 pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.first().is_some_and(|a| a == "mount") {
+        for a in test_mount_args().into_iter().rev() {
+            if !args.contains(&a) {
+                args.insert(1, a);
+            }
+        }
+    }
     let is_mount = args.first().is_some_and(|a| a == "mount");
     let has = args
         .iter()
@@ -686,12 +736,19 @@ impl Drop for Watchdog {
 /// An initialised cipher dir per mode, made once per test binary and copied
 /// into each `Volume` (saves one KDF run per test).
 fn template(mode: Mode) -> &'static Path {
-    static T: [OnceLock<PathBuf>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
-    let slot = match mode {
-        Mode::Gcm => &T[0],
-        Mode::Ctr => &T[1],
-        Mode::Xts => &T[2],
-    };
+    template_with(mode, &[])
+}
+
+/// [`template`] made with `extra` arguments of `warpfs init` (e.g.
+/// `--file-summary off`): one per (mode, arguments) and test binary.
+fn template_with(mode: Mode, extra: &[&str]) -> &'static Path {
+    static T: std::sync::Mutex<BTreeMap<String, &'static OnceLock<PathBuf>>> = std::sync::Mutex::new(BTreeMap::new());
+    let tag = format!("{}{}", mode.name(), extra.join("").replace(['-', ' '], ""));
+    let slot: &'static OnceLock<PathBuf> = T
+        .lock()
+        .unwrap()
+        .entry(tag.clone())
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
     slot.get_or_init(|| {
         let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("warpfs-templates");
         fs::create_dir_all(&base).unwrap();
@@ -706,15 +763,17 @@ fn template(mode: Mode) -> &'static Path {
                 }
             }
         }
-        let dir = base.join(format!("{}-{}", std::process::id(), mode.name()));
+        let dir = base.join(format!("{}-{tag}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let pass = dir.join("pass");
         fs::write(&pass, format!("{PASSWORD}\n")).unwrap();
         let cipher = dir.join("cipher");
         fs::create_dir(&cipher).unwrap();
-        warpfs(args!["init", "--passfile", &pass, "--mode", mode.name(), &cipher])
-            .expect_ok("warpfs init (template volume)");
+        let mut a = args!["init", "--passfile", &pass, "--mode", mode.name()];
+        a.extend(extra.iter().map(OsString::from));
+        a.push(cipher.clone().into_os_string());
+        warpfs(a).expect_ok("warpfs init (template volume)");
         cipher
     })
 }
@@ -782,6 +841,14 @@ impl Volume {
     pub fn init(mode: Mode) -> Volume {
         let v = Volume::blank(mode);
         copy_tree(template(mode), &v.cipher);
+        v
+    }
+
+    /// An initialised, unmounted volume made with `extra` arguments of
+    /// `warpfs init` (e.g. `["--file-summary", "off"]`).
+    pub fn init_with(mode: Mode, extra: &[&str]) -> Volume {
+        let v = Volume::blank(mode);
+        copy_tree(template_with(mode, extra), &v.cipher);
         v
     }
 

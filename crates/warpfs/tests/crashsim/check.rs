@@ -349,7 +349,7 @@ impl<'o> Checker<'o> {
                 if eo + es > raw.len() {
                     break;
                 }
-                let ent = &raw[eo..eo + es];
+                let ent = &self.mode.entry_view(&raw[eo..eo + es]);
                 if ent.iter().all(|&x| x == 0) {
                     continue;
                 }

@@ -40,29 +40,41 @@ fn budget() -> usize {
 
 /// Record workload `name` on a fresh `mode` volume and check crash states.
 pub fn run(mode: Mode, name: &str) {
+    run_with(mode, name, &[])
+}
+
+/// [`run`] on a volume made with `extra` arguments of `warpfs init` (e.g.
+/// `--file-summary on`).
+pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
     require_fuse!();
     if warpfs_testkit::skip_if(record::unavailable()) {
         return;
     }
     let start = Instant::now();
-    let tag = format!("power-loss-{name}-{}", mode.name());
+    let suffix = if extra.is_empty() { "" } else { "-summaries" };
+    let tag = format!("power-loss-{name}-{}{suffix}", mode.name());
     let mut rng = Rng::for_test(&tag);
     let w = workload::make(name, &mut rng);
     let mut v = Volume::blank(mode);
     // The weakest KDF accepted: every state costs a mount (and some an
     // fsck and a rekey), each one Argon2id run.
-    warpfs(args![
-        "init",
-        "--passfile",
-        &v.passfile,
-        "--mode",
-        mode.name(),
-        "--kdf-memory",
-        "32768",
-        "--kdf-iterations",
-        "2",
-        &v.cipher
-    ])
+    warpfs(
+        args![
+            "init",
+            "--passfile",
+            &v.passfile,
+            "--mode",
+            mode.name(),
+            "--kdf-memory",
+            "32768",
+            "--kdf-iterations",
+            "2",
+            &v.cipher
+        ]
+        .into_iter()
+        .chain(extra.iter().map(std::ffi::OsString::from))
+        .collect::<Vec<_>>(),
+    )
     .expect_ok("warpfs init");
     v.mount();
     for s in &w.setup {

@@ -123,6 +123,17 @@ pub fn record(cipher: &Path, mnt: &Path, daemon: i32, steps: &[Step], rekey: &[C
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The kernel sends RELEASE after close() has returned; the daemon's
+    // last writes to a file (its summary commit, FORMAT.md 12) follow it.
+    // Stop tracing only once the daemon holds no cipher file open.
+    let start = Instant::now();
+    while open_cipher_files(daemon, cipher) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the daemon still holds cipher files open 60 s after the workload"
+        );
+        std::thread::yield_now();
+    }
     unsafe { libc::kill(st.id() as i32, libc::SIGINT) };
     let _ = st.wait();
     let _ = reader.join();
@@ -163,4 +174,17 @@ pub fn record(cipher: &Path, mnt: &Path, daemon: i32, steps: &[Step], rekey: &[C
         model,
         calls: calls.len(),
     }
+}
+
+/// Regular files under `cipher` that process `pid` has open.
+fn open_cipher_files(pid: i32, cipher: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.starts_with(cipher))
+                && std::fs::metadata(e.path()).is_ok_and(|m| m.is_file())
+        })
+        .count()
 }

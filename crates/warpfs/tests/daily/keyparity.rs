@@ -191,7 +191,7 @@ fn info_json_has_the_documented_fields() {
     assert_eq!(j["authenticated"], false);
     assert_eq!(j["key_bits"], 256);
     assert_eq!(j["block_size"], 4096);
-    assert_eq!(j["format_version"], 1);
+    assert_eq!(j["format_version"], 2, "a new volume is format 2 (FORMAT.md 6)");
     assert_eq!(j["kdf"]["algorithm"], "argon2id");
     assert!(j["kdf"]["memory_kib"].as_u64().unwrap() >= 32768);
     assert_eq!(j["key_generation"], 0);

@@ -51,7 +51,9 @@ impl WarpFs {
             _ => return Err(Errno::ENOENT),
         };
         let (cname, attr) = self.vol.link(&l.backing, &np.backing, newname).map_err(errno)?;
-        Ok(self.entry(newparent, &cname, newname, &attr, false))
+        // A link to a symlink with a bound target is a copy (a new inode).
+        let copied = self.nodes.node_id(attr.dev, attr.ino) != ino;
+        Ok(self.entry(newparent, &cname, newname, &attr, copied))
     }
 
     pub(super) fn unlink(&self, parent: u64, name: &OsStr) -> OpResult<()> {
@@ -80,13 +82,24 @@ impl WarpFs {
             (Ok(p), Ok(np)) => (p, np),
             _ => return Err(Errno::ENOENT),
         };
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        // A symlink with a bound target moves as a new backing symlink: its
+        // old node must not stand for the new inode (FORMAT.md 5.1).
+        let recreated =
+            self.vol.moves_recreate(&p.backing, name) || (exchange && self.vol.moves_recreate(&np.backing, newname));
         let (from, to) = self
             .vol
             .rename(&p.backing, name, &np.backing, newname, flags)
             .map_err(errno)?;
-        let exchange = flags & RENAME_EXCHANGE != 0;
         self.nodes
             .renamed((parent, &from, name), (newparent, &to, newname), exchange);
+        if recreated {
+            let mut stale = vec![(newparent, newname.to_os_string())];
+            if exchange {
+                stale.push((parent, name.to_os_string()));
+            }
+            self.inval_entries_later(stale);
+        }
         Ok(())
     }
 }

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# bench/summary.sh — the cost of file summaries (FORMAT.md 12): warpfs gcm
+# with `--file-summary on` (the default) and `off`, side by side in one run.
+#
+#   sudo bash bench/summary.sh [--reps 3] [--runtime 8] [--size-mib 256] [--backing tmpfs|disk]
+#
+# Per configuration: a backing dir (a tmpfs, or with --backing disk a
+# directory on the disk file system of /var/tmp, where every fdatasync
+# costs a journal commit), `warpfs init --file-summary on|off`,
+# a mount (fio on CPU $FIO_CPU, default 0; the daemon on CPU $FS_CPUS,
+# default 1), and these fio jobs (psync, iodepth 1, one job, direct=0):
+#   randwrite-4k          random 4 KiB writes over a --size-mib file, time
+#                         based, end_fsync=1 (one commit at the end)
+#   randwrite-4k-fsync32  the same with an fsync every 32 writes (a commit each)
+#   seqwrite-128k         sequential 128 KiB writes of a new file, end_fsync=1
+#   seqwrite-4k           sequential 4 KiB writes of a new file, end_fsync=1
+#   smallfiles-5k         create, write 5,000 bytes, close; 1,000 files
+#                         (reported as MiB/s of file data)
+# Each job runs on a fresh mount (unmount, drop_caches, mount). Repetitions
+# interleave the two configurations (on, off, on, off, ...) so drift on a
+# shared machine hits both alike; the table gives medians and the ratio
+# on/off. Output: bench/results/summary.json and bench/results/summary.md
+# (--out DIR elsewhere). Needs root, fio, fuse3.
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+REPS=3 RUNTIME=8 SIZE_MIB=256 OUT="$repo/bench/results" BACKING=tmpfs
+while (($#)); do
+    case "$1" in
+    --reps) REPS=$2 && shift 2 ;;
+    --runtime) RUNTIME=$2 && shift 2 ;;
+    --size-mib) SIZE_MIB=$2 && shift 2 ;;
+    --out) OUT=$2 && shift 2 ;;
+    --backing) BACKING=$2 && shift 2 ;;
+    *) echo "summary.sh: unknown argument $1" >&2 && exit 2 ;;
+    esac
+done
+[[ $(id -u) == 0 ]] || { echo "summary.sh: needs root" >&2; exit 1; }
+command -v fio >/dev/null || { echo "summary.sh: needs fio" >&2; exit 1; }
+BIN=${WARPFS_BIN:-$repo/target/release/warpfs}
+[[ -n ${WARPFS_BIN:-} ]] || (cd "$repo" && cargo build --release -p warpfs -q)
+FIO_CPU=${FIO_CPU:-0} FS_CPUS=${FS_CPUS:-1}
+[[ $(nproc) -gt 1 ]] || FS_CPUS=0
+
+[[ $BACKING == tmpfs || $BACKING == disk ]] || { echo "summary.sh: --backing tmpfs|disk" >&2; exit 2; }
+work=$(mktemp -d "$([[ $BACKING == disk ]] && echo /var/tmp || echo /tmp)/warpfs-bench-summary.XXXXXX")
+mounts=()
+cleanup() {
+    for m in "${mounts[@]}"; do
+        mountpoint -q "$m" && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
+    done
+    for c in on off; do mountpoint -q "$work/$c/back" && umount "$work/$c/back"; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo pw >"$work/pass"
+for c in on off; do
+    mkdir -p "$work/$c/back" "$work/$c/mnt"
+    [[ $BACKING == tmpfs ]] && mount -t tmpfs -o size=4g tmpfs "$work/$c/back"
+    "$BIN" init --passfile "$work/pass" --quiet --file-summary "$c" "$work/$c/back/cipher" >/dev/null
+    mounts+=("$work/$c/mnt")
+done
+
+mount_c() {
+    local c=$1
+    taskset -c "$FS_CPUS" "$BIN" mount --passfile "$work/pass" --log-file "$work/$c.log" \
+        "$work/$c/back/cipher" "$work/$c/mnt"
+}
+umount_c() { fusermount3 -u "$work/$1/mnt" 2>/dev/null || umount "$work/$1/mnt"; }
+
+# Round trip once per configuration.
+for c in on off; do
+    mount_c "$c"
+    head -c 3000000 /dev/urandom >"$work/rt"
+    cp "$work/rt" "$work/$c/mnt/rt"
+    umount_c "$c"
+    sync && echo 3 >/proc/sys/vm/drop_caches
+    mount_c "$c"
+    cmp "$work/rt" "$work/$c/mnt/rt" || { echo "summary.sh: round trip failed ($c)" >&2; exit 1; }
+    rm "$work/$c/mnt/rt"
+    head -c $((SIZE_MIB << 20)) /dev/zero >"$work/$c/mnt/rand"
+    umount_c "$c"
+done
+
+job() { # NAME -> fio arguments
+    local common=(--ioengine=psync --iodepth=1 --numjobs=1 --direct=0 --time_based
+        --runtime="$RUNTIME" --group_reporting --output-format=json)
+    case $1 in
+    randwrite-4k) echo "${common[*]} --rw=randwrite --bs=4k --filename=rand --size=${SIZE_MIB}m --end_fsync=1" ;;
+    randwrite-4k-fsync32) echo "${common[*]} --rw=randwrite --bs=4k --filename=rand --size=${SIZE_MIB}m --fsync=32" ;;
+    seqwrite-128k) echo "${common[*]} --rw=write --bs=128k --filename=seq --size=${SIZE_MIB}m --end_fsync=1" ;;
+    seqwrite-4k) echo "${common[*]} --rw=write --bs=4k --filename=seq --size=${SIZE_MIB}m --end_fsync=1" ;;
+    esac
+}
+WORKLOADS=(randwrite-4k randwrite-4k-fsync32 seqwrite-128k seqwrite-4k smallfiles-5k)
+smallfiles() { # DIR -> MiB/s of file data written as 1,000 new 5,000-byte files
+    taskset -c "$FIO_CPU" python3 - "$1" <<'PY'
+import os, sys, time
+d = os.path.join(sys.argv[1], "small")
+os.makedirs(d, exist_ok=True)
+data = b"s" * 5000
+t = time.monotonic()
+for i in range(1000):
+    with open(os.path.join(d, f"f{i}"), "wb") as f:
+        f.write(data)
+print(1000 * 5000 / (time.monotonic() - t) / 1048576)
+PY
+}
+busy=$(awk '/^cpu /{print $2+$3+$4+$6+$7+$8, $5}' /proc/stat)
+sleep 1
+busy2=$(awk '/^cpu /{print $2+$3+$4+$6+$7+$8, $5}' /proc/stat)
+busy_pct=$(echo "$busy $busy2" | awk '{u=$3-$1; i=$4-$2; printf "%.0f", (u+i) ? 100*u/(u+i) : 0}')
+
+results="$work/results.tsv"
+: >"$results"
+for ((r = 1; r <= REPS; r++)); do
+    for w in "${WORKLOADS[@]}"; do
+        for c in on off; do
+            sync && echo 3 >/proc/sys/vm/drop_caches
+            mount_c "$c"
+            [[ $w == seqwrite* ]] && rm -f "$work/$c/mnt/seq"
+            rm -rf "$work/$c/mnt/small"
+            if [[ $w == smallfiles-5k ]]; then
+                mibs=$(smallfiles "$work/$c/mnt")
+            else
+                # shellcheck disable=SC2046 # job prints words
+                (cd "$work/$c/mnt" && taskset -c "$FIO_CPU" fio --name="$w" $(job "$w")) >"$work/fio.json"
+                mibs=$(jq '.jobs[0].write.bw_bytes / 1048576' "$work/fio.json")
+            fi
+            umount_c "$c"
+            printf '%s\t%s\t%s\t%s\n' "$r" "$w" "$c" "$mibs" | tee -a "$results"
+        done
+    done
+done
+
+mkdir -p "$OUT"
+python3 - "$results" "$OUT" "$BACKING" "$REPS" "$RUNTIME" "$SIZE_MIB" "$busy_pct" "$FIO_CPU" "$FS_CPUS" \
+    "$(git -C "$repo" rev-parse HEAD)" "$(git -C "$repo" status --porcelain | grep -q . && echo 1 || echo 0)" <<'EOF'
+import json, statistics, sys, platform, datetime
+res, out, backing, reps, runtime, size, busy, fcpu, dcpu, commit, dirty = sys.argv[1:]
+name = "summary" if backing == "tmpfs" else f"summary-{backing}"
+where = "tmpfs backing" if backing == "tmpfs" else "ext4 backing (/var/tmp on the VM's disk)"
+rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
+data = {}
+for r, w, c, v in rows:
+    data.setdefault(w, {}).setdefault(c, []).append(float(v))
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+doc = {
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "machine": {"cpu_model": cpu, "kernel": platform.release(), "cpu_busy_pct_before": int(busy)},
+    "git": {"commit": commit, "dirty": dirty == "1"},
+    "settings": {"repetitions": int(reps), "runtime_s": int(runtime), "file_mib": int(size),
+                 "fio_cpu": fcpu, "daemon_cpus": dcpu, "backing": backing, "mode": "gcm"},
+    "results": [{"workload": w, "summary": c, "mib_s": v} for w in data for c in data[w] for v in data[w][c]],
+}
+json.dump(doc, open(f"{out}/{name}.json", "w"), indent=2)
+md = [f"# File summary cost (gcm, --file-summary on vs off, {backing})", "",
+      f"{doc['date']} · {cpu}, kernel {platform.release()} · CPUs {busy}% busy just before the run (shared machine)",
+      f"git {commit[:12]}{' (dirty)' if dirty == '1' else ''} · {where} · fio psync, iodepth 1, direct=0, {size} MiB file, {runtime} s per job, {reps} repetitions interleaved, cold cache and fresh mount per job · fio on CPU {fcpu}, daemon on CPU {dcpu}",
+      "", "| workload | summaries on, MiB/s median (min–max) | off | on / off |", "|---|---|---|---|"]
+for w in data:
+    on, off = data[w].get("on", []), data[w].get("off", [])
+    mon, moff = statistics.median(on), statistics.median(off)
+    md.append(f"| {w} | {mon:.1f} ({min(on):.1f}–{max(on):.1f}) | {moff:.1f} ({min(off):.1f}–{max(off):.1f}) | {mon / moff:.2f} |")
+md += ["", f"Produced by `bash bench/summary.sh --backing {backing}` (as root; the machine was shared with other work)."]
+open(f"{out}/{name}.md", "w").write("\n".join(md) + "\n")
+print("\n".join(md))
+EOF

@@ -1,0 +1,147 @@
+//! The summary side of an open cipher file (FORMAT.md 12): entries are
+//! masked after every read and their slots filled before every write,
+//! segments are made dirty before they change, and the summary is
+//! committed on fsync, after a truncation and when the last writable
+//! handle closes. Files of volumes without summaries skip all of it.
+
+use crate::file::CipherFile;
+use crate::rangelock::Want;
+use crate::summary::{self, SumState};
+use crate::ContentError;
+
+impl CipherFile {
+    /// Run `f` on the summary state, if the file has one.
+    pub(crate) fn with_sum<R>(&self, f: impl FnOnce(&mut SumState) -> R) -> Option<R> {
+        let s = self.sh.sum.as_ref()?;
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        g.as_mut().map(f)
+    }
+
+    /// Zero the summary slots of entries just read.
+    pub(crate) fn sum_mask(&self, ents: &mut [u8]) {
+        if self.sh.sum.is_some() {
+            summary::mask(ents);
+        }
+    }
+
+    /// Fill the summary slots of (masked) entries about to be written (the
+    /// first being block `first`) and account for the change in the
+    /// file's sum (the old entries are read back first). If the write
+    /// then fails, call [`sum_unknown`](Self::sum_unknown).
+    pub(crate) fn sum_patch(&self, first: u64, ents: &mut [u8]) {
+        let Some(s) = &self.sh.sum else {
+            return;
+        };
+        let n = crate::layout::block_count(self.sh.lock.state().size);
+        let mut old = vec![0u8; ents.len()];
+        let read = crate::sysio::read_exact_at(&self.file, &mut old, crate::layout::entry_offset(self.mode(), first));
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(st) = g.as_mut() else {
+            return;
+        };
+        match read {
+            Ok(()) => {
+                summary::mask(&mut old);
+                st.account(&s.key, first, n, &old, ents);
+            }
+            // Past the end (new blocks): nothing counted there yet, unless
+            // the read failed for another reason.
+            Err(_) if n <= first => st.account(&s.key, first, n, &[], ents),
+            Err(_) => st.sigma = None,
+        }
+        st.patch(first, ents);
+    }
+
+    /// A write of entries failed or the file was cut: the running sum is
+    /// recomputed at the next commit.
+    pub(crate) fn sum_unknown(&self) {
+        self.with_sum(|st| st.sigma = None);
+    }
+
+    /// Before blocks `[a, b)` change in a file of plaintext `size` (and,
+    /// with `grow`, before it grows): their segments' dirty markers are
+    /// written and synced.
+    pub(crate) fn sum_dirty(&self, id: &[u8; 16], size: u64, a: u64, b: u64, grow: bool) -> Result<(), ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(());
+        };
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some(st) => summary::make_dirty(&self.file, &s.key, id, size, st, summary::segs(a, b), grow),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a truncation from `size` to `new_size` (> 0).
+    pub(crate) fn sum_tail(&self, id: &[u8; 16], size: u64, new_size: u64) -> Result<(), ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(());
+        };
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some(st) => summary::mark_tail(&self.file, &s.key, id, size, new_size, st),
+            None => Ok(()),
+        }
+    }
+
+    /// Commit the summary of the file as it is (`size`). The caller holds
+    /// the whole file.
+    pub(crate) fn sum_commit(&self, id: &[u8; 16], size: u64) -> Result<(), ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(());
+        };
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        match g.as_mut() {
+            Some(st) if summary::needs_commit(st) => summary::commit(&self.file, &s.key, id, size, st),
+            _ => Ok(()),
+        }
+    }
+
+    /// A new header with file ID `id` is being written: its record and
+    /// segment 0's grow marker go into the nnode with it. Returns the
+    /// state to patch the nnode with; `None` without summaries.
+    pub(crate) fn sum_fresh(&self, id: &[u8; 16]) -> Option<SumState> {
+        let s = self.sh.sum.as_ref()?;
+        let st = SumState::fresh(&s.key, id);
+        *s.st.lock().unwrap_or_else(|e| e.into_inner()) = Some(st.clone());
+        Some(st)
+    }
+
+    /// The file was emptied: no header, no summary.
+    pub(crate) fn sum_reset(&self) {
+        if let Some(s) = &self.sh.sum {
+            *s.st.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// Why the file failed its summary check, if it did.
+    pub fn summary_failure(&self) -> Option<String> {
+        self.with_sum(|st| st.poisoned.clone()).flatten()
+    }
+
+    /// Commit the summary if anything changed since the last commit
+    /// (fsync does this; so does dropping the last writable handle).
+    pub fn commit_summary(&self) -> Result<(), ContentError> {
+        if self.sh.sum.is_none() || self.read_only {
+            return Ok(());
+        }
+        if !self.with_sum(|st| summary::needs_commit(st)).unwrap_or(false) {
+            return Ok(());
+        }
+        let (guard, st) = self.sh.lock.acquire(|_| Some(Want::whole()));
+        let r = match st.hdr {
+            Some(h) => self.sum_commit(&h.file_id, st.size),
+            None => Ok(()),
+        };
+        drop(guard);
+        r
+    }
+}
+
+impl Drop for CipherFile {
+    fn drop(&mut self) {
+        if let Err(e) = self.commit_summary() {
+            tracing::error!("{}: file summary not committed at close: {e}", self.label());
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Symlink targets and xattr values bound to their entry (`bound-seals`,
+//! config version 2; FORMAT.md 5.1, 5.3): the sealing's associated data
+//! names the entry, so a target or value moved or swapped to another
+//! entry fails to open (EIO and a log line) instead of showing there.
+//!
+//! - A symlink's target is bound to its directory's IV and its backing
+//!   name: a rename seals the target again for the new place (a new backing
+//!   symlink renamed over the destination, then the old name removed), and
+//!   a hard link to a symlink is made as a copy of it.
+//! - An xattr value is bound to its plaintext attribute name and to the
+//!   entry's random ID, kept in the backing xattr `user.warpfs.id` (made
+//!   with the entry's first attribute; it moves with the inode through
+//!   renames and hard links, and `cp -a` copies it).
+//!
+//! Volumes without the flag (version 1) keep format 1's unbound seals.
+
+use crate::at::Loc;
+use crate::error::{Error, Result};
+use crate::volume::Volume;
+
+/// Associated data of format 1 (unbound) symlink targets.
+pub(crate) const SYMLINK_AD: &[u8] = b"warpfs symlink";
+const SYMLINK_AD_BOUND: &[u8] = b"warpfs symlink v2";
+/// Associated data of format 1 (unbound) xattr values.
+pub(crate) const VALUE_AD: &[u8] = b"warpfs xattr value";
+const VALUE_AD_BOUND: &[u8] = b"warpfs xattr value v2";
+/// Backing xattr holding an entry's 16-byte random ID.
+pub(crate) const ID_XATTR: &str = "user.warpfs.id";
+/// Prefix of a symlink being sealed again for its new place (reserved,
+/// FORMAT.md 4.4).
+const TMP_PREFIX: &str = "warpfs.symlink.tmp-";
+
+/// `tag ‖ u32 LE length ‖ bytes` for each part.
+fn ad(tag: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let mut a = tag.to_vec();
+    for p in parts {
+        a.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        a.extend_from_slice(p);
+    }
+    a
+}
+
+impl Volume {
+    /// Associated data a symlink at `p` is sealed with.
+    fn symlink_ad(&self, p: &Loc) -> Result<Vec<u8>> {
+        if !self.bound_seals {
+            return Ok(SYMLINK_AD.to_vec());
+        }
+        let (state, _) = self.dir_state(p.parent())?;
+        Ok(ad(SYMLINK_AD_BOUND, &[&state.primary, p.name_bytes()]))
+    }
+
+    /// Every associated data a symlink found at `p` may have been sealed
+    /// with where a sync tool had a hand in it (FORMAT.md 13): under the
+    /// directory's IV or a copy of it, at its backing name or, for a
+    /// tool's conflict copy, at the name it copied. All of them name this
+    /// directory and this entry, so a target moved from another entry
+    /// still fails to open.
+    fn symlink_ads(&self, p: &Loc) -> Result<Vec<Vec<u8>>> {
+        if !self.bound_seals {
+            return Ok(vec![SYMLINK_AD.to_vec()]);
+        }
+        let (state, _) = self.dir_state(p.parent())?;
+        let mut names = vec![p.name_bytes().to_vec()];
+        if let Some(crate::synced::Copy::Of { original, .. }) = crate::synced::classify(p.name_bytes()) {
+            names.push(original.into_bytes());
+        }
+        let ivs = std::iter::once(&state.primary).chain(state.alts.iter().map(|(_, iv)| iv));
+        Ok(ivs
+            .flat_map(|iv| names.iter().map(move |n| ad(SYMLINK_AD_BOUND, &[iv, n])))
+            .collect())
+    }
+
+    /// The backing target of a symlink at `p` pointing to `target`.
+    pub(crate) fn seal_symlink(&self, p: &Loc, target: &[u8]) -> Result<String> {
+        let sealed = self.sealer.seal_b64(&self.symlink_ad(p)?, target);
+        if sealed.len() >= libc::PATH_MAX as usize {
+            return Err(Error::ENAMETOOLONG);
+        }
+        Ok(sealed)
+    }
+
+    /// Open the backing target `sealed` of the symlink at `p`.
+    pub(crate) fn open_symlink(&self, p: &Loc, sealed: &[u8]) -> Result<Vec<u8>> {
+        let s = std::str::from_utf8(sealed).map_err(|_| Error::EIO)?;
+        self.symlink_ads(p)?
+            .iter()
+            .find_map(|a| self.sealer.open_b64(a, s).ok())
+            .ok_or(Error::EIO)
+    }
+
+    /// Whether the backing entry at `p` is a symlink whose target must be
+    /// sealed again when it moves.
+    pub(crate) fn bound_symlink(&self, p: &Loc) -> bool {
+        self.bound_seals && crate::sys::lstat(p).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+    }
+
+    /// A new backing symlink in `to`'s directory holding `target` sealed
+    /// for `to`, with the owner and times of `like`; returns its temporary
+    /// name (to be renamed over `to`).
+    pub(crate) fn symlink_for(&self, to: &Loc, target: &[u8], like: &libc::stat) -> Result<String> {
+        let sealed = self.seal_symlink(to, target)?;
+        let tmp = format!("{TMP_PREFIX}{:016x}", warpfs_crypto::rand::u64());
+        let tl = to.parent().entry(tmp.as_ref());
+        crate::sys::symlink(sealed.as_bytes(), &tl)?;
+        let _ = crate::sys::lchown(&tl, Some(like.st_uid), Some(like.st_gid));
+        let t = |s: i64, ns: i64| Some(Some((s, ns)));
+        let _ = crate::sys::utimens(
+            &tl,
+            t(like.st_atime, like.st_atime_nsec),
+            t(like.st_mtime, like.st_mtime_nsec),
+        );
+        Ok(tmp)
+    }
+
+    /// Associated data of xattr `name` of the entry at `p`; with `create`,
+    /// the entry gets its ID if it has none yet.
+    pub(crate) fn value_ad(&self, p: &Loc, name: &[u8], create: bool) -> Result<Vec<u8>> {
+        if !self.bound_seals {
+            return Ok(VALUE_AD.to_vec());
+        }
+        let id = match crate::sysxattr::lgetxattr(p, ID_XATTR) {
+            Ok(id) => id,
+            Err(Error(libc::ENODATA)) if create => {
+                let id: [u8; 16] = warpfs_crypto::rand::array();
+                match crate::sysxattr::lsetxattr(p, ID_XATTR, &id, libc::XATTR_CREATE) {
+                    Ok(()) => id.to_vec(),
+                    Err(Error(libc::EEXIST)) => crate::sysxattr::lgetxattr(p, ID_XATTR)?,
+                    Err(e) => return Err(e),
+                }
+            }
+            // No ID: no value of this entry was sealed for it.
+            Err(Error(libc::ENODATA)) => return Err(Error::EIO),
+            Err(e) => return Err(e),
+        };
+        if id.len() != 16 {
+            return Err(Error::EIO);
+        }
+        Ok(ad(VALUE_AD_BOUND, &[&id, name]))
+    }
+}
+
+impl Volume {
+    /// Whether `name` in `dir` is a symlink whose rename or hard link makes
+    /// a new backing symlink (a new inode) in its place: the FUSE layer
+    /// then has the kernel look the entry up again.
+    pub fn moves_recreate(&self, dir: &std::path::Path, name: &std::ffi::OsStr) -> bool {
+        self.bound_seals
+            && self
+                .at(&dir.join(name))
+                .is_ok_and(|(d, n)| self.bound_symlink(&d.entry(&n)))
+    }
+
+    /// `link` of a bound symlink: a new symlink at `to` with the same
+    /// target, owner and times.
+    pub(crate) fn copy_symlink(&self, from: &Loc, to: &Loc) -> Result<()> {
+        let target = self.readlink_at(from)?;
+        let st = crate::sys::lstat(from)?;
+        let tmp = self.symlink_for(to, &target, &st)?;
+        let tl = to.parent().entry(tmp.as_ref());
+        crate::sys::renameat2(&tl, to, libc::RENAME_NOREPLACE).inspect_err(|_| {
+            let _ = crate::sys::unlink(&tl);
+        })
+    }
+
+    /// `renameat2(from, to, flags)`, sealing the targets of bound symlinks
+    /// again for their new places. A moved symlink is made anew at `to`
+    /// (renamed over it, so the replace is still atomic) before `from` is
+    /// removed: a crash in between leaves both names, never neither. An
+    /// exchange swaps first and then seals both sides again in place.
+    pub(crate) fn rename_entry(&self, from: &Loc, to: &Loc, flags: u32) -> Result<()> {
+        let same = crate::sys::lstat(from)
+            .ok()
+            .zip(crate::sys::lstat(to).ok())
+            .is_some_and(|(a, b)| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino));
+        let (fb, tb) = (self.bound_symlink(from), self.bound_symlink(to));
+        if same || !(fb || (tb && flags & libc::RENAME_EXCHANGE != 0)) {
+            return crate::sys::renameat2(from, to, flags);
+        }
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            let a = if fb { Some(self.readlink_at(from)?) } else { None };
+            let b = if tb { Some(self.readlink_at(to)?) } else { None };
+            crate::sys::renameat2(from, to, flags)?;
+            for (loc, target) in [(to, a), (from, b)] {
+                if let Some(t) = target {
+                    let st = crate::sys::lstat(loc)?;
+                    let tmp = self.symlink_for(loc, &t, &st)?;
+                    crate::sys::renameat2(&loc.parent().entry(tmp.as_ref()), loc, 0)?;
+                }
+            }
+            return Ok(());
+        }
+        let target = self.readlink_at(from)?;
+        let st = crate::sys::lstat(from)?;
+        let tmp = self.symlink_for(to, &target, &st)?;
+        let tl = to.parent().entry(tmp.as_ref());
+        if let Err(e) = crate::sys::renameat2(&tl, to, flags) {
+            let _ = crate::sys::unlink(&tl);
+            return Err(e);
+        }
+        crate::sys::unlink(from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn associated_data_is_length_prefixed() {
+        assert_eq!(ad(b"t", &[b"ab", b""]), b"t\x02\0\0\0ab\0\0\0\0".to_vec());
+        assert_ne!(ad(b"t", &[b"a", b"b"]), ad(b"t", &[b"ab", b""]));
+    }
+}
