@@ -245,3 +245,71 @@ fn an_undecryptable_name_is_shown_marked_and_readable() {
     assert_eq!(read(&v2, "", "g"), b"content");
     assert!(names(&v2, "").iter().all(|n| !n.as_bytes().starts_with(bad.as_bytes())));
 }
+
+/// A format 2 volume: symlink targets sealed for their entry (`bound-seals`).
+fn bound_volume(dir: &Path) -> Volume {
+    let (cfg, master) = Config::create_with_features(
+        dir,
+        b"pw",
+        ContentMode::Gcm,
+        256,
+        KdfParams::MIN,
+        &[warpfs_config::FeatureFlag::BoundSeals],
+    )
+    .unwrap();
+    Volume::init_root(dir).unwrap();
+    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+}
+
+fn link(v: &Volume, dir: &str, name: &str, target: &str) -> String {
+    v.symlink(Path::new(dir), OsStr::new(name), OsStr::new(target), WHO)
+        .unwrap()
+        .0
+}
+
+fn target(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
+    let (cname, _) = v.lookup(Path::new(dir), OsStr::new(name)).unwrap();
+    v.readlink(&Path::new(dir).join(cname)).unwrap()
+}
+
+#[test]
+fn a_bound_symlinks_conflict_copy_and_a_symlink_under_another_iv_keep_their_targets() {
+    let t = tempfile::tempdir().unwrap();
+    let v = bound_volume(t.path());
+    // The other side's version of symlink `l`, sealed for `l`, kept by the
+    // sync tool under a conflict name; then this side's `l`.
+    let theirs = link(&v, "", "l", "/their/target");
+    fs::rename(backing(&v, &theirs), backing(&v, &format!("{theirs}{ST}"))).unwrap();
+    link(&v, "", "l", "/my/target");
+    assert_eq!(target(&v, "", "l"), b"/my/target");
+    assert_eq!(target(&v, "", &format!("l{ST}")), b"/their/target");
+    // A directory made on both sides: a symlink sealed under the other
+    // side's IV, which is now a copy of warpfs.diriv.
+    let (d, _) = v.mkdir(Path::new(""), OsStr::new("D"), 0o755, WHO).unwrap();
+    let (e, _) = v.mkdir(Path::new(""), OsStr::new("E"), 0o755, WHO).unwrap();
+    let el = link(&v, &e, "s", "over/there");
+    fs::rename(backing(&v, &format!("{e}/{el}")), backing(&v, &format!("{d}/{el}"))).unwrap();
+    fs::rename(
+        backing(&v, &format!("{e}/warpfs.diriv")),
+        backing(&v, &format!("{d}/warpfs{ST}.diriv")),
+    )
+    .unwrap();
+    fs::remove_dir(backing(&v, &e)).unwrap();
+    let v2 = volume_again(&v, t.path());
+    assert_eq!(target(&v2, &d, "s"), b"over/there");
+    // fsck --repair moves it under warpfs.diriv and seals it again there.
+    let mut opts = crate::fsck::Options::default();
+    opts.repairs.merge_dir_ivs = true;
+    let r = crate::fsck::check(&v2, opts, &mut |_, _| {});
+    assert!(r.all_repaired(), "{:?}", r.findings);
+    let v3 = volume_again(&v, t.path());
+    assert_eq!(target(&v3, &d, "s"), b"over/there");
+    assert!(crate::fsck::check(&v3, crate::fsck::Options::default(), &mut |_, _| {}).clean());
+    // Still bound: the target moved onto another entry does not open.
+    let (mine, _) = v3.lookup(Path::new(""), OsStr::new("l")).unwrap();
+    let (other, _) = v3.lookup(Path::new(&d), OsStr::new("s")).unwrap();
+    let sealed = fs::read_link(backing(&v3, &format!("{d}/{other}"))).unwrap();
+    fs::remove_file(backing(&v3, &mine)).unwrap();
+    std::os::unix::fs::symlink(sealed, backing(&v3, &mine)).unwrap();
+    assert!(v3.readlink(Path::new(&mine)).is_err());
+}
