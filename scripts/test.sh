@@ -23,8 +23,10 @@
 #                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
 #                 FUSE over io_uring where the kernel has it: enable_uring is
 #                 set on for the run and put back at exit), then fsx with one
-#                 seed per mode; scripts/transport-matrix.sh runs everything
-#                 (pjdfstest and soak too) on the other transport
+#                 seed per mode; pjdfstest (gcm) and a shorter soak run on
+#                 /dev/fuse too (steps pjdfstest-dev, soak-dev);
+#                 scripts/transport-matrix.sh runs everything on either
+#                 transport
 #   3c. deb       scripts/deb.sh: the Debian package (cargo-deb into
 #                 target/tools), installed with dpkg -i; the fstab, mount
 #                 helper and contrib tests against /usr/bin/warpfs; upgrade;
@@ -206,6 +208,9 @@ fi
 if [[ ${SKIP_PJDFSTEST:-0} == 1 ]]; then
     NAMES+=(pjdfstest) RESULTS+=("skipped (SKIP_PJDFSTEST=1)") TIMES+=(0)
 else
+    # gcm on /dev/fuse first (its summary file is then replaced by the
+    # io_uring run's, which the totals below count).
+    step pjdfstest-dev env WARPFS_TRANSPORT=dev bash scripts/pjdfstest.sh
     rm -f target/pjdfstest-summary.json
     step pjdfstest bash scripts/pjdfstest.sh
     # The other content modes, in full (about 6 s each once installed).
@@ -225,6 +230,8 @@ if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
     NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
 else
     step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
+    # The same mix for half as long on /dev/fuse (the other transport).
+    step soak-dev env WARPFS_TRANSPORT=dev bash bench/soak.sh --minutes "$(awk -v m="${SOAK_MINUTES:-1}" 'BEGIN { print m / 2 }')"
 fi
 
 # ---- summary -----------------------------------------------------------------
