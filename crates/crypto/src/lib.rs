@@ -15,6 +15,7 @@ pub mod rand;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod twofish;
 pub mod wrap;
 pub mod xts;
 

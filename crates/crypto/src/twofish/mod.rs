@@ -1,0 +1,99 @@
+//! Twofish (Schneier, Kelsey, Whiting, Wagner, Hall, Ferguson, 1998) with
+//! full keying: the key-dependent S-boxes folded with the MDS matrix into
+//! four 256-entry u32 tables computed once per key (`schedule`), and a
+//! multi-block path that runs [`LANES`] independent blocks in lock-step
+//! (`block`). 128-, 192- and 256-bit keys. The expanded key (4 KiB of
+//! tables and 40 subkeys) lives on locked pages and is zeroed on drop.
+//!
+//! Table lookups are indexed by secret bytes, as in every table-driven
+//! Twofish (the reference code, libgcrypt's, TrueCrypt's): cache-timing
+//! leaks are the price of its speed in software.
+
+mod block;
+mod schedule;
+
+use crate::keys::KeyLengthError;
+use crate::locked::Locked;
+
+/// Blocks encrypted in lock-step by [`Twofish::encrypt_blocks`].
+pub const LANES: usize = 3;
+
+/// An expanded Twofish key.
+#[derive(Clone)]
+pub struct Twofish {
+    tables: Locked<schedule::Tables>,
+    bits: u32,
+}
+
+impl std::fmt::Debug for Twofish {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Twofish-{}(..)", self.bits)
+    }
+}
+
+impl Twofish {
+    /// Expand a 16-, 24- or 32-byte key.
+    pub fn new(key: &[u8]) -> Result<Self, KeyLengthError> {
+        let t = schedule::expand(key).ok_or(KeyLengthError)?;
+        let tables = Locked::new(t);
+        Ok(Self {
+            tables,
+            bits: key.len() as u32 * 8,
+        })
+    }
+
+    /// Key size in bits (128, 192 or 256).
+    pub fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    /// Encrypt one block in place.
+    pub fn encrypt_block(&self, b: &mut [u8; 16]) {
+        block::encrypt::<1>(&self.tables, std::array::from_mut(b));
+    }
+
+    /// Decrypt one block in place.
+    pub fn decrypt_block(&self, b: &mut [u8; 16]) {
+        block::decrypt::<1>(&self.tables, std::array::from_mut(b));
+    }
+
+    /// Encrypt independent blocks in place (ECB), [`LANES`] at a time.
+    pub fn encrypt_blocks(&self, blocks: &mut [[u8; 16]]) {
+        self.encrypt_blocks_n::<LANES>(blocks)
+    }
+
+    /// Decrypt independent blocks in place (ECB), [`LANES`] at a time.
+    pub fn decrypt_blocks(&self, blocks: &mut [[u8; 16]]) {
+        let (groups, rest) = blocks.as_chunks_mut::<LANES>();
+        for g in groups {
+            block::decrypt::<LANES>(&self.tables, g);
+        }
+        for b in rest {
+            self.decrypt_block(b);
+        }
+    }
+
+    /// [`encrypt_blocks`](Self::encrypt_blocks) with `N` blocks in
+    /// lock-step: for choosing [`LANES`] by measurement.
+    #[doc(hidden)]
+    pub fn encrypt_blocks_n<const N: usize>(&self, blocks: &mut [[u8; 16]]) {
+        let (groups, rest) = blocks.as_chunks_mut::<N>();
+        for g in groups {
+            block::encrypt::<N>(&self.tables, g);
+        }
+        for b in rest {
+            self.encrypt_block(b);
+        }
+    }
+
+    /// The round subkeys K0..K39 (for known-answer tests of the schedule).
+    #[cfg(test)]
+    pub(crate) fn subkeys(&self) -> [u32; 40] {
+        self.tables.k
+    }
+}
+
+#[cfg(test)]
+mod mode_tests;
+#[cfg(test)]
+mod tests;
