@@ -7,6 +7,7 @@
 
 mod config;
 mod error;
+mod mode;
 mod write;
 
 #[cfg(test)]

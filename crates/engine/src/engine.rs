@@ -569,6 +569,12 @@ impl Engine {
         Ok(self.push_key(MaskCipher::new(key, self.shared.cfg.software_aes)?))
     }
 
+    /// Register a raw key of `cipher` (AES: as [`add_raw_key`](Self::add_raw_key);
+    /// Twofish: made on the cpu, see [`MaskCipher::with_cipher`]).
+    pub fn add_raw_key_cipher(&self, cipher: warpfs_crypto::XtsCipher, key: &[u8]) -> Result<KeyId, EngineError> {
+        Ok(self.push_key(MaskCipher::with_cipher(cipher, key, self.shared.cfg.software_aes)?))
+    }
+
     fn push_key(&self, c: MaskCipher) -> KeyId {
         let st = &self.shared.stats;
         Stats::add(

@@ -74,7 +74,7 @@ impl Volume {
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let root_dev = crate::sys::lstat_path(&root).map(|s| s.st_dev).unwrap_or(0);
         let mode = content_mode(config.content_mode());
-        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().xts_cipher());
+        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().block_cipher());
         let previous = match config.rekey_target() {
             Some(_) => Some(keysource.cipher(None, config.key_generation())?),
             None => None,
@@ -231,8 +231,8 @@ fn io(e: Error) -> std::io::Error {
 
 fn content_mode(m: ContentMode) -> Mode {
     match m {
-        ContentMode::Ctr => Mode::Ctr,
-        ContentMode::Gcm => Mode::Gcm,
+        ContentMode::Ctr | ContentMode::CtrTwofish => Mode::Ctr,
+        ContentMode::Gcm | ContentMode::GcmTwofish => Mode::Gcm,
         ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
     }
 }
