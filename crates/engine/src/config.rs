@@ -88,6 +88,9 @@ pub struct EngineConfig {
     /// current one are read and decrypted ahead, on decrypt-ahead threads
     /// placed like the workers (0: none). Only with `speculation`.
     pub read_ahead: usize,
+    /// Why `speculation` is what it is (the mount's `--speculation` policy,
+    /// shown by `warpfs stats`); empty when nobody said.
+    pub speculation_why: String,
 }
 
 impl Default for EngineConfig {
@@ -104,6 +107,7 @@ impl Default for EngineConfig {
             cpus: Vec::new(),
             spin_us: DEFAULT_SPIN_US,
             read_ahead: DEFAULT_READ_AHEAD,
+            speculation_why: String::new(),
         }
     }
 }

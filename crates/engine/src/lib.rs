@@ -31,6 +31,7 @@ mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 mod read_window;
+mod split;
 mod stats;
 mod write_pool;
 

@@ -59,11 +59,18 @@ impl KeySource {
             _ => Arc::new(Direct::new(content)),
         };
         let c = match (self.mode == Mode::Xts).then_some(self.cipher) {
-            Some(x) => Cipher::new_xts(
-                Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
-                keystream,
-                tagger,
-            ),
+            Some(x) => {
+                let c = Cipher::new_xts(
+                    Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
+                    keystream,
+                    tagger,
+                );
+                // Big XTS requests are spread over the engine's workers.
+                match engine {
+                    Some(e) => c.with_splitter(e.clone()),
+                    None => c,
+                }
+            }
             None => Cipher::new(self.mode, keystream, tagger),
         };
         Ok(Arc::new(c.with_generation(g)))

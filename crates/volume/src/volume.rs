@@ -114,10 +114,8 @@ impl Volume {
     /// generation (mid-rekey) keep masks made on the calling thread.
     pub fn use_engine(&mut self, engine: Arc<Engine>) -> std::result::Result<(), String> {
         self.engine = Some(engine);
-        if self.mode == Mode::Xts {
-            // XTS has no keystream to make ahead; the engine stays idle.
-            return Ok(());
-        }
+        // XTS has no keystream to make ahead; its ciphers take the engine
+        // as the splitter of big requests.
         let write = self.make_cipher(self.keys.write_generation())?;
         let previous = self
             .keys

@@ -122,3 +122,46 @@ fn gcm_twofish_tampering_is_eio() {
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
     assert!(v.log().contains("block 1"), "no log line names the block:\n{}", v.log());
 }
+
+fn stats(v: &Volume) -> warpfs_engine::StatsSnapshot {
+    let o = warpfs(args!["stats", "--json", &v.mnt]);
+    o.expect_ok("warpfs stats --json");
+    warpfs_engine::StatsSnapshot::from_json(o.stdout.trim()).unwrap_or_else(|e| panic!("bad stats JSON ({e})\n{o}"))
+}
+
+/// Requests of 64 KiB or more in `xts` are split across the engine's
+/// workers (the FUSE thread doing a share); the data round-trips.
+fn big_xts_requests_are_split(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::init(mode);
+    v.mount_with(&["--speculation", "on", "--engine-threads", "2"]);
+    let data = Rng::for_test("xts-split").bytes(8 << 20);
+    {
+        use std::io::Write;
+        let mut f = fs::File::create(v.p("big")).unwrap();
+        for c in data.chunks(1 << 20) {
+            f.write_all(c).unwrap();
+        }
+        drop_cache(&f);
+    }
+    assert!(fs::read(v.p("big")).unwrap() == data, "8 MiB did not read back");
+    let s = stats(&v);
+    assert!(s.split_requests > 0, "no request was split:\n{s}");
+    assert!(s.split_parts_workers > 0, "no worker took a part:\n{s}");
+    assert!(s.split_parts_caller > 0, "the FUSE thread did no share:\n{s}");
+    v.remount();
+    assert!(
+        fs::read(v.p("big")).unwrap() == data,
+        "8 MiB did not read back after a remount"
+    );
+}
+
+#[test]
+fn big_xts_twofish_requests_are_split() {
+    big_xts_requests_are_split(Mode::XtsTwofish);
+}
+
+#[test]
+fn big_xts_aes_requests_are_split() {
+    big_xts_requests_are_split(Mode::Xts);
+}
