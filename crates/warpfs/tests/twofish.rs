@@ -165,3 +165,32 @@ fn big_xts_twofish_requests_are_split() {
 fn big_xts_aes_requests_are_split() {
     big_xts_requests_are_split(Mode::Xts);
 }
+
+/// `--speculation auto` turns look-ahead on for a Twofish volume whatever
+/// the CPU, and `warpfs stats` says why; an explicit flag wins and is named.
+#[test]
+fn auto_speculation_is_on_for_twofish_and_stats_say_why() {
+    require_fuse!();
+    let mut v = Volume::init(Mode::GcmTwofish);
+    v.mount();
+    fs::write(v.p("f"), vec![1u8; 200_000]).unwrap();
+    let s = stats(&v);
+    if let Some(forced) = test_speculation() {
+        // WARPFS_TEST_SPECULATION put a flag on every mount: no auto here.
+        assert_eq!(s.speculation_why, format!("--speculation {forced}"), "{s}");
+        return;
+    }
+    assert!(s.speculation, "{s}");
+    assert!(s.speculation_why.contains("Twofish"), "{s}");
+    assert!(s.twofish_keys >= 1, "{s}");
+    let o = warpfs(args!["stats", &v.mnt]);
+    assert!(
+        o.stdout
+            .contains("speculation on: auto: the volume's cipher is Twofish"),
+        "{o}"
+    );
+    v.unmount();
+    v.mount_with(&["--speculation", "off"]);
+    let s = stats(&v);
+    assert!(!s.speculation && s.speculation_why == "--speculation off", "{s}");
+}
