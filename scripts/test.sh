@@ -158,13 +158,16 @@ step fsx bash scripts/fsx.sh
 # platform fail instead of skip.
 step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
     cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
-# gpu-xts: the XTS kernel (IEEE 1619 vectors, xts-mode, the mount's XTS) on
-# pocl; built by step 3 already, so this is ~1 s. A missing platform fails.
-step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --no-fail-fast
+# gpu-xts: the XTS kernels (AES: IEEE 1619 vectors, xts-mode, the mount's
+# XTS; Twofish: the mount's XTS-Twofish and xts-mode over the twofish crate)
+# on pocl; built by step 3 already, so this is ~4 s. A missing platform fails.
+step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --test gpu_xts_twofish \
+    --no-fail-fast
 # cuda: the CUDA tests are #[ignore]d (CI has no NVIDIA GPU); they run here
 # where nvidia-smi lists a GPU.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    step cuda cargo test --release -p warpfs-engine --test gpu --test gpu_xts --no-fail-fast -- --ignored cuda
+    step cuda cargo test --release -p warpfs-engine --test gpu --test gpu_xts --test gpu_xts_twofish --no-fail-fast \
+        -- --ignored cuda
 else
     NAMES+=(cuda) RESULTS+=("not run (no NVIDIA GPU)") TIMES+=(0)
 fi

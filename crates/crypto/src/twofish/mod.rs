@@ -86,6 +86,22 @@ impl Twofish {
         }
     }
 
+    /// Number of words of [`device_words`](Self::device_words).
+    pub const DEVICE_WORDS: usize = 4 * 256 + 40;
+
+    /// The expanded key as a device kernel takes it: the four MDS-folded
+    /// S-box tables (256 words each; `g(X)` = s0[b0] ^ s1[b1] ^ s2[b2] ^
+    /// s3[b3] of X's little-endian bytes), then the 40 subkeys. Key
+    /// material: zeroized on drop; for uploading to an OpenCL/CUDA device.
+    pub fn device_words(&self) -> zeroize::Zeroizing<Vec<u32>> {
+        let mut v = zeroize::Zeroizing::new(Vec::with_capacity(Self::DEVICE_WORDS));
+        for t in &self.tables.s {
+            v.extend_from_slice(t);
+        }
+        v.extend_from_slice(&self.tables.k);
+        v
+    }
+
     /// The round subkeys K0..K39 (for known-answer tests of the schedule).
     #[cfg(test)]
     pub(crate) fn subkeys(&self) -> [u32; 40] {
