@@ -72,7 +72,10 @@ def main():
             pw, pc = r.get("warpfs-split2_split_parts_workers"), r.get("warpfs-split2_split_parts_caller")
             parts = "–" if pw is None and pc is None else f"{pw or 0:.0f} / {pc or 0:.0f}"
             md.append(f"| {r['volume']} | {r['job']} | {f1(a)} | {f1(t1)} | {f1(t2)} | {ratio(t1, a)} | {ratio(t2, a)} | {parts} |")
-    md += ["", f"Reproduce: `sudo flock /work/bench.lock bash bench/cipher-spec.sh{' --split' if kind == 'xts-split' else ''}`."]
+    env = f"WARPFS_MOUNT_ARGS=\"{s['warpfs_mount_args']}\" " if s.get("warpfs_mount_args") else ""
+    tag = prefix.rsplit("/", 1)[-1][len(kind):]
+    tag = f" --tag {tag[1:]}" if tag.startswith("-") else ""
+    md += ["", f"Reproduce: `sudo {env}flock /work/bench.lock bash bench/cipher-spec.sh{' --split' if kind == 'xts-split' else ''}{tag}`."]
     open(prefix + ".md", "w").write("\n".join(md) + "\n")
 
 
