@@ -1114,6 +1114,10 @@ impl warpfs_keystream::Splitter for Engine {
         if let Some(i) = s.split.iter().position(|j| Arc::ptr_eq(j, &job)) {
             s.split.remove(i);
         }
+        // Workers that left this job alone sleep; the next one is theirs.
+        if !s.split.is_empty() && s.sleeping > 0 {
+            self.shared.work_cv.notify_all();
+        }
     }
 
     fn helpers(&self) -> usize {
@@ -1266,8 +1270,11 @@ fn worker(sh: &Shared) {
     let chunk = sh.backend.chunk().max(1);
     let spin = std::time::Duration::from_micros(u64::from(sh.cfg.spin_us));
     let mut s = sh.sched();
+    // The split job this worker leaves alone (pinned to its caller's CPU).
+    let mut skip = 0u64;
+    let my_cpus = thread_cpus();
     loop {
-        while !s.shutdown && (s.paused || (s.heap.is_empty() && s.split.is_empty())) {
+        while !s.shutdown && (s.paused || (s.heap.is_empty() && s.split.front().is_none_or(|j| j.id == skip))) {
             if !spin.is_zero() && !s.paused {
                 // Poll the queue a little before sleeping: a wake-up costs
                 // the definer a futex call and the worker tens of
@@ -1298,9 +1305,11 @@ fn worker(sh: &Shared) {
             return;
         }
         // A split request first: its caller is waiting for it.
-        if let Some(job) = s.split.front().cloned() {
+        if let Some(job) = s.split.front().cloned().filter(|j| j.id != skip) {
             if job.exhausted() {
                 s.split.pop_front();
+            } else if job.not_for(&my_cpus) {
+                skip = job.id;
             } else {
                 s.busy += 1;
                 drop(s);
