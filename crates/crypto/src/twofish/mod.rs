@@ -19,10 +19,22 @@ use crate::locked::Locked;
 pub const LANES: usize = 3;
 
 /// An expanded Twofish key.
-#[derive(Clone)]
 pub struct Twofish {
     tables: Locked<schedule::Tables>,
     bits: u32,
+}
+
+/// A clone copies the tables page to page (no copy on the stack).
+impl Clone for Twofish {
+    fn clone(&self) -> Self {
+        let mut tables = Locked::new(schedule::Tables::ZERO);
+        tables.s.copy_from_slice(&self.tables.s);
+        tables.k.copy_from_slice(&self.tables.k);
+        Self {
+            tables,
+            bits: self.bits,
+        }
+    }
 }
 
 impl std::fmt::Debug for Twofish {
@@ -34,8 +46,11 @@ impl std::fmt::Debug for Twofish {
 impl Twofish {
     /// Expand a 16-, 24- or 32-byte key.
     pub fn new(key: &[u8]) -> Result<Self, KeyLengthError> {
-        let t = schedule::expand(key).ok_or(KeyLengthError)?;
-        let tables = Locked::new(t);
+        // Built in place on the locked pages: no copy on the stack.
+        let mut tables = Locked::new(schedule::Tables::ZERO);
+        if !schedule::expand_into(key, &mut tables) {
+            return Err(KeyLengthError);
+        }
         Ok(Self {
             tables,
             bits: key.len() as u32 * 8,

@@ -157,10 +157,27 @@ fn rs(m: &[u8]) -> [u8; 4] {
     out
 }
 
+impl Tables {
+    /// All zeros (to be filled in place by [`expand_into`]).
+    pub(crate) const ZERO: Tables = Tables {
+        s: [[0; 256]; 4],
+        k: [0; 40],
+    };
+}
+
 /// Expand a 16-, 24- or 32-byte key (any other length: `None`).
+#[cfg(test)]
 pub(crate) fn expand(key: &[u8]) -> Option<Tables> {
+    let mut t = Tables::ZERO;
+    expand_into(key, &mut t).then_some(t)
+}
+
+/// Expand a 16-, 24- or 32-byte key into `t` where it lies (on locked
+/// pages: no copy of the tables is left on the stack); `false` for any
+/// other length.
+pub(crate) fn expand_into(key: &[u8], t: &mut Tables) -> bool {
     if !matches!(key.len(), 16 | 24 | 32) {
-        return None;
+        return false;
     }
     let k = key.len() / 8;
     // Me = even words, Mo = odd words; S = RS rows in reverse order.
@@ -172,10 +189,6 @@ pub(crate) fn expand(key: &[u8]) -> Option<Tables> {
         mo[i].copy_from_slice(&key[8 * i + 4..8 * i + 8]);
         s[k - 1 - i] = rs(&key[8 * i..8 * i + 8]);
     }
-    let mut t = Tables {
-        s: [[0; 256]; 4],
-        k: [0; 40],
-    };
     for i in 0..20u32 {
         let a = h((2 * i * 0x0101_0101).to_le_bytes(), &me[..k]);
         let b = h(((2 * i + 1) * 0x0101_0101).to_le_bytes(), &mo[..k]).rotate_left(8);
@@ -191,7 +204,7 @@ pub(crate) fn expand(key: &[u8]) -> Option<Tables> {
     zeroize::Zeroize::zeroize(&mut me);
     zeroize::Zeroize::zeroize(&mut mo);
     zeroize::Zeroize::zeroize(&mut s);
-    Some(t)
+    true
 }
 
 #[cfg(test)]

@@ -182,6 +182,18 @@ fn bad_key_lengths_are_errors() {
 }
 
 #[test]
+fn clones_encrypt_alike_on_their_own_pages() {
+    let a = Twofish::new(&[9u8; 32]).unwrap();
+    let b = a.clone();
+    assert_eq!((a.subkeys(), a.bits()), (b.subkeys(), b.bits()));
+    assert_ne!(&*a.tables as *const _, &*b.tables as *const _);
+    let (mut x, mut y) = ([5u8; 16], [5u8; 16]);
+    a.encrypt_block(&mut x);
+    b.encrypt_block(&mut y);
+    assert_eq!(x, y);
+}
+
+#[test]
 fn debug_shows_no_key_material() {
     let k = Twofish::new(&[0xab; 32]).unwrap();
     assert_eq!(format!("{k:?}"), "Twofish-256(..)");
