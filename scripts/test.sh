@@ -30,7 +30,9 @@
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
-#   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
+#   7b. gpu-xts   GPU XTS kernels on OpenCL (pocl), tests/gpu_xts.rs and
+#                 tests/gpu_xts_twofish.rs; no platform = failure
+#                 (scripts/twofish-matrix.sh runs the Twofish dimension in full)
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs)
 #   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;

@@ -26,7 +26,7 @@ run() {
     wf_log "$*"
     "$@" || { wf_warn "FAILED: $*"; fail=1; }
 }
-run env PROPTEST_CASES=4000 cargo test --release -p warpfs-crypto --lib twofish xts
+run env PROPTEST_CASES=4000 cargo test --release -p warpfs-crypto --lib -- twofish xts
 run env PROPTEST_CASES=2000 cargo test --release -p warpfs-engine --lib split
 for transport in uring dev; do
     for spec in on off; do
