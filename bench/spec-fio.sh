@@ -6,7 +6,7 @@
 # ceiling, side by side in one run, with the engine's hit rate per job (from
 # `warpfs stats --json MOUNTPOINT`).
 #
-#   sudo bash bench/spec-fio.sh [--mode gcm|ctr] [--software-aes] [--quick] [--runtime S] [--reps N] [--size-mib M]
+#   sudo bash bench/spec-fio.sh [--mode gcm|ctr|xts[-twofish]] [--software-aes] [--quick] [--runtime S] [--reps N] [--size-mib M]
 #                               [--peers warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto]
 #                               [--jobs seqread-128k,...] [--out DIR]
 #   bash bench/spec-fio.sh --render bench/results/spec-fio.json     (redo the .md)
@@ -65,7 +65,7 @@ render_md() {
                            else (.[length / 2 - 1] + .[length / 2]) / 2 end;
         .results as $r
         | (.settings.mode // "gcm") as $mode
-        | ["warpfs-specon", "warpfs-specon-shared", "warpfs-specoff", "warpfs-noxattr", "gocryptfs", "warpfs-nocrypto"] as $order
+        | ["warpfs-specon", "warpfs-specon-shared", "warpfs-specoff", "warpfs-split1", "warpfs-split2", "warpfs-noxattr", "gocryptfs", "warpfs-nocrypto"] as $order
         | ($r | map(.peer) | unique) as $all
         | ($order | map(select(. as $p | $all | index($p)))) as $peers
         | ($r | map(.job) | unique) as $jobs0
@@ -117,7 +117,7 @@ while (($#)); do
     --jobs) JOBS="$2"; shift 2 ;;
     --mode)
         MODE="$2"
-        [[ $MODE == gcm || $MODE == ctr ]] || wf_die "--mode is gcm or ctr"
+        [[ $MODE =~ ^(gcm|ctr|xts)(-twofish)?$ ]] || wf_die "--mode is gcm, ctr or xts, or one of them with -twofish"
         shift 2
         ;;
     --quick) RUNTIME=3 SIZE_MIB=256; shift ;;
@@ -162,7 +162,7 @@ work_setup spec
 # Engine counters of a warpfs mount as JSON, or "null" (no engine / not warpfs).
 engine_stats() {
     case "$1" in
-    warpfs-specon | warpfs-specon-shared | warpfs-specoff)
+    warpfs-specon | warpfs-specon-shared | warpfs-specoff | warpfs-split1 | warpfs-split2)
         t "$WARPFS_PEER_BIN" stats --json "$WORK/$1/mnt" 2>/dev/null || echo null
         ;;
     *) echo null ;;
@@ -205,7 +205,10 @@ one_job() {
              ahead_served: (($s1.ahead_served // 0) - ($s0.ahead_served // 0)),
              ahead_wasted: (($s1.ahead_wasted // 0) - ($s0.ahead_wasted // 0)),
              ahead_inline: (($s1.ahead_inline // 0) - ($s0.ahead_inline // 0)),
-             ahead_stolen: (($s1.ahead_stolen // 0) - ($s0.ahead_stolen // 0))}
+             ahead_stolen: (($s1.ahead_stolen // 0) - ($s0.ahead_stolen // 0)),
+             split_requests: (($s1.split_requests // 0) - ($s0.split_requests // 0)),
+             split_parts_workers: (($s1.split_parts_workers // 0) - ($s0.split_parts_workers // 0)),
+             split_parts_caller: (($s1.split_parts_caller // 0) - ($s0.split_parts_caller // 0))}
             | .hit_rate = (if .applies + .ahead_served + .ahead_inline > 0
                            then (.ready_hits + .ahead_served) / (.applies + .ahead_served + .ahead_inline)
                            else null end)) end)}' >>"$ROWS"

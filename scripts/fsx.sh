@@ -3,6 +3,7 @@
 # real warpfs mounts: FSX_SEEDS seeds × FSX_OPS operations for each content
 # mode (default 3 × 40,000 × {gcm, ctr, xts} = 360,000 operations), each seed on
 # a fresh file, the cipher dir on tmpfs. Longer soak: FSX_OPS=1000000.
+# FSX_MODES: the content modes (default "gcm ctr xts"; *-twofish: --cipher twofish).
 # Without root or /dev/fuse it skips: exit 77 (a failure with WARPFS_NO_SKIP=1).
 set -euo pipefail
 
@@ -33,10 +34,13 @@ mount -t tmpfs -o size=1g tmpfs "$WORK"
 echo "fsx-password" >"$WORK/pw"
 
 total=0
-for mode in gcm ctr xts; do
+MODES="${FSX_MODES:-gcm ctr xts}"
+for mode in $MODES; do
     c="$WORK/c-$mode" m="$WORK/m-$mode"
     mkdir -p "$c" "$m"
-    "$BIN" init --quiet --mode "$mode" --passfile "$WORK/pw" --kdf-memory 32768 --kdf-iterations 2 "$c" >/dev/null
+    init_mode=(--mode "$mode")
+    [[ $mode == *-twofish ]] && init_mode=(--mode "${mode%-twofish}" --cipher twofish)
+    "$BIN" init --quiet "${init_mode[@]}" --passfile "$WORK/pw" --kdf-memory 32768 --kdf-iterations 2 "$c" >/dev/null
     "$BIN" mount --passfile "$WORK/pw" --log-file "$WORK/log-$mode" "$c" "$m"
     MNTS+=("$m")
     for seed in $(seq 1 "$SEEDS"); do
@@ -49,4 +53,4 @@ for mode in gcm ctr xts; do
         wf_log "$mode seed $seed: $OPS operations OK"
     done
 done
-echo "fsx: $total operations over $SEEDS seeds x {gcm, ctr, xts}: all OK"
+echo "fsx: $total operations over $SEEDS seeds x {${MODES// /, }}: all OK"

@@ -47,7 +47,9 @@
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
-#   7b. gpu-xts   GPU XTS kernel on OpenCL (pocl), tests/gpu_xts.rs; no platform = failure
+#   7b. gpu-xts   GPU XTS kernels on OpenCL (pocl), tests/gpu_xts.rs and
+#                 tests/gpu_xts_twofish.rs; no platform = failure
+#                 (scripts/twofish-matrix.sh runs the Twofish dimension in full)
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
 #                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
@@ -195,13 +197,16 @@ step fsx bash scripts/fsx.sh
 # platform fail instead of skip.
 step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQUIRE_OPENCL=1 \
     cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
-# gpu-xts: the XTS kernel (IEEE 1619 vectors, xts-mode, the mount's XTS) on
-# pocl; built by step 3 already, so this is ~1 s. A missing platform fails.
-step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --no-fail-fast
+# gpu-xts: the XTS kernels (AES: IEEE 1619 vectors, xts-mode, the mount's
+# XTS; Twofish: the mount's XTS-Twofish and xts-mode over the twofish crate)
+# on pocl; built by step 3 already, so this is ~4 s. A missing platform fails.
+step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --test gpu_xts_twofish \
+    --no-fail-fast
 # cuda: the CUDA tests are #[ignore]d (CI has no NVIDIA GPU); they run here
 # where nvidia-smi lists a GPU.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-    step cuda cargo test --release -p warpfs-engine --test gpu --test gpu_xts --no-fail-fast -- --ignored cuda
+    step cuda cargo test --release -p warpfs-engine --test gpu --test gpu_xts --test gpu_xts_twofish --no-fail-fast \
+        -- --ignored cuda
 else
     NAMES+=(cuda) RESULTS+=("not run (no NVIDIA GPU)") TIMES+=(0)
 fi

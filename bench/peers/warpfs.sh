@@ -30,7 +30,14 @@ warpfs_version() {
 warpfs_crypto() { true; }
 
 warpfs_init() {
-    "$WARPFS_PEER_BIN" init --passfile "$2" --mode "${WARPFS_MODE:-gcm}" "$1" >/dev/null
+    # A mode over Twofish (gcm-twofish, ctr-twofish, xts-twofish) is its
+    # base mode with --cipher twofish.
+    local mode="${WARPFS_MODE:-gcm}" cipher=()
+    if [[ $mode == *-twofish ]]; then
+        mode="${mode%-twofish}"
+        cipher=(--cipher twofish)
+    fi
+    "$WARPFS_PEER_BIN" init --passfile "$2" --mode "$mode" "${cipher[@]}" "$1" >/dev/null
 }
 
 warpfs_mount() {

@@ -2,6 +2,7 @@
 //! create / load / unlock / change_password.
 
 use crate::error::{ConfigError, Result};
+pub use crate::mode::ContentMode;
 use crate::write::{write_atomic, Mode};
 use crate::{
     BLOCK_SIZE, CONFIG_FILE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS, V2_FEATURE_FLAGS,
@@ -21,92 +22,6 @@ const WRAP_ALGORITHM: &str = "aes-256-gcm";
 /// Prefix of the canonical associated data (FORMAT.md 2.3).
 const AAD_MAGIC: &[u8] = b"warpfs.conf aad v1";
 const MAX_CREATOR_LEN: usize = 256;
-
-/// How file contents are encrypted (chosen at init).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ContentMode {
-    /// AES-CTR, no integrity (the paper's mode, fastest).
-    Ctr,
-    /// AES-GCM per block, tag in the nonce entry (default).
-    #[default]
-    Gcm,
-    /// XTS-AES per block (IEEE 1619), tweak = file ID ⊕ block number; no
-    /// integrity, no nonce table.
-    Xts,
-    /// XTS-Twofish per block (as TrueCrypt offers it), otherwise as `Xts`.
-    XtsTwofish,
-}
-
-impl ContentMode {
-    /// The name used in `warpfs.conf` and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContentMode::Ctr => "ctr",
-            ContentMode::Gcm => "gcm",
-            ContentMode::Xts => "xts",
-            ContentMode::XtsTwofish => "xts-twofish",
-        }
-    }
-
-    /// The XTS block cipher, for the XTS modes.
-    pub fn xts_cipher(self) -> Option<warpfs_crypto::XtsCipher> {
-        match self {
-            ContentMode::Xts => Some(warpfs_crypto::XtsCipher::Aes),
-            ContentMode::XtsTwofish => Some(warpfs_crypto::XtsCipher::Twofish),
-            _ => None,
-        }
-    }
-
-    /// The block cipher's name: `AES` or `Twofish`.
-    pub fn cipher_name(self) -> &'static str {
-        match self {
-            ContentMode::XtsTwofish => "Twofish",
-            _ => "AES",
-        }
-    }
-
-    /// The content-mode byte of a cipher file header (FORMAT.md 3.1).
-    pub fn header_code(self) -> u8 {
-        match self {
-            ContentMode::Ctr => 1,
-            ContentMode::Gcm => 2,
-            ContentMode::Xts | ContentMode::XtsTwofish => 3,
-        }
-    }
-
-    /// The mode of a cipher file header's mode byte (3: `Xts`; the block
-    /// cipher is the config's).
-    pub fn from_header_code(code: u8) -> Option<Self> {
-        match code {
-            1 => Some(ContentMode::Ctr),
-            2 => Some(ContentMode::Gcm),
-            3 => Some(ContentMode::Xts),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for ContentMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ContentMode {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "ctr" => Ok(ContentMode::Ctr),
-            "gcm" => Ok(ContentMode::Gcm),
-            "xts" => Ok(ContentMode::Xts),
-            "xts-twofish" => Ok(ContentMode::XtsTwofish),
-            other => Err(ConfigError::Unsupported(format!(
-                "content mode {} is not supported by this warpfs (supported: gcm, ctr, xts, xts-twofish)",
-                show(other)
-            ))),
-        }
-    }
-}
 
 /// A feature a volume relies on. A reader refuses flags it does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -215,7 +130,7 @@ pub struct Config {
 }
 
 /// Printable form of a hostile string for an error message: escaped and cut.
-fn show(s: &str) -> String {
+pub(crate) fn show(s: &str) -> String {
     let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
     if s.chars().count() > 64 {
         out.push('…');
@@ -782,12 +697,7 @@ impl Config {
 impl fmt::Display for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let flags: Vec<&str> = self.feature_flags.iter().map(|f| f.as_str()).collect();
-        let mode = match self.content_mode {
-            ContentMode::Gcm => "authenticated: AES-GCM tag per block",
-            ContentMode::Ctr => "not authenticated: AES-CTR only",
-            ContentMode::Xts => "not authenticated: XTS-AES per 4 KiB block, tweak = file ID ⊕ block number",
-            ContentMode::XtsTwofish => "not authenticated: XTS-Twofish per 4 KiB block, tweak = file ID ⊕ block number",
-        };
+        let mode = self.content_mode.description();
         writeln!(f, "format:        warpfs config version {}", self.version)?;
         writeln!(f, "created by:    {}", self.creator)?;
         writeln!(f, "content mode:  {} ({mode})", self.content_mode)?;
@@ -800,7 +710,12 @@ impl fmt::Display for Config {
                 2 * self.key_bits
             )?;
         } else {
-            writeln!(f, "key size:      AES-{}", self.key_bits)?;
+            writeln!(
+                f,
+                "key size:      {}-{}",
+                self.content_mode.cipher_name(),
+                self.key_bits
+            )?;
         }
         writeln!(f, "cipher:        {}", self.content_mode.cipher_name())?;
         writeln!(f, "block size:    {} bytes", self.block_size)?;

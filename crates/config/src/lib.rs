@@ -8,6 +8,7 @@
 mod config;
 mod error;
 mod file;
+mod mode;
 mod write;
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! AES counter-mode keystream ("masks") with the NIST GCM counter layout:
-//! counter block = 96-bit nonce ‖ 32-bit big-endian block counter. On CPUs
+//! Counter-mode keystream ("masks") of a 128-bit block cipher with the NIST
+//! GCM counter layout: counter block = 96-bit nonce ‖ 32-bit big-endian
+//! block counter. The cipher is AES, or Twofish (FORMAT.md section 11:
+//! the same layout, our own `crate::twofish` over counter blocks). On CPUs
 //! with VAES-512 the keystream is made by `simd::aes` (counter blocks in
 //! registers, written or XORed straight into the caller's buffer); elsewhere
 //! by the `aes` crate's `encrypt_blocks` over counter blocks on the stack.
@@ -20,6 +22,8 @@ const CHUNK_BLOCKS: usize = 64;
 enum Cipher {
     Aes128(Aes128),
     Aes256(Aes256),
+    /// Its tables sit on locked pages of their own.
+    Twofish(crate::twofish::Twofish),
 }
 
 /// Both expansions of one key: the `aes` crate's (ECB, and CTR without
@@ -31,9 +35,10 @@ struct Keys {
     fast: Option<crate::simd::aes::RoundKeys>,
 }
 
-/// An expanded AES key used for content. Locked in RAM and zeroized on
-/// drop (`Locked` overwrites both expansions; the `aes` crate's `zeroize`
-/// feature also clears its round keys).
+/// An expanded content key (AES, or Twofish: [`ContentKey::with_cipher`]).
+/// Locked in RAM and zeroized on drop (`Locked` overwrites both
+/// expansions; the `aes` crate's `zeroize` feature also clears its round
+/// keys).
 #[derive(Clone)]
 pub struct ContentKey {
     keys: crate::locked::Locked<Keys>,
@@ -62,6 +67,33 @@ impl ContentKey {
         })
     }
 
+    /// Expand a 16- or 32-byte key of `cipher` (AES: as [`new`](Self::new)).
+    pub fn with_cipher(cipher: crate::XtsCipher, key: &[u8]) -> Result<Self, crate::keys::KeyLengthError> {
+        match cipher {
+            crate::XtsCipher::Aes => Self::new(key),
+            crate::XtsCipher::Twofish => {
+                if !matches!(key.len(), 16 | 32) {
+                    return Err(crate::keys::KeyLengthError);
+                }
+                Ok(Self {
+                    keys: crate::locked::Locked::new(Keys {
+                        cipher: Cipher::Twofish(crate::twofish::Twofish::new(key)?),
+                        #[cfg(target_arch = "x86_64")]
+                        fast: None,
+                    }),
+                })
+            }
+        }
+    }
+
+    /// The block cipher.
+    pub fn cipher(&self) -> crate::XtsCipher {
+        match self.keys.cipher {
+            Cipher::Twofish(_) => crate::XtsCipher::Twofish,
+            _ => crate::XtsCipher::Aes,
+        }
+    }
+
     /// Whether the keystream runs on the VAES-512 kernel (else the `aes`
     /// crate's `encrypt_blocks`).
     pub fn is_vaes(&self) -> bool {
@@ -77,9 +109,10 @@ impl ContentKey {
 
     /// Key size in bits.
     pub fn bits(&self) -> u32 {
-        match self.keys.cipher {
+        match &self.keys.cipher {
             Cipher::Aes128(_) => 128,
             Cipher::Aes256(_) => 256,
+            Cipher::Twofish(t) => t.bits(),
         }
     }
 
@@ -89,6 +122,7 @@ impl ContentKey {
         match &self.keys.cipher {
             Cipher::Aes128(c) => c.encrypt_blocks(blocks),
             Cipher::Aes256(c) => c.encrypt_blocks(blocks),
+            Cipher::Twofish(c) => c.encrypt_blocks(Block::cast_slice_to_core_mut(blocks)),
         }
     }
 

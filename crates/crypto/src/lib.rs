@@ -17,6 +17,7 @@ pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 pub mod summary;
+pub mod twofish;
 pub mod wrap;
 pub mod xts;
 

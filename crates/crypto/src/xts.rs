@@ -11,22 +11,25 @@
 //! plaintext bit) and, like all XTS, deterministic.
 
 use crate::keys::KeyLengthError;
+use crate::locked::Locked;
+use crate::twofish::Twofish;
 use aes::cipher::consts::U16;
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, BlockSizeUser, KeyInit};
 use aes::{Aes128, Aes256, Block};
-use twofish::Twofish;
 
 /// Blocks per inner batch: one 4 KiB data unit.
 const BATCH: usize = 256;
 /// Cipher block size.
 const BS: usize = 16;
 
-/// The block cipher under XTS.
+/// The 128-bit block cipher of a volume: under XTS, and (FORMAT.md
+/// section 11) under CTR and GCM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum XtsCipher {
     /// AES (FIPS 197), hardware-accelerated where the CPU has AES-NI/VAES.
     Aes,
-    /// Twofish (as TrueCrypt offers it), software only.
+    /// Twofish (as TrueCrypt offers it): warpfs-crypto's own table-driven
+    /// implementation (`crate::twofish`).
     Twofish,
 }
 
@@ -60,20 +63,33 @@ where
     }
 }
 
+impl Ecb for Twofish {
+    #[inline]
+    fn enc(&self, b: &mut [Block]) {
+        self.encrypt_blocks(Block::cast_slice_to_core_mut(b))
+    }
+    #[inline]
+    fn dec(&self, b: &mut [Block]) {
+        self.decrypt_blocks(Block::cast_slice_to_core_mut(b))
+    }
+}
+
 #[derive(Clone)]
 #[allow(clippy::large_enum_variant)] // AES keys stay inline: no pointer chase per block
 enum Pair {
     Aes128(Aes128, Aes128),
     Aes256(Aes256, Aes256),
-    // Twofish keys are large (4 KiB+ of tables): keep them on the heap.
-    Twofish(Box<Twofish>, Box<Twofish>),
+    // Each Twofish key keeps its 4 KiB of tables on locked pages of its own.
+    Twofish(Twofish, Twofish),
 }
 
-/// An XTS key: the data key `K1` and the tweak key `K2`, expanded.
-/// Zeroized on drop (the cipher crates' `zeroize` features).
+/// An XTS key: the data key `K1` and the tweak key `K2`, expanded. On
+/// locked pages (never swapped out, left out of core dumps) and zeroed on
+/// drop (`Locked`; the `aes` crate's `zeroize` feature clears its round
+/// keys too).
 #[derive(Clone)]
 pub struct XtsKey {
-    pair: Pair,
+    pair: Locked<Pair>,
     bits: u32,
     cipher: XtsCipher,
 }
@@ -133,13 +149,10 @@ impl XtsKey {
                 Aes256::new_from_slice(k1).map_err(e)?,
                 Aes256::new_from_slice(k2).map_err(e)?,
             ),
-            (XtsCipher::Twofish, _) => Pair::Twofish(
-                Box::new(Twofish::new_from_slice(k1).map_err(e)?),
-                Box::new(Twofish::new_from_slice(k2).map_err(e)?),
-            ),
+            (XtsCipher::Twofish, _) => Pair::Twofish(Twofish::new(k1)?, Twofish::new(k2)?),
         };
         Ok(Self {
-            pair,
+            pair: Locked::new(pair),
             bits: half as u32 * 8,
             cipher,
         })
@@ -156,19 +169,24 @@ impl XtsKey {
     }
 
     fn k1(&self) -> &dyn Ecb {
-        match &self.pair {
+        match &*self.pair {
             Pair::Aes128(a, _) => a,
             Pair::Aes256(a, _) => a,
-            Pair::Twofish(a, _) => &**a,
+            Pair::Twofish(a, _) => a,
         }
     }
 
     fn k2(&self) -> &dyn Ecb {
-        match &self.pair {
+        match &*self.pair {
             Pair::Aes128(_, b) => b,
             Pair::Aes256(_, b) => b,
-            Pair::Twofish(_, b) => &**b,
+            Pair::Twofish(_, b) => b,
         }
+    }
+
+    /// Whether the expanded keys sit on pages locked in RAM.
+    pub fn is_locked(&self) -> bool {
+        self.pair.is_locked()
     }
 
     /// `T = E_K2(tweak)` as a little-endian integer.

@@ -18,7 +18,7 @@
 use crate::EngineError;
 use aes::Block;
 use aes07::cipher::{BlockEncrypt, NewBlockCipher};
-use warpfs_crypto::{ContentKey, Nonce};
+use warpfs_crypto::{ContentKey, Nonce, XtsCipher};
 
 /// Counter blocks per inner step of the software loop (on the stack).
 const SOFT_CHUNK: usize = 64;
@@ -58,7 +58,13 @@ pub struct MaskCipher {
 
 impl std::fmt::Debug for MaskCipher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MaskCipher(AES-{}, {})", self.bits(), self.implementation())
+        write!(
+            f,
+            "MaskCipher({}-{}, {})",
+            self.cipher().as_str(),
+            self.bits(),
+            self.implementation()
+        )
     }
 }
 
@@ -104,6 +110,34 @@ impl MaskCipher {
         })
     }
 
+    /// Expand a raw 16- or 32-byte key of `cipher`: AES as [`new`](Self::new);
+    /// Twofish (FORMAT.md 11) on warpfs-crypto's own implementation, on the
+    /// cpu only (no raw key is kept, so a device backend leaves its masks to
+    /// the cpu).
+    pub fn with_cipher(cipher: XtsCipher, raw: &[u8], software: bool) -> Result<Self, EngineError> {
+        match cipher {
+            XtsCipher::Aes => Self::new(raw, software),
+            XtsCipher::Twofish => Ok(Self {
+                inner: Inner::Hw(ContentKey::with_cipher(cipher, raw).map_err(|_| EngineError::KeyLength)?),
+                raw: None,
+            }),
+        }
+    }
+
+    /// The block cipher.
+    pub fn cipher(&self) -> XtsCipher {
+        match &self.inner {
+            Inner::Hw(k) | Inner::AesCrate(k) => k.cipher(),
+            Inner::Soft(_) => XtsCipher::Aes,
+        }
+    }
+
+    /// Whether this key's cipher runs in software (forced software AES, AES
+    /// on a CPU without AES-NI, or Twofish): where masks made ahead pay.
+    pub fn is_slow(&self) -> bool {
+        self.is_software() || self.cipher() == XtsCipher::Twofish || !aes::hardware_accelerated()
+    }
+
     /// The raw key bytes, when the key was added as bytes (a device backend
     /// needs them; keys wrapped from a `ContentKey` stay on the cpu).
     pub fn raw_key(&self) -> Option<&[u8]> {
@@ -129,6 +163,9 @@ impl MaskCipher {
     /// Which AES implementation runs this key, in words.
     pub fn implementation(&self) -> &'static str {
         match &self.inner {
+            Inner::Hw(k) if k.cipher() == XtsCipher::Twofish => {
+                "twofish (warpfs-crypto, full keying, 3 blocks in lock-step)"
+            }
             Inner::Soft(_) => "software (aes 0.7 fixslice, forced)",
             Inner::Hw(k) if k.is_vaes() => "vaes-512 kernel (warpfs-crypto)",
             Inner::Hw(_) | Inner::AesCrate(_) if aes::hardware_accelerated() => "aes-ni/vaes (aes 0.9 encrypt_blocks)",
@@ -324,6 +361,37 @@ mod tests {
             sw.ecb_in_place(&mut e2);
             assert_eq!(e1, e2);
         }
+    }
+
+    #[test]
+    fn twofish_masks_are_twofish_ctr() {
+        for key in [[7u8; 16].as_slice(), [9u8; 32].as_slice()] {
+            let m = MaskCipher::with_cipher(XtsCipher::Twofish, key, false).unwrap();
+            assert_eq!((m.cipher(), m.raw_key(), m.is_slow()), (XtsCipher::Twofish, None, true));
+            let reference = ContentKey::with_cipher(XtsCipher::Twofish, key).unwrap();
+            let n = [3u8; 12];
+            let (mut a, mut b) = (vec![0u8; 4096 + 21], vec![0u8; 4096 + 21]);
+            m.fill(&n, u32::MAX - 3, &mut a);
+            reference.keystream(&n, u32::MAX - 3, &mut b);
+            assert_eq!(a, b);
+            // Against the twofish-crate definition for the first block.
+            let mut cb = [0u8; 16];
+            cb[..12].copy_from_slice(&n);
+            cb[12..].copy_from_slice(&(u32::MAX - 3).to_be_bytes());
+            warpfs_crypto::twofish::Twofish::new(key)
+                .unwrap()
+                .encrypt_block(&mut cb);
+            assert_eq!(&a[..16], &cb);
+            let (mut x1, mut x2) = (vec![0x77u8; 5000], vec![0x77u8; 5000]);
+            m.xor_at(&n, 5, 7, &mut x1);
+            let mut ks = vec![0u8; 5007];
+            reference.keystream(&n, 5, &mut ks);
+            for (x, k) in x2.iter_mut().zip(&ks[7..]) {
+                *x ^= k;
+            }
+            assert_eq!(x1, x2);
+        }
+        assert!(MaskCipher::new(&[1u8; 16], false).unwrap().cipher() == XtsCipher::Aes);
     }
 
     #[test]

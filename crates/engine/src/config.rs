@@ -89,6 +89,9 @@ pub struct EngineConfig {
     /// current one are read and decrypted ahead, on decrypt-ahead threads
     /// placed like the workers (0: none). Only with `speculation`.
     pub read_ahead: usize,
+    /// Why `speculation` is what it is (the mount's `--speculation` policy,
+    /// shown by `warpfs stats`); empty when nobody said.
+    pub speculation_why: String,
 }
 
 impl Default for EngineConfig {
@@ -105,6 +108,7 @@ impl Default for EngineConfig {
             cpus: Vec::new(),
             spin_us: DEFAULT_SPIN_US,
             read_ahead: DEFAULT_READ_AHEAD,
+            speculation_why: String::new(),
         }
     }
 }
@@ -126,6 +130,54 @@ impl EngineConfig {
     pub fn effective_software_aes(&self) -> bool {
         self.software_aes || env_flag(ENV_NO_AESNI)
     }
+}
+
+/// What the `--speculation auto` policy looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PolicyInput {
+    /// The volume's block cipher.
+    pub cipher: warpfs_crypto::XtsCipher,
+    /// The CPU runs AES in hardware (AES-NI) and nobody forced software AES.
+    pub aes_ni: bool,
+    /// Cores available to the daemon.
+    pub cores: usize,
+}
+
+/// The `--speculation auto` policy: speculation pays where the cipher
+/// costs more than the FUSE round trip, so masks made on idle cores save
+/// the request real time: Twofish (software only, ~0.35 GB/s per core) and
+/// AES without AES-NI. With AES-NI a 4 KiB mask costs ~0.4 µs, less than
+/// fetching one made on another core, and on 2 cores the workers take CPU
+/// from the FUSE threads: off there, on with 4+ cores (ARCHITECTURE.md,
+/// "Speculation at mount"). Returns the decision and why, for the log and
+/// `warpfs stats`.
+pub fn speculation_policy(p: PolicyInput) -> (bool, String) {
+    use warpfs_crypto::XtsCipher;
+    if p.cipher == XtsCipher::Twofish {
+        return (
+            true,
+            "auto: the volume's cipher is Twofish, made in software and slower than a FUSE round trip".into(),
+        );
+    }
+    if !p.aes_ni {
+        return (
+            true,
+            "auto: AES runs in software here (no AES-NI, or WARPFS_NO_AESNI=1), slower than a FUSE round trip".into(),
+        );
+    }
+    if p.cores >= 4 {
+        return (
+            true,
+            format!("auto: AES-NI, but {} cores leave some idle for masks", p.cores),
+        );
+    }
+    (
+        false,
+        format!(
+            "auto: AES-NI makes a mask faster than another core hands it over, and {} cores have none idle",
+            p.cores
+        ),
+    )
 }
 
 /// The most CPU numbers a list may name (glibc's `CPU_SETSIZE`).
@@ -213,6 +265,22 @@ mod tests {
     fn existing_cpus_pass_and_missing_ones_fail() {
         check_cpus_exist(&[0]).unwrap();
         assert!(check_cpus_exist(&[MAX_CPUS - 1]).is_err() || MAX_CPUS <= 1);
+    }
+
+    #[test]
+    fn speculation_policy_follows_cipher_and_cpu() {
+        use warpfs_crypto::XtsCipher::{Aes, Twofish};
+        let p = |cipher, aes_ni, cores| speculation_policy(PolicyInput { cipher, aes_ni, cores });
+        // Twofish: on, whatever the CPU.
+        assert!(p(Twofish, true, 2).0 && p(Twofish, false, 1).0 && p(Twofish, true, 64).0);
+        assert!(p(Twofish, true, 2).1.contains("Twofish"));
+        // Software AES: on.
+        assert!(p(Aes, false, 2).0);
+        assert!(p(Aes, false, 2).1.contains("software"));
+        // AES-NI: off on 2 cores, on with 4+.
+        assert!(!p(Aes, true, 2).0);
+        assert!(p(Aes, true, 2).1.contains("AES-NI"));
+        assert!(p(Aes, true, 4).0);
     }
 
     #[test]

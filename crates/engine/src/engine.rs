@@ -20,7 +20,7 @@ use crate::backend::{Backend, CpuBackend, MaskJob};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::{EngineConfig, EngineError, MaskCipher};
 use std::cmp::Ordering as CmpOrdering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -310,6 +310,8 @@ struct Sched {
     /// Callers blocked in `quiesce`.
     quiescing: usize,
     compact_at: usize,
+    /// Split requests (XTS), taken before masks.
+    split: VecDeque<Arc<crate::split::SplitJob>>,
 }
 
 /// A value alone on its cache lines (two, as adjacent-line prefetch pairs
@@ -416,6 +418,7 @@ impl Engine {
                 sleeping: 0,
                 quiescing: 0,
                 compact_at: 1024,
+                split: VecDeque::new(),
             }),
             work_cv: Condvar::new(),
             idle_cv: Condvar::new(),
@@ -574,10 +577,18 @@ impl Engine {
         Ok(self.push_key(MaskCipher::new(key, self.shared.cfg.software_aes)?))
     }
 
+    /// Register a raw key of `cipher` (AES: as [`add_raw_key`](Self::add_raw_key);
+    /// Twofish: made on the cpu, see [`MaskCipher::with_cipher`]).
+    pub fn add_raw_key_cipher(&self, cipher: warpfs_crypto::XtsCipher, key: &[u8]) -> Result<KeyId, EngineError> {
+        Ok(self.push_key(MaskCipher::with_cipher(cipher, key, self.shared.cfg.software_aes)?))
+    }
+
     fn push_key(&self, c: MaskCipher) -> KeyId {
         let st = &self.shared.stats;
         Stats::add(
-            if c.is_software() {
+            if c.cipher() == warpfs_crypto::XtsCipher::Twofish {
+                &st.twofish_keys
+            } else if c.is_software() {
                 &st.software_keys
             } else {
                 &st.hardware_keys
@@ -1060,6 +1071,7 @@ impl Engine {
             .stats
             .snapshot(self.backend_name(), self.shared.threads, self.speculation());
         s.worker_cpus = self.worker_cpus();
+        s.speculation_why = self.shared.cfg.speculation_why.clone();
         s
     }
 
@@ -1078,6 +1090,47 @@ impl Engine {
         Stats::add(&s.window_resets, resets);
         Stats::add(&s.window_reused, reused);
         Stats::add(&s.window_defined, defined);
+    }
+}
+
+/// XTS requests split across the workers (module `split`); without
+/// workers (speculation off) the caller does every part.
+impl warpfs_keystream::Splitter for Engine {
+    fn run(&self, parts: usize, f: &(dyn Fn(usize) + Sync)) {
+        let st = &self.shared.stats;
+        if self.shared.threads == 0 || parts < 2 || self.shared.backend.is_device() {
+            (0..parts).for_each(f);
+            Stats::add(&st.split_parts_caller, parts as u64);
+            return;
+        }
+        Stats::add(&st.split_requests, 1);
+        // SAFETY: `wait` below returns only after every claimed part ran.
+        let job = Arc::new(unsafe { crate::split::SplitJob::new(parts, f) });
+        {
+            let mut s = self.shared.sched();
+            s.split.push_back(job.clone());
+            if s.sleeping > 0 {
+                self.shared.work_cv.notify_all();
+            }
+        }
+        job.work(&st.split_parts_caller);
+        job.wait();
+        let mut s = self.shared.sched();
+        if let Some(i) = s.split.iter().position(|j| Arc::ptr_eq(j, &job)) {
+            s.split.remove(i);
+        }
+        // Workers that left this job alone sleep; the next one is theirs.
+        if !s.split.is_empty() && s.sleeping > 0 {
+            self.shared.work_cv.notify_all();
+        }
+    }
+
+    fn helpers(&self) -> usize {
+        if self.shared.backend.is_device() {
+            0
+        } else {
+            self.shared.threads
+        }
     }
 }
 
@@ -1222,8 +1275,11 @@ fn worker(sh: &Shared) {
     let chunk = sh.backend.chunk().max(1);
     let spin = std::time::Duration::from_micros(u64::from(sh.cfg.spin_us));
     let mut s = sh.sched();
+    // The split job this worker leaves alone (pinned to its caller's CPU).
+    let mut skip = 0u64;
+    let my_cpus = thread_cpus();
     loop {
-        while !s.shutdown && (s.paused || s.heap.is_empty()) {
+        while !s.shutdown && (s.paused || (s.heap.is_empty() && s.split.front().is_none_or(|j| j.id == skip))) {
             if !spin.is_zero() && !s.paused {
                 // Poll the queue a little before sleeping: a wake-up costs
                 // the definer a futex call and the worker tens of
@@ -1252,6 +1308,21 @@ fn worker(sh: &Shared) {
         }
         if s.shutdown {
             return;
+        }
+        // A split request first: its caller is waiting for it.
+        if let Some(job) = s.split.front().cloned().filter(|j| j.id != skip) {
+            if job.exhausted() {
+                s.split.pop_front();
+            } else if job.not_for(&my_cpus) {
+                skip = job.id;
+            } else {
+                s.busy += 1;
+                drop(s);
+                job.work(&sh.stats.split_parts_workers);
+                s = sh.sched();
+                s.busy -= 1;
+            }
+            continue;
         }
         // Share the queue among the workers; one unit serves many contexts.
         let want = s.heap.len().div_ceil(sh.threads).clamp(1, sh.cfg.batch_max);

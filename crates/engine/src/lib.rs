@@ -31,6 +31,7 @@ mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
 mod read_window;
+mod split;
 mod stats;
 mod write_pool;
 
@@ -38,9 +39,9 @@ pub use ahead::AheadJob;
 pub use backend::{Backend, CpuBackend, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
-    check_cpus_exist, parse_cpu_list, EngineConfig, AHEAD_NICE, AHEAD_STEAL_AFTER, DEFAULT_BATCH_MAX,
-    DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US, DEFAULT_WINDOW_MAX,
-    ENV_NO_AESNI, MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
+    check_cpus_exist, parse_cpu_list, speculation_policy, EngineConfig, PolicyInput, AHEAD_NICE, AHEAD_STEAL_AFTER,
+    DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
+    DEFAULT_WINDOW_MAX, ENV_NO_AESNI, MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
 };
 pub use engine::{Ctx, CtxInfo, CtxState, Defined, Engine, KeyId, Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 pub use error::EngineError;

@@ -41,6 +41,10 @@ pub(crate) struct Stats {
     pub ahead_wait_ns: AtomicU64,
     pub ahead_inline: AtomicU64,
     pub ahead_stolen: AtomicU64,
+    pub split_requests: AtomicU64,
+    pub split_parts_workers: AtomicU64,
+    pub split_parts_caller: AtomicU64,
+    pub twofish_keys: AtomicU64,
 }
 
 impl Stats {
@@ -87,6 +91,11 @@ impl Stats {
             ahead_inline: g(&self.ahead_inline),
             ahead_stolen: g(&self.ahead_stolen),
             worker_cpus: Vec::new(),
+            split_requests: g(&self.split_requests),
+            split_parts_workers: g(&self.split_parts_workers),
+            split_parts_caller: g(&self.split_parts_caller),
+            twofish_keys: g(&self.twofish_keys),
+            speculation_why: String::new(),
         }
     }
 }
@@ -167,6 +176,21 @@ pub struct StatsSnapshot {
     /// without workers or off Linux.
     #[serde(default)]
     pub worker_cpus: Vec<usize>,
+    /// XTS requests split across the workers (the caller doing a share).
+    #[serde(default)]
+    pub split_requests: u64,
+    /// Parts (64 KiB of data units) of split requests run by workers.
+    #[serde(default)]
+    pub split_parts_workers: u64,
+    /// Parts run by the requesting thread (all of them without workers).
+    #[serde(default)]
+    pub split_parts_caller: u64,
+    /// Keys on Twofish (FORMAT.md 11; made in software).
+    #[serde(default)]
+    pub twofish_keys: u64,
+    /// Why speculation is on or off (the `--speculation` policy's reason).
+    #[serde(default)]
+    pub speculation_why: String,
 }
 
 impl StatsSnapshot {
@@ -233,13 +257,18 @@ impl fmt::Display for StatsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "engine: {} x{} ({}{})",
+            "engine: {} x{} ({}{}{})",
             self.backend,
             self.threads,
             if self.speculation {
                 "speculation on"
             } else {
                 "speculation off"
+            },
+            if self.speculation_why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", self.speculation_why)
             },
             if self.worker_cpus.is_empty() {
                 String::new()
@@ -281,10 +310,20 @@ impl fmt::Display for StatsSnapshot {
             write!(f, " [{}..{}]={}", 1u64 << i, (1u64 << (i + 1)) - 1, n)?;
         }
         writeln!(f)?;
+        writeln!(
+            f,
+            "  xts split: {} request(s), parts by workers {}, by the caller {}",
+            self.split_requests, self.split_parts_workers, self.split_parts_caller
+        )?;
         write!(
             f,
-            "  windows: resets {}, reused {}, defined {}; keys: {} software, {} hardware",
-            self.window_resets, self.window_reused, self.window_defined, self.software_keys, self.hardware_keys
+            "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish",
+            self.window_resets,
+            self.window_reused,
+            self.window_defined,
+            self.software_keys,
+            self.hardware_keys,
+            self.twofish_keys
         )
     }
 }

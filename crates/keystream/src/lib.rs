@@ -9,10 +9,12 @@
 pub mod direct;
 pub mod nonce;
 pub mod reader;
+pub mod split;
 
 pub use direct::Direct;
 pub use nonce::{Clock, EpochPolicy, NonceSource, SystemClock};
 pub use reader::{BlockReader, OnDemand};
+pub use split::{Inline, Splitter};
 pub use warpfs_crypto::Nonce;
 
 use std::sync::Arc;

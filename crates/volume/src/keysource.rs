@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
-use warpfs_crypto::{ControlKey, GcmTagger, JournalKey, XtsCipher};
+use warpfs_crypto::{ContentKey, ControlKey, GcmTagger, JournalKey, XtsCipher};
 use warpfs_engine::{Engine, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
@@ -15,31 +15,42 @@ pub(crate) struct KeySource {
     master: MasterKey,
     key_bits: u32,
     mode: Mode,
-    xts: Option<XtsCipher>,
+    /// The block cipher (FORMAT.md 7 and 11).
+    cipher: XtsCipher,
 }
 
 impl KeySource {
-    pub(crate) fn new(master: &MasterKey, key_bits: u32, mode: Mode, xts: Option<XtsCipher>) -> Self {
+    pub(crate) fn new(master: &MasterKey, key_bits: u32, mode: Mode, cipher: XtsCipher) -> Self {
         Self {
             master: master.clone(),
             key_bits,
             mode,
-            xts,
+            cipher,
         }
     }
 
     /// The cipher of key generation `g`: masks from `engine`'s write pool
     /// when one is given (not in `xts`, which has no masks), else made on
     /// the calling thread. A software-AES or device engine is given the raw
-    /// key and expands it itself (a device uploads its round keys).
+    /// key and expands it itself (a device uploads its round keys). A
+    /// Twofish key (FORMAT.md 11: the same HKDF bytes as the AES content
+    /// key, expanded as Twofish) goes to the engine as raw bytes.
     pub(crate) fn cipher(&self, engine: Option<&Arc<Engine>>, g: u32) -> Result<Arc<Cipher>, String> {
-        let content = Subkeys::derive_gen(&self.master, self.key_bits, g).content;
+        let content = match self.cipher {
+            XtsCipher::Aes => Subkeys::derive_gen(&self.master, self.key_bits, g).content,
+            XtsCipher::Twofish => {
+                let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
+                ContentKey::with_cipher(XtsCipher::Twofish, &raw).map_err(|e| e.to_string())?
+            }
+        };
         let tagger = GcmTagger::new(&content);
         let keystream: Arc<dyn Keystream> = match engine {
             Some(engine) if self.mode != Mode::Xts => {
-                let key = if engine.config().software_aes || engine.is_device() {
+                let key = if engine.config().software_aes || engine.is_device() || self.cipher != XtsCipher::Aes {
                     let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
-                    engine.add_raw_key(&raw).map_err(|e| e.to_string())?
+                    engine
+                        .add_raw_key_cipher(self.cipher, &raw)
+                        .map_err(|e| e.to_string())?
                 } else {
                     engine.add_key(content)
                 };
@@ -47,12 +58,19 @@ impl KeySource {
             }
             _ => Arc::new(Direct::new(content)),
         };
-        let c = match self.xts {
-            Some(x) => Cipher::new_xts(
-                Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
-                keystream,
-                tagger,
-            ),
+        let c = match (self.mode == Mode::Xts).then_some(self.cipher) {
+            Some(x) => {
+                let c = Cipher::new_xts(
+                    Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
+                    keystream,
+                    tagger,
+                );
+                // Big XTS requests are spread over the engine's workers.
+                match engine {
+                    Some(e) => c.with_splitter(e.clone()),
+                    None => c,
+                }
+            }
             None => Cipher::new(self.mode, keystream, tagger),
         };
         Ok(Arc::new(c.with_generation(g)))

@@ -74,7 +74,7 @@ impl Volume {
         let write = config.write_generation();
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let mode = content_mode(config.content_mode());
-        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().xts_cipher());
+        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().block_cipher());
         let previous = match config.rekey_target() {
             Some(_) => Some(keysource.cipher(None, config.key_generation())?),
             None => None,
@@ -117,10 +117,8 @@ impl Volume {
     /// generation (mid-rekey) keep masks made on the calling thread.
     pub fn use_engine(&mut self, engine: Arc<Engine>) -> std::result::Result<(), String> {
         self.engine = Some(engine);
-        if self.mode == Mode::Xts {
-            // XTS has no keystream to make ahead; the engine stays idle.
-            return Ok(());
-        }
+        // XTS has no keystream to make ahead; its ciphers take the engine
+        // as the splitter of big requests.
         let write = self.make_cipher(self.keys.write_generation())?;
         let previous = self
             .keys
@@ -235,8 +233,8 @@ fn io(e: Error) -> std::io::Error {
 
 fn content_mode(m: ContentMode) -> Mode {
     match m {
-        ContentMode::Ctr => Mode::Ctr,
-        ContentMode::Gcm => Mode::Gcm,
+        ContentMode::Ctr | ContentMode::CtrTwofish => Mode::Ctr,
+        ContentMode::Gcm | ContentMode::GcmTwofish => Mode::Gcm,
         ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
     }
 }

@@ -11,16 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Arc, Barrier, Mutex};
 
-mode_tests!(
-    random_writes,
-    sequential_big_io,
-    sparse_files,
-    truncate_up_and_down,
-    append,
-    concurrent_writers,
-    mmap_writes,
-    copy_between_files,
-);
+mode_tests!(twofish: random_writes, sequential_big_io, sparse_files, truncate_up_and_down);
+mode_tests!(append, concurrent_writers, mmap_writes, copy_between_files,);
 
 /// Offsets where block, nnode and nonce-page boundaries fall.
 fn hot_offsets() -> Vec<u64> {

@@ -243,8 +243,8 @@ fn oracle_aes(key: &[u8], tweak: [u8; 16], buf: &mut [u8], enc: bool) {
 fn oracle_twofish(key: &[u8], tweak: [u8; 16], buf: &mut [u8]) {
     let h = key.len() / 2;
     let x = xts_mode::Xts128::new(
-        Twofish::new_from_slice(&key[..h]).unwrap(),
-        Twofish::new_from_slice(&key[h..]).unwrap(),
+        twofish::Twofish::new_from_slice(&key[..h]).unwrap(),
+        twofish::Twofish::new_from_slice(&key[h..]).unwrap(),
     );
     x.encrypt_sector(buf, tweak.into())
 }
@@ -277,7 +277,7 @@ proptest! {
         big in any::<bool>(),
         key in proptest::collection::vec(any::<u8>(), 64),
         tweak in any::<[u8; 16]>(),
-        pt in proptest::collection::vec(any::<u8>(), 16..=600usize),
+        pt in proptest::collection::vec(any::<u8>(), 16..=4096usize),
     ) {
         let key = if big { &key[..] } else { &key[..32] };
         let k = XtsKey::new(XtsCipher::Twofish, key).unwrap();
@@ -288,5 +288,18 @@ proptest! {
         prop_assert_eq!(&ours, &theirs);
         k.decrypt_unit(&tweak, &mut ours);
         prop_assert_eq!(&ours, &pt);
+    }
+}
+
+#[test]
+fn expanded_keys_sit_on_locked_pages() {
+    // Where this process may lock memory at all, both ciphers' keys are locked.
+    if !crate::locked::Locked::new([0u8; 1]).is_locked() {
+        warpfs_testkit::skip("mlock is not allowed here (RLIMIT_MEMLOCK)");
+        return;
+    }
+    for c in [XtsCipher::Aes, XtsCipher::Twofish] {
+        assert!(XtsKey::new(c, &[3; 64]).unwrap().is_locked(), "{c:?}");
+        assert!(XtsKey::new(c, &[3; 64]).unwrap().clone().is_locked(), "{c:?} clone");
     }
 }

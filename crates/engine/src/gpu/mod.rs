@@ -17,10 +17,14 @@ mod select;
 mod signals;
 mod tables;
 mod xts;
+mod xts_cuda;
+mod xts_keys;
 
 pub use device::{MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
 pub use select::{select_backend, EngineKind, Selected};
-pub use xts::{XtsCudaDevice, XtsDevice, XtsKeys, XTS_CHUNK, XTS_GROUP};
+pub use xts::{XtsDevice, TF_KERNEL_SRC, XTS_CHUNK, XTS_GROUP, XTS_KERNEL_SRC};
+pub use xts_cuda::XtsCudaDevice;
+pub use xts_keys::XtsKeys;
 
 use crate::backend::{Backend, CpuBackend, MaskJob};
 use crate::MaskCipher;

@@ -22,17 +22,22 @@ use warpfs_engine::{
 };
 use warpfs_volume::{Options, Volume};
 
-/// Whether speculation is on when `--speculation` is not given ("auto").
-/// Measured (docs/decisions/0040): on 2-core AES-NI
-/// machines making a 4 KiB mask on the calling thread (~0.4 us) costs no more
-/// than fetching one made on the other core, and the workers take CPU from
-/// the FUSE threads, so it is off there; with software AES (no AES-NI, or
-/// `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead pays and it is on.
-/// Measured again with FUSE over io_uring, where requests are served on the
-/// caller's core: still slower on 2 cores (docs/decisions/0007).
-pub fn auto_speculation() -> bool {
+/// Whether speculation is on when `--speculation` is not given ("auto"),
+/// and why: from the volume's cipher and the CPU
+/// (`warpfs_engine::speculation_policy`). Measured (ARCHITECTURE.md,
+/// "Speculation at mount"): on 2-core AES-NI machines making a 4 KiB mask
+/// on the calling thread (~0.4 us) costs no more than fetching one made on
+/// the other core, and the workers take CPU from the FUSE threads, so it is
+/// off there (also over io_uring: docs/decisions/0007); with Twofish or
+/// software AES (no AES-NI, or `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead
+/// pays and it is on (docs/decisions/0013).
+pub fn auto_speculation(cipher: warpfs_crypto::XtsCipher) -> (bool, String) {
     let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !has_aes_ni();
-    soft || cores() >= 4
+    warpfs_engine::speculation_policy(warpfs_engine::PolicyInput {
+        cipher,
+        aes_ni: !soft,
+        cores: cores(),
+    })
 }
 
 fn has_aes_ni() -> bool {
@@ -238,10 +243,15 @@ fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
 }
 
 /// The engine settings the arguments ask for (speculation: see `serve`).
-fn engine_config(a: &MountArgs) -> EngineConfig {
+fn engine_config(a: &MountArgs, cipher: warpfs_crypto::XtsCipher) -> EngineConfig {
+    let (speculation, speculation_why) = match a.speculation {
+        Some(on) => (on, format!("--speculation {}", if on { "on" } else { "off" })),
+        None => auto_speculation(cipher),
+    };
     EngineConfig {
         threads: a.engine_threads.map_or(0, usize::from),
-        speculation: a.speculation.unwrap_or_else(auto_speculation),
+        speculation,
+        speculation_why,
         pool_size: a.pool_size.map_or(DEFAULT_POOL_SIZE, |z| z as usize),
         window_max: a.window_max.map_or(DEFAULT_WINDOW_MAX, |w| w as usize),
         nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
@@ -288,6 +298,7 @@ fn serve(
     tracing::info!("{}", sel.note);
     if sel.device && speculation.is_none() {
         cfg.speculation = true;
+        cfg.speculation_why = "auto: a device backend makes the masks".into();
     }
     let engine = Engine::with_backend(cfg, sel.backend).map_err(|e| format!("keystream engine: {e}"))?;
     vol.use_engine(engine.clone())
@@ -303,7 +314,11 @@ fn serve(
         } else {
             format!(" on CPUs {}", warpfs_engine::format_cpu_list(&c.cpus))
         },
-        if engine.speculation() { "on" } else { "off" },
+        if engine.speculation() {
+            format!("on ({})", c.speculation_why)
+        } else {
+            format!("off ({})", c.speculation_why)
+        },
         c.pool_size,
         c.window_max,
         engine.read_ahead(),
@@ -386,7 +401,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
     super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
-    let engine_cfg = engine_config(&a);
+    let engine_cfg = engine_config(&a, cfg.content_mode().block_cipher());
     let engine_kind = engine_kind(&a)?;
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
     let ring = ring_options(&a);

@@ -92,6 +92,37 @@ macro_rules! mode_tests {
             }
         )*
     };
+    // Every mode over both block ciphers (AES and Twofish, FORMAT.md 11).
+    (twofish: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+                #[test]
+                fn xts() {
+                    super::$name($crate::common::Mode::Xts)
+                }
+                #[test]
+                fn gcm_twofish() {
+                    super::$name($crate::common::Mode::GcmTwofish)
+                }
+                #[test]
+                fn ctr_twofish() {
+                    super::$name($crate::common::Mode::CtrTwofish)
+                }
+                #[test]
+                fn xts_twofish() {
+                    super::$name($crate::common::Mode::XtsTwofish)
+                }
+            }
+        )*
+    };
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -121,30 +152,54 @@ pub enum Mode {
     Ctr,
     /// XTS: no nonce entries (E = 0), data right after the 32-byte header.
     Xts,
+    /// The same three layouts over Twofish (FORMAT.md 11).
+    GcmTwofish,
+    CtrTwofish,
+    XtsTwofish,
 }
 
 impl Mode {
+    /// The `content_mode` of the config (`warpfs info` shows it).
     pub fn name(self) -> &'static str {
         match self {
             Mode::Gcm => "gcm",
             Mode::Ctr => "ctr",
             Mode::Xts => "xts",
+            Mode::GcmTwofish => "gcm-twofish",
+            Mode::CtrTwofish => "ctr-twofish",
+            Mode::XtsTwofish => "xts-twofish",
         }
+    }
+    /// The block mode alone (the layout): `Gcm`, `Ctr` or `Xts`.
+    pub fn base(self) -> Mode {
+        match self {
+            Mode::Gcm | Mode::GcmTwofish => Mode::Gcm,
+            Mode::Ctr | Mode::CtrTwofish => Mode::Ctr,
+            Mode::Xts | Mode::XtsTwofish => Mode::Xts,
+        }
+    }
+    /// The `warpfs init` flags that make this mode.
+    pub fn init_args(self) -> Vec<&'static str> {
+        let mut a = vec!["--mode", self.base().name()];
+        if self != self.base() {
+            a.extend(["--cipher", "twofish"]);
+        }
+        a
     }
     /// The content-mode byte at header offset 6.
     pub fn mode_byte(self) -> u8 {
-        match self {
+        match self.base() {
             Mode::Ctr => 1,
             Mode::Gcm => 2,
-            Mode::Xts => 3,
+            _ => 3,
         }
     }
     /// Nonce entry size E.
     pub fn entry_size(self) -> u64 {
-        match self {
+        match self.base() {
             Mode::Ctr => 16,
             Mode::Gcm => 32,
-            Mode::Xts => 0,
+            _ => 0,
         }
     }
     /// A raw nonce entry with the file-summary slot (bytes 12..16 of a
@@ -152,7 +207,7 @@ impl Mode {
     /// written entry never has an all-zero nonce; a hole's entry is zero).
     pub fn entry_view(self, raw: &[u8]) -> Vec<u8> {
         let mut v = raw.to_vec();
-        if self == Mode::Gcm && v.len() == 32 {
+        if self.base() == Mode::Gcm && v.len() == 32 {
             v[12..16].fill(0);
         }
         v
@@ -770,7 +825,8 @@ fn template_with(mode: Mode, extra: &[&str]) -> &'static Path {
         fs::write(&pass, format!("{PASSWORD}\n")).unwrap();
         let cipher = dir.join("cipher");
         fs::create_dir(&cipher).unwrap();
-        let mut a = args!["init", "--passfile", &pass, "--mode", mode.name()];
+        let mut a = args!["init", "--passfile", &pass];
+        a.extend(mode.init_args().into_iter().map(OsString::from));
         a.extend(extra.iter().map(OsString::from));
         a.push(cipher.clone().into_os_string());
         warpfs(a).expect_ok("warpfs init (template volume)");
@@ -855,14 +911,10 @@ impl Volume {
     /// Run `warpfs init` for real on a blank volume.
     pub fn init_fresh(mode: Mode) -> (Volume, Out) {
         let v = Volume::blank(mode);
-        let o = warpfs(args![
-            "init",
-            "--passfile",
-            &v.passfile,
-            "--mode",
-            mode.name(),
-            &v.cipher
-        ]);
+        let mut a = args!["init", "--passfile", &v.passfile];
+        a.extend(mode.init_args().into_iter().map(OsString::from));
+        a.push(v.cipher.clone().into());
+        let o = warpfs(a);
         (v, o)
     }
 

@@ -4,6 +4,9 @@
 #
 #   bash crates/warpfs/tests/volumes/make.sh [MODE...]      (default: gcm ctr)
 #
+# MODE is a content_mode of the config: gcm, ctr, xts, or one of them over
+# Twofish (gcm-twofish, ctr-twofish, xts-twofish: `--cipher twofish`).
+#
 # For each MODE it writes crates/warpfs/tests/volumes/v<VERSION>-<MODE>/:
 #   password.txt   the volume password (first line)
 #   expected/      the plaintext tree
@@ -140,7 +143,9 @@ for mode in "${modes[@]}"; do
     fi
     mkdir -p "$out/cipher" "$out/expected"
     printf 'warpfs example volume %s %s\n' "$version" "$mode" >"$out/password.txt"
-    "$bin" init --passfile "$out/password.txt" --mode "$mode" "$out/cipher" >/dev/null
+    init_args=(--mode "$mode")
+    [[ $mode == *-twofish ]] && init_args=(--mode "${mode%-twofish}" --cipher twofish)
+    "$bin" init --passfile "$out/password.txt" "${init_args[@]}" "$out/cipher" >/dev/null
     populate "$out/expected"
 
     mnt=$(mktemp -d)
