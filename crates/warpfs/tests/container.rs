@@ -287,3 +287,34 @@ fn wrong_password_is_refused() {
     ])
     .expect_code(12, "create over an existing file");
 }
+
+/// The `container open` daemon keeps its XTS keys on locked pages: memory
+/// locks are not inherited across the daemon's fork, so it locks them
+/// again there (its `VmLck` would be 0 otherwise).
+#[test]
+fn the_container_daemon_keeps_its_keys_on_locked_pages() {
+    require_fuse!();
+    let c = Ct::create("4M");
+    c.open();
+    let pids = warpfs_pids(b"open", &c.mnt);
+    assert_eq!(pids.len(), 1, "the container daemon: {pids:?}");
+    let status = fs::read_to_string(format!("/proc/{}/status", pids[0])).unwrap();
+    let locked_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmLck:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(
+        locked_kb > 0,
+        "the container daemon holds no locked memory, so its XTS keys are swappable"
+    );
+    // Still serving after the check.
+    let f = fs::OpenOptions::new().read(true).write(true).open(c.vol()).unwrap();
+    f.write_all_at(b"x", 0).unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 0).unwrap();
+    assert_eq!(&b, b"x");
+    drop(f);
+    c.close();
+}
