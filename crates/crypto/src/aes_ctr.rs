@@ -6,6 +6,9 @@
 //! registers, written or XORed straight into the caller's buffer); elsewhere
 //! by the `aes` crate's `encrypt_blocks` over counter blocks on the stack.
 
+use crate::block_cipher::XtsCipher;
+use crate::error::KeyLengthError;
+use crate::locked::Locked;
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::{Aes128, Aes256, Block};
 
@@ -41,7 +44,7 @@ struct Keys {
 /// keys).
 #[derive(Clone)]
 pub struct ContentKey {
-    keys: crate::locked::Locked<Keys>,
+    keys: Locked<Keys>,
 }
 
 impl std::fmt::Debug for ContentKey {
@@ -52,14 +55,14 @@ impl std::fmt::Debug for ContentKey {
 
 impl ContentKey {
     /// Expand a 16-byte (AES-128) or 32-byte (AES-256) key.
-    pub fn new(key: &[u8]) -> Result<Self, crate::keys::KeyLengthError> {
+    pub fn new(key: &[u8]) -> Result<Self, KeyLengthError> {
         let cipher = match key.len() {
-            16 => Cipher::Aes128(Aes128::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?),
-            32 => Cipher::Aes256(Aes256::new_from_slice(key).map_err(|_| crate::keys::KeyLengthError)?),
-            _ => return Err(crate::keys::KeyLengthError),
+            16 => Cipher::Aes128(Aes128::new_from_slice(key).map_err(|_| KeyLengthError)?),
+            32 => Cipher::Aes256(Aes256::new_from_slice(key).map_err(|_| KeyLengthError)?),
+            _ => return Err(KeyLengthError),
         };
         Ok(Self {
-            keys: crate::locked::Locked::new(Keys {
+            keys: Locked::new(Keys {
                 cipher,
                 #[cfg(target_arch = "x86_64")]
                 fast: crate::simd::aes::RoundKeys::new(key),
@@ -68,15 +71,15 @@ impl ContentKey {
     }
 
     /// Expand a 16- or 32-byte key of `cipher` (AES: as [`new`](Self::new)).
-    pub fn with_cipher(cipher: crate::XtsCipher, key: &[u8]) -> Result<Self, crate::keys::KeyLengthError> {
+    pub fn with_cipher(cipher: XtsCipher, key: &[u8]) -> Result<Self, KeyLengthError> {
         match cipher {
-            crate::XtsCipher::Aes => Self::new(key),
-            crate::XtsCipher::Twofish => {
+            XtsCipher::Aes => Self::new(key),
+            XtsCipher::Twofish => {
                 if !matches!(key.len(), 16 | 32) {
-                    return Err(crate::keys::KeyLengthError);
+                    return Err(KeyLengthError);
                 }
                 Ok(Self {
-                    keys: crate::locked::Locked::new(Keys {
+                    keys: Locked::new(Keys {
                         cipher: Cipher::Twofish(crate::twofish::Twofish::new(key)?),
                         #[cfg(target_arch = "x86_64")]
                         fast: None,
@@ -87,10 +90,10 @@ impl ContentKey {
     }
 
     /// The block cipher.
-    pub fn cipher(&self) -> crate::XtsCipher {
+    pub fn cipher(&self) -> XtsCipher {
         match self.keys.cipher {
-            Cipher::Twofish(_) => crate::XtsCipher::Twofish,
-            _ => crate::XtsCipher::Aes,
+            Cipher::Twofish(_) => XtsCipher::Twofish,
+            _ => XtsCipher::Aes,
         }
     }
 
@@ -199,7 +202,7 @@ pub fn xor_in_place(dst: &mut [u8], src: &[u8]) {
 }
 
 /// [`xor_in_place`] without the AVX-512 path.
-pub(crate) fn xor_portable(dst: &mut [u8], src: &[u8]) {
+fn xor_portable(dst: &mut [u8], src: &[u8]) {
     let n = dst.len().min(src.len());
     let (d, s) = (&mut dst[..n], &src[..n]);
     let mut dc = d.chunks_exact_mut(8);

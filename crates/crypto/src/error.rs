@@ -1,5 +1,10 @@
 //! Errors of the crypto primitives. Messages are one line and never contain
-//! key material or plaintext.
+//! key material or plaintext. A leaf: it uses no other module of this crate.
+
+/// A key of the wrong length was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("invalid key length")]
+pub struct KeyLengthError;
 
 /// Errors from name encryption, sealing, key handling and the password KDF.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -11,7 +16,7 @@ pub enum Error {
     /// `/` or NUL). The string says which rule it broke.
     #[error("invalid name: {0}")]
     InvalidName(&'static str),
-    /// A plaintext name longer than [`crate::names::MAX_NAME`] bytes.
+    /// A plaintext name longer than 255 bytes (`names::MAX_NAME`).
     #[error("name is longer than 255 bytes")]
     NameTooLong,
     /// Stored ciphertext that is not even well-formed (bad base64, too short,
@@ -50,8 +55,8 @@ impl Error {
     }
 }
 
-impl From<crate::keys::KeyLengthError> for Error {
-    fn from(_: crate::keys::KeyLengthError) -> Self {
+impl From<KeyLengthError> for Error {
+    fn from(_: KeyLengthError) -> Self {
         Error::KeyLength
     }
 }

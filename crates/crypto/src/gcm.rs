@@ -116,6 +116,9 @@ pub fn tag_mask(key: &ContentKey, nonce: &Nonce) -> [u8; 16] {
 }
 
 #[cfg(test)]
+mod twofish_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -2,19 +2,16 @@
 //! the subkeys derived from it with HKDF-SHA256.
 
 use crate::aes_ctr::ContentKey;
+pub use crate::error::KeyLengthError;
 use crate::error::{Error, Result};
 use crate::locked::Locked;
 use crate::names::NameCipher;
 use crate::seal::Sealer;
+use crate::xts::{XtsCipher, XtsKey};
 use hkdf::Hkdf;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use zeroize::Zeroizing;
-
-/// A key of the wrong length was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("invalid key length")]
-pub struct KeyLengthError;
 
 /// Length of the master key in bytes.
 pub const MASTER_KEY_LEN: usize = 32;
@@ -166,17 +163,17 @@ impl Subkeys {
     ///
     /// # Panics
     /// As [`derive`](Self::derive), for a key size other than 128 or 256.
-    pub fn xts_key(master: &MasterKey, key_bits: u32, cipher: crate::XtsCipher) -> crate::XtsKey {
+    pub fn xts_key(master: &MasterKey, key_bits: u32, cipher: XtsCipher) -> XtsKey {
         Self::xts_key_gen(master, key_bits, cipher, 0)
     }
 
     /// [`xts_key`](Self::xts_key) of key generation `generation`.
-    pub fn xts_key_gen(master: &MasterKey, key_bits: u32, cipher: crate::XtsCipher, generation: u32) -> crate::XtsKey {
+    pub fn xts_key_gen(master: &MasterKey, key_bits: u32, cipher: XtsCipher, generation: u32) -> XtsKey {
         let mut okm = Zeroizing::new(vec![0u8; 2 * content_len(key_bits)]);
         Hkdf::<Sha256>::new(None, master.as_bytes())
             .expand(&gen_info(INFO_CONTENT_XTS, generation), &mut okm)
             .expect("HKDF-SHA256 output length is within bounds");
-        crate::XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
+        XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
     }
 
     /// The raw bytes of the content key that [`derive`](Self::derive) puts
@@ -269,13 +266,13 @@ mod tests {
     fn xts_key_is_hkdf_under_its_own_info() {
         let k = MasterKey::from_bytes(&[7; 32]).unwrap();
         for bits in [128u32, 256] {
-            let x = Subkeys::xts_key(&k, bits, crate::XtsCipher::Aes);
+            let x = Subkeys::xts_key(&k, bits, XtsCipher::Aes);
             assert_eq!(x.bits(), bits);
             let mut okm = vec![0u8; bits as usize / 4];
             Hkdf::<Sha256>::new(None, k.as_bytes())
                 .expand(INFO_CONTENT_XTS, &mut okm)
                 .unwrap();
-            let y = crate::XtsKey::new(crate::XtsCipher::Aes, &okm).unwrap();
+            let y = XtsKey::new(XtsCipher::Aes, &okm).unwrap();
             let (mut a, mut b) = (vec![1u8; 100], vec![1u8; 100]);
             x.encrypt_unit(&[0; 16], &mut a);
             y.encrypt_unit(&[0; 16], &mut b);

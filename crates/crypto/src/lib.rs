@@ -3,6 +3,7 @@
 //! crate treats keys as opaque types that zeroize on drop.
 
 pub mod aes_ctr;
+pub mod block_cipher;
 pub mod control;
 pub mod error;
 pub mod gcm;
@@ -23,11 +24,11 @@ pub mod xts;
 
 pub use aes_ctr::{ContentKey, Nonce, NONCE_LEN};
 pub use control::{ControlKey, CONTROL_TAG_LEN};
-pub use error::{Error, Result};
+pub use error::{Error, KeyLengthError, Result};
 pub use gcm::{GcmTagger, TAG_LEN};
 pub use journal::{JournalKey, JOURNAL_TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};
-pub use keys::{KeyLengthError, MasterKey, Subkeys, MASTER_KEY_LEN};
+pub use keys::{MasterKey, Subkeys, MASTER_KEY_LEN};
 pub use locked::{make_non_dumpable, Locked, LockedBytes};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;

@@ -10,7 +10,8 @@
 //! That short-unit rule is malleable (flipping a ciphertext bit flips the same
 //! plaintext bit) and, like all XTS, deterministic.
 
-use crate::keys::KeyLengthError;
+pub use crate::block_cipher::XtsCipher;
+use crate::error::KeyLengthError;
 use crate::locked::Locked;
 use crate::twofish::Twofish;
 use aes::cipher::consts::U16;
@@ -21,27 +22,6 @@ use aes::{Aes128, Aes256, Block};
 const BATCH: usize = 256;
 /// Cipher block size.
 const BS: usize = 16;
-
-/// The 128-bit block cipher of a volume: under XTS, and (FORMAT.md
-/// section 11) under CTR and GCM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum XtsCipher {
-    /// AES (FIPS 197), hardware-accelerated where the CPU has AES-NI/VAES.
-    Aes,
-    /// Twofish (as TrueCrypt offers it): warpfs-crypto's own table-driven
-    /// implementation (`crate::twofish`).
-    Twofish,
-}
-
-impl XtsCipher {
-    /// The name used in configs and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            XtsCipher::Aes => "aes",
-            XtsCipher::Twofish => "twofish",
-        }
-    }
-}
 
 /// Encrypt/decrypt a slice of blocks with one cipher.
 trait Ecb {

@@ -30,6 +30,7 @@ mod engine;
 mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
+mod placement;
 mod read_window;
 mod split;
 mod stats;

@@ -177,7 +177,7 @@ mod tests {
         })
         .unwrap();
         let caller = std::thread::spawn(move || {
-            crate::engine::set_thread_cpus(&[0]).unwrap();
+            crate::placement::set_thread_cpus(&[0]).unwrap();
             // Parts of ~50 µs of work each: long enough for a woken worker
             // on this CPU to get it and claim parts, were it allowed to.
             for _ in 0..20 {

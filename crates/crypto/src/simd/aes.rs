@@ -11,8 +11,10 @@
 
 #![allow(unsafe_op_in_unsafe_fn)]
 
-use crate::aes_ctr::Nonce;
 use core::arch::x86_64::*;
+
+/// A 96-bit nonce as raw bytes (what `aes_ctr::Nonce` is).
+type Nonce = [u8; 12];
 
 /// Expanded AES-128 (10 rounds) or AES-256 (14 rounds) encryption keys for
 /// the VAES path. Only built when the CPU has every feature the path needs,
@@ -263,7 +265,9 @@ unsafe fn ctr_kernel<const NR: usize, const XOR: bool>(k: &RoundKeys, nonce: &No
             _mm512_storeu_si512(ks.as_mut_ptr().cast(), x);
             let dst = core::slice::from_raw_parts_mut(p, left);
             if XOR {
-                crate::aes_ctr::xor_in_place(dst, &ks[..left]);
+                for (d, k) in dst.iter_mut().zip(&ks[..left]) {
+                    *d ^= k;
+                }
             } else {
                 dst.copy_from_slice(&ks[..left]);
             }

@@ -10,6 +10,10 @@
 //! `ghash` crate's 128-bit CLMUL path byte-reverses every block in a
 //! separate step and aggregates only 4 blocks. Both are tested against
 //! published vectors and, by property tests, against those crates.
+//!
+//! The kernels use no other module of this crate: they take raw key bytes,
+//! nonces and buffers, and the callers (`aes_ctr`, `gcm`) keep their round
+//! keys in locked memory.
 
 pub(crate) mod aes;
 pub(crate) mod ghash;

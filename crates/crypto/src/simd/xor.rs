@@ -13,7 +13,9 @@ pub(crate) fn xor_in_place(dst: &mut [u8], src: &[u8]) {
     // SAFETY: the caller checked AVX-512F; the kernel stays within `n`.
     unsafe { kernel(dst.as_mut_ptr(), src.as_ptr(), n) }
     let done = n - n % 64;
-    crate::aes_ctr::xor_portable(&mut dst[done..n], &src[done..n]);
+    for (d, s) in dst[done..n].iter_mut().zip(&src[done..n]) {
+        *d ^= s;
+    }
 }
 
 /// XOR the first `n - n % 64` bytes.

@@ -12,7 +12,7 @@
 mod block;
 mod schedule;
 
-use crate::keys::KeyLengthError;
+use crate::error::KeyLengthError;
 use crate::locked::Locked;
 
 /// Blocks encrypted in lock-step by [`Twofish::encrypt_blocks`].
@@ -124,7 +124,5 @@ impl Twofish {
     }
 }
 
-#[cfg(test)]
-mod mode_tests;
 #[cfg(test)]
 mod tests;

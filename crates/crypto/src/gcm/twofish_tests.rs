@@ -5,8 +5,9 @@
 //! GCM over GCRY_CIPHER_TWOFISH), and property tests against the `twofish`
 //! and `ghash` crates composed by hand.
 
-use crate::gcm::{tag_mask, GcmTagger, DATA_COUNTER};
-use crate::{ContentKey, Nonce, XtsCipher};
+use super::{tag_mask, GcmTagger, DATA_COUNTER};
+use crate::aes_ctr::{ContentKey, Nonce};
+use crate::block_cipher::XtsCipher;
 use proptest::prelude::*;
 
 fn seal(key: &[u8], nonce: &Nonce, aad: &[u8], pt: &[u8]) -> (Vec<u8>, [u8; 16]) {

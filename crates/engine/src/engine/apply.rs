@@ -1,0 +1,256 @@
+//! Applying masks: XOR a context's mask into a caller's buffer when its
+//! ticket still holds (waiting for a worker, or making the bytes on the
+//! calling thread), and keystream without a context.
+
+use super::context::{publish, Ctx, CtxState, Defined, Mask, Slot, SlotRef};
+use super::keys::KeyId;
+use super::Engine;
+use crate::stats::Stats;
+use crate::EngineError;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use warpfs_crypto::Nonce;
+
+/// How long an `apply` waits for a mask a device is making before it makes
+/// the bytes on its own thread (the hybrid policy of the GPU papers).
+const DEVICE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// How long an apply spins for a mask a cpu worker is making before it
+/// makes the bytes itself: a worker makes one 4 KiB mask in ~0.3 us with
+/// VAES, so taking longer means the worker lost its CPU, and waiting for it
+/// (spinning in lockstep behind it, or sleeping until a wake-up crosses
+/// CPUs) costs more than the mask. Measured on a 2-vCPU VM with a
+/// competing thread on the workers' CPU: 20 us of spinning let the reader
+/// fall into lockstep behind a descheduled worker (2 GB/s instead of 7-9).
+const APPLY_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
+
+/// The most counter blocks one nonce has (32-bit counter).
+const MAX_BLOCKS: u64 = 1 << 32;
+
+/// What one `apply` found (for the stats).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Hit,
+    Waited,
+    Inline,
+}
+
+impl Engine {
+    /// XOR mask bytes `[offset, offset + buf.len())` of the definition
+    /// `ticket` into `buf`. Mask offset 0 is block counter
+    /// `ticket.counter()` (with [`define`](Self::define): 0..16 = E(J0),
+    /// 16.. = data keystream). Bytes past the context's mask length are
+    /// computed directly. Fails without touching `buf` when the context no
+    /// longer holds `ticket`'s definition.
+    pub fn apply(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8], offset: usize) -> Result<(), EngineError> {
+        self.apply_parts(&ctx.slot, ticket, &mut [(offset, buf)])
+    }
+
+    /// Encrypt or decrypt one content block with the warpfs layout: `buf`
+    /// gets mask bytes 16.. and the returned E(J0) is mask bytes 0..16.
+    pub fn apply_block(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
+        let mut ej0 = [0u8; 16];
+        self.apply_parts(&ctx.slot, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
+        Ok(ej0)
+    }
+
+    /// [`apply_block`](Self::apply_block) through a shared handle.
+    pub(crate) fn apply_block_shared(
+        &self,
+        r: &SlotRef,
+        ticket: &Defined,
+        buf: &mut [u8],
+    ) -> Result<[u8; 16], EngineError> {
+        let mut ej0 = [0u8; 16];
+        self.apply_parts(&r.0, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
+        Ok(ej0)
+    }
+
+    fn apply_parts(&self, slot: &Slot, ticket: &Defined, parts: &mut [(usize, &mut [u8])]) -> Result<(), EngineError> {
+        for (off, buf) in parts.iter() {
+            let end = off.checked_add(buf.len()).ok_or(EngineError::OutOfRange)? as u64;
+            if end.div_ceil(16) > MAX_BLOCKS {
+                return Err(EngineError::OutOfRange);
+            }
+        }
+        let stats = &self.shared.stats;
+        let mut outcome = None;
+        let mut device_deadline: Option<Instant> = None;
+        let mut st = slot.lock();
+        let def = loop {
+            if st.gen != ticket.gen {
+                return Err(EngineError::Redefined);
+            }
+            match st.phase {
+                CtxState::Ready => {
+                    let mask = st.mask.as_deref().expect("a ready context has its mask");
+                    for (off, buf) in parts.iter_mut() {
+                        if *off < mask.len() {
+                            let n = buf.len().min(mask.len() - *off);
+                            warpfs_crypto::aes_ctr::xor_in_place(&mut buf[..n], &mask[*off..*off + n]);
+                        }
+                    }
+                    st.applied = true;
+                    break st.def.expect("a ready context is defined");
+                }
+                CtxState::Making if self.shared.backend.is_device() && st.by_worker => {
+                    // Hybrid policy: a device mask needed now waits at most
+                    // DEVICE_WAIT, then this thread makes the bytes itself
+                    // (the device's mask still lands in the context).
+                    let t0 = Instant::now();
+                    let deadline = *device_deadline.get_or_insert_with(|| t0 + DEVICE_WAIT);
+                    if t0 >= deadline {
+                        let def = st.def.expect("a context being made is defined");
+                        drop(st);
+                        let cipher = self.key_ref(def.key)?;
+                        for (off, buf) in parts.iter_mut() {
+                            cipher.xor_at(&def.nonce, def.counter, *off as u64, buf);
+                        }
+                        Stats::add(&stats.applies, 1);
+                        Stats::add(&stats.inline, 1);
+                        return Ok(());
+                    }
+                    outcome.get_or_insert(Outcome::Waited);
+                    st.waiters += 1;
+                    st = slot
+                        .cond
+                        .wait_timeout(st, deadline - t0)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    st.waiters -= 1;
+                    Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                }
+                CtxState::Making => {
+                    outcome.get_or_insert(Outcome::Waited);
+                    let t0 = Instant::now();
+                    // A cpu worker makes one mask per claim (~0.3 us with
+                    // VAES): spin for it a moment (APPLY_SPIN), as sleeping
+                    // costs a wake-up across CPUs (tens of microseconds).
+                    let by_worker = st.by_worker;
+                    drop(st);
+                    // (A redefinition is seen after the spin, under the lock.)
+                    while slot.ready.load(Ordering::Acquire) != ticket.gen && t0.elapsed() < APPLY_SPIN {
+                        for _ in 0..32 {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    st = slot.lock();
+                    if st.phase != CtxState::Making || st.gen != ticket.gen {
+                        Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                        continue;
+                    }
+                    if by_worker && st.by_worker {
+                        // Still not done: the worker was preempted (its core
+                        // is busy with other work). Make the bytes here, as
+                        // the device policy does, rather than sleep; the
+                        // worker's mask still lands in the context.
+                        drop(st);
+                        let cipher = self.key_ref(ticket.key)?;
+                        for (off, buf) in parts.iter_mut() {
+                            cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
+                        }
+                        Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                        Stats::add(&stats.applies, 1);
+                        Stats::add(&stats.inline, 1);
+                        return Ok(());
+                    }
+                    st.waiters += 1;
+                    st = slot.cond.wait(st).unwrap_or_else(|e| e.into_inner());
+                    st.waiters -= 1;
+                    Stats::add(&stats.wait_ns, t0.elapsed().as_nanos() as u64);
+                }
+                CtxState::Pending if !st.queued => {
+                    // Defined on demand: no worker will make it and nobody
+                    // waits for it, so its keystream goes straight into the
+                    // caller's buffer (one pass, no mask buffer), every time.
+                    st.applied = true;
+                    drop(st);
+                    let cipher = self.key_ref(ticket.key)?;
+                    for (off, buf) in parts.iter_mut() {
+                        cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
+                    }
+                    Stats::add(&stats.applies, 1);
+                    Stats::add(&stats.inline, 1);
+                    return Ok(());
+                }
+                CtxState::Pending => {
+                    // Nobody has started it: make it here rather than queue.
+                    outcome = Some(Outcome::Inline);
+                    let def = st.def.expect("a pending context is defined");
+                    let mut buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(slot.len));
+                    st.phase = CtxState::Making;
+                    st.by_worker = false;
+                    drop(st);
+                    self.key_ref(def.key)
+                        .expect("keys are never removed")
+                        .fill(&def.nonce, def.counter, &mut buf);
+                    st = slot.lock();
+                    publish(&self.shared, slot, &mut st, ticket.gen, buf, false);
+                    if st.waiters > 0 {
+                        slot.cond.notify_all();
+                    }
+                }
+                CtxState::Undefined => return Err(EngineError::Redefined),
+            }
+        };
+        drop(st);
+        // Whatever lies past the mask is made directly, for the same definition.
+        let mut direct = false;
+        for (off, buf) in parts.iter_mut() {
+            let start = (*off).max(slot.len);
+            if start < *off + buf.len() {
+                let skip = start - *off;
+                self.key_ref(def.key)?
+                    .xor_at(&def.nonce, def.counter, start as u64, &mut buf[skip..]);
+                direct = true;
+            }
+        }
+        if direct {
+            Stats::add(&stats.direct, 1);
+        }
+        Stats::add(&stats.applies, 1);
+        Stats::add(
+            match outcome.unwrap_or(Outcome::Hit) {
+                Outcome::Hit => &stats.ready_hits,
+                Outcome::Waited => &stats.waits,
+                Outcome::Inline => &stats.inline,
+            },
+            1,
+        );
+        Ok(())
+    }
+
+    /// XOR keystream bytes `[pos, pos + buf.len())` of (`key`, `nonce`) from
+    /// block counter `counter` into `buf` on this thread, without a context.
+    pub fn xor_direct(
+        &self,
+        key: KeyId,
+        nonce: &Nonce,
+        counter: u32,
+        pos: u64,
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
+        let end = pos.checked_add(buf.len() as u64).ok_or(EngineError::OutOfRange)?;
+        if end.div_ceil(16) > MAX_BLOCKS {
+            return Err(EngineError::OutOfRange);
+        }
+        self.key_ref(key)?.xor_at(nonce, counter, pos, buf);
+        Stats::add(&self.shared.stats.direct, 1);
+        Ok(())
+    }
+
+    /// Encrypt or decrypt one content block (warpfs layout) directly on
+    /// this thread, without a context: `buf` gets the data keystream
+    /// (counter 2 on), the result is E(J0) (counter 1).
+    pub fn open_direct(&self, key: KeyId, nonce: &Nonce, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
+        if (buf.len() as u64).div_ceil(16) + 1 > MAX_BLOCKS {
+            return Err(EngineError::OutOfRange);
+        }
+        let cipher = self.key_ref(key)?;
+        let mut ej0 = [0u8; 16];
+        cipher.fill(nonce, warpfs_crypto::gcm::J0_COUNTER, &mut ej0);
+        cipher.xor_at(nonce, warpfs_crypto::gcm::DATA_COUNTER, 0, buf);
+        Stats::add(&self.shared.stats.direct, 1);
+        Ok(ej0)
+    }
+}
