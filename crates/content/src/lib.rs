@@ -20,7 +20,6 @@ pub mod entry;
 pub mod error;
 pub mod faultlog;
 pub mod file;
-mod file_sum;
 pub mod header;
 pub mod keyring;
 pub mod layout;

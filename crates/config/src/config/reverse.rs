@@ -15,8 +15,8 @@ impl Config {
     /// exist) with a fresh master key: content mode `gcm`, the feature
     /// flags of format 1 and `reverse`.
     pub fn create_reverse(path: &Path, password: &[u8], key_bits: u32, kdf: KdfParams) -> Result<(Config, MasterKey)> {
-        super::check_key_bits(key_bits)?;
-        super::check_kdf(&kdf)?;
+        super::validate::check_key_bits(key_bits)?;
+        super::validate::check_kdf(&kdf)?;
         let (dir, name) = split(path)?;
         let mut flags = V1_FEATURE_FLAGS.to_vec();
         flags.push(FeatureFlag::Reverse);

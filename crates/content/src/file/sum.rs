@@ -2,7 +2,7 @@
 //! masked after every read and their slots filled before every write,
 //! segments are made dirty before they change, and the summary is
 //! committed on fsync, after a truncation and when the last writable
-//! handle closes. Files of volumes without summaries skip all of it.
+//! handle closes; fsync commits it before syncing the backing file. Files of volumes without summaries skip all of it.
 
 use crate::file::CipherFile;
 use crate::rangelock::Want;
@@ -135,6 +135,17 @@ impl CipherFile {
         };
         drop(guard);
         r
+    }
+
+    /// Flush data and entries to stable storage.
+    pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
+        self.commit_summary().map_err(|e| self.log("fsync", e))?;
+        let r = if datasync {
+            self.file.sync_data()
+        } else {
+            self.file.sync_all()
+        };
+        r.map_err(|e| self.log("fsync", ContentError::Io(e)))
     }
 }
 

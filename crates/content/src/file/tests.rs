@@ -1,5 +1,6 @@
-//! Unit tests of `file.rs`.
+//! Unit tests of `CipherFile` (the `file` module).
 use super::*;
+use crate::layout::{entry_offset, MAX_PLAIN_SIZE};
 use warpfs_crypto::{ContentKey, GcmTagger};
 use warpfs_keystream::Direct;
 

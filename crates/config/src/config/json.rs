@@ -1,0 +1,236 @@
+//! The JSON model of `warpfs.conf` (field order = file order): loading
+//! and validating the file (hostile input) and its written form.
+
+use super::validate::{check_generations, check_kdf, check_key_bits, check_version_flags, show};
+use super::{Config, FeatureFlag, KDF_ALGORITHM, WRAP_ALGORITHM};
+use crate::error::{ConfigError, Result};
+use crate::mode::ContentMode;
+use crate::{BLOCK_SIZE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::Path;
+use warpfs_crypto::kdf::{KdfParams, SALT_LEN};
+use warpfs_crypto::wrap::{Wrapped, WRAPPED_LEN, WRAP_NONCE_LEN};
+
+const MAX_CREATOR_LEN: usize = 256;
+
+// ---- JSON model (field order = file order) ----
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileV1 {
+    format: String,
+    version: u32,
+    creator: String,
+    content_mode: String,
+    key_bits: u32,
+    block_size: u32,
+    feature_flags: Vec<String>,
+    kdf: KdfJson,
+    /// Key generation of the content key (FORMAT.md 10); absent = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key_generation: Option<u32>,
+    /// Generation a rekey under way moves every file to; absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rekey_target: Option<u32>,
+    wrapped_key: WrappedJson,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KdfJson {
+    algorithm: String,
+    memory_kib: u32,
+    iterations: u32,
+    parallelism: u32,
+    salt: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrappedJson {
+    algorithm: String,
+    nonce: String,
+    ciphertext: String,
+}
+
+fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
+    // Refuse absurd lengths before decoding.
+    if s.len() > 4 * N.div_ceil(3) {
+        return Err(ConfigError::parse(format!("{field} must be {N} bytes of base64")));
+    }
+    let v = B64
+        .decode(s)
+        .map_err(|_| ConfigError::parse(format!("{field} is not valid base64")))?;
+    v.try_into()
+        .map_err(|_| ConfigError::parse(format!("{field} must be {N} bytes of base64")))
+}
+
+impl Config {
+    /// Read and validate `dir/warpfs.conf` (treated as hostile input).
+    pub fn load(dir: &Path) -> Result<Config> {
+        let path = crate::config_path(dir);
+        let f = std::fs::File::open(&path).map_err(|e| ConfigError::io(&path, e))?;
+        let mut buf = Vec::new();
+        f.take(MAX_CONFIG_SIZE as u64 + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| ConfigError::io(&path, e))?;
+        Self::from_json(&buf)
+    }
+
+    /// Parse and validate the bytes of a `warpfs.conf`. Never panics.
+    pub fn from_json(bytes: &[u8]) -> Result<Config> {
+        if bytes.len() > MAX_CONFIG_SIZE {
+            return Err(ConfigError::parse("file is larger than 64 KiB"));
+        }
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(format!("not valid JSON ({e})")))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| ConfigError::parse("not a JSON object"))?;
+
+        // Identify the file and its version before anything else, so a newer
+        // format is reported as such rather than as a field error.
+        if obj.get("format").and_then(|v| v.as_str()) != Some(FORMAT_NAME) {
+            return Err(ConfigError::parse(
+                "this is not a warpfs config (\"format\" is not \"warpfs\")",
+            ));
+        }
+        let version = obj
+            .get("version")
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| ConfigError::parse("\"version\" is missing or not a number"))?;
+        if version != 1 && version != u64::from(FORMAT_VERSION) {
+            return Err(ConfigError::Unsupported(if version > u64::from(FORMAT_VERSION) {
+                format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
+            } else {
+                format!("config version {version} is not supported (this warpfs reads version {FORMAT_VERSION})")
+            }));
+        }
+        if let Some(flags) = obj.get("feature_flags").and_then(|v| v.as_array()) {
+            for f in flags.iter().filter_map(|f| f.as_str()) {
+                if FeatureFlag::from_name(f).is_none() {
+                    return Err(ConfigError::Unsupported(format!(
+                        "unknown feature flag {}: this volume needs a newer warpfs",
+                        show(f)
+                    )));
+                }
+            }
+        }
+
+        // Typed parse from the bytes (not the Value), so duplicate keys and
+        // unknown fields are refused rather than silently resolved.
+        let file: FileV1 = serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(e.to_string()))?;
+        Self::from_file(file)
+    }
+
+    fn from_file(f: FileV1) -> Result<Config> {
+        if f.creator.len() > MAX_CREATOR_LEN || f.creator.chars().any(char::is_control) {
+            return Err(ConfigError::parse("\"creator\" is too long or has control characters"));
+        }
+        let content_mode: ContentMode = f.content_mode.parse()?;
+        check_key_bits(f.key_bits)?;
+        if f.block_size != BLOCK_SIZE {
+            return Err(ConfigError::Unsupported(format!(
+                "block size {} is not supported (only {BLOCK_SIZE})",
+                f.block_size
+            )));
+        }
+        let mut flags = Vec::with_capacity(f.feature_flags.len());
+        for name in &f.feature_flags {
+            // Unknown names were refused in from_json.
+            let flag = FeatureFlag::from_name(name).ok_or_else(|| {
+                ConfigError::Unsupported(format!(
+                    "unknown feature flag {}: this volume needs a newer warpfs",
+                    show(name)
+                ))
+            })?;
+            if flags.contains(&flag) {
+                return Err(ConfigError::parse(format!("feature flag {flag} appears twice")));
+            }
+            flags.push(flag);
+        }
+        for required in V1_FEATURE_FLAGS {
+            if !flags.contains(&required) {
+                return Err(ConfigError::Unsupported(format!(
+                    "required feature flag {required} is missing: this config was not written by a compatible warpfs"
+                )));
+            }
+        }
+        check_version_flags(f.version, &flags, content_mode)?;
+        if f.kdf.algorithm != KDF_ALGORITHM {
+            return Err(ConfigError::Unsupported(format!(
+                "password KDF {} is not supported (only {KDF_ALGORITHM})",
+                show(&f.kdf.algorithm)
+            )));
+        }
+        let kdf = KdfParams {
+            memory_kib: f.kdf.memory_kib,
+            iterations: f.kdf.iterations,
+            parallelism: f.kdf.parallelism,
+        };
+        check_kdf(&kdf)?;
+        let salt = decode_fixed::<SALT_LEN>("kdf.salt", &f.kdf.salt)?;
+        if f.wrapped_key.algorithm != WRAP_ALGORITHM {
+            return Err(ConfigError::Unsupported(format!(
+                "key wrapping {} is not supported (only {WRAP_ALGORITHM})",
+                show(&f.wrapped_key.algorithm)
+            )));
+        }
+        if f.key_generation == Some(0) {
+            return Err(ConfigError::parse("\"key_generation\" 0 must be omitted"));
+        }
+        let key_generation = f.key_generation.unwrap_or(0);
+        check_generations(key_generation, f.rekey_target)?;
+        let nonce = decode_fixed::<WRAP_NONCE_LEN>("wrapped_key.nonce", &f.wrapped_key.nonce)?;
+        let ct = decode_fixed::<WRAPPED_LEN>("wrapped_key.ciphertext", &f.wrapped_key.ciphertext)?;
+        Ok(Config {
+            version: f.version,
+            creator: f.creator,
+            content_mode,
+            key_bits: f.key_bits,
+            block_size: f.block_size,
+            feature_flags: flags,
+            kdf,
+            salt,
+            key_generation,
+            rekey_target: f.rekey_target,
+            wrapped: Wrapped {
+                nonce,
+                ciphertext: ct.to_vec(),
+            },
+        })
+    }
+
+    /// The config as written to disk: pretty-printed JSON and a newline.
+    pub fn to_json(&self) -> String {
+        let file = FileV1 {
+            format: FORMAT_NAME.to_owned(),
+            version: self.version,
+            creator: self.creator.clone(),
+            content_mode: self.content_mode.as_str().to_owned(),
+            key_bits: self.key_bits,
+            block_size: self.block_size,
+            feature_flags: self.feature_flags.iter().map(|f| f.as_str().to_owned()).collect(),
+            kdf: KdfJson {
+                algorithm: KDF_ALGORITHM.to_owned(),
+                memory_kib: self.kdf.memory_kib,
+                iterations: self.kdf.iterations,
+                parallelism: self.kdf.parallelism,
+                salt: B64.encode(self.salt),
+            },
+            key_generation: (self.key_generation > 0).then_some(self.key_generation),
+            rekey_target: self.rekey_target,
+            wrapped_key: WrappedJson {
+                algorithm: WRAP_ALGORITHM.to_owned(),
+                nonce: B64.encode(self.wrapped.nonce),
+                ciphertext: B64.encode(&self.wrapped.ciphertext),
+            },
+        };
+        let mut s = serde_json::to_string_pretty(&file).expect("config JSON serialises");
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,63 @@
+//! Checks of hostile config values: key size, key generations, version
+//! against flags, KDF strength; and the printable form of a hostile string.
+
+use super::flags::version_of;
+use super::FeatureFlag;
+use crate::error::{ConfigError, Result};
+use crate::mode::ContentMode;
+use warpfs_crypto::kdf::KdfParams;
+
+/// Printable form of a hostile string for an error message: escaped and cut.
+pub(crate) fn show(s: &str) -> String {
+    let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
+    if s.chars().count() > 64 {
+        out.push('…');
+    }
+    format!("\"{out}\"")
+}
+
+pub(super) fn check_key_bits(bits: u32) -> Result<()> {
+    if bits == 128 || bits == 256 {
+        Ok(())
+    } else {
+        Err(ConfigError::Unsupported(format!(
+            "key size {bits} bits is not supported (supported: 128, 256)"
+        )))
+    }
+}
+
+pub(super) fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<()> {
+    match rekey_target {
+        Some(t) if Some(t) != key_generation.checked_add(1) => Err(ConfigError::parse(format!(
+            "\"rekey_target\" {t} must be \"key_generation\" {key_generation} + 1"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Version 2 exactly when a version 2 flag is present; `file-summary` in
+/// `gcm` only.
+pub(super) fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {
+    if version != version_of(flags) {
+        return Err(ConfigError::parse(format!(
+            "config version {version} does not match its feature flags"
+        )));
+    }
+    if flags.contains(&FeatureFlag::FileSummary) && mode != ContentMode::Gcm {
+        return Err(ConfigError::Unsupported(format!(
+            "feature flag file-summary needs content mode gcm, not {}",
+            mode.as_str()
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn check_kdf(p: &KdfParams) -> Result<()> {
+    p.validate().map_err(|e| {
+        if e.is_kdf_too_weak() {
+            ConfigError::WeakKdf(e.to_string())
+        } else {
+            ConfigError::Unsupported(e.to_string())
+        }
+    })
+}

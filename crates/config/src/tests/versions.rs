@@ -1,0 +1,138 @@
+//! Content modes, key generations and the version 2 feature flags.
+
+use super::*;
+
+#[test]
+fn content_mode_names_and_codes() {
+    assert_eq!("gcm".parse::<ContentMode>().unwrap(), ContentMode::Gcm);
+    assert_eq!("ctr".parse::<ContentMode>().unwrap(), ContentMode::Ctr);
+    assert_eq!("xts".parse::<ContentMode>().unwrap(), ContentMode::Xts);
+    assert_eq!("xts-twofish".parse::<ContentMode>().unwrap(), ContentMode::XtsTwofish);
+    assert!(matches!(
+        "xts-serpent".parse::<ContentMode>(),
+        Err(ConfigError::Unsupported(_))
+    ));
+    assert_eq!(ContentMode::default(), ContentMode::Gcm);
+    for m in [ContentMode::Ctr, ContentMode::Gcm, ContentMode::Xts] {
+        assert_eq!(ContentMode::from_header_code(m.header_code()), Some(m));
+    }
+    for m in [
+        ContentMode::Ctr,
+        ContentMode::Gcm,
+        ContentMode::Xts,
+        ContentMode::XtsTwofish,
+    ] {
+        assert_eq!(m.to_string().parse::<ContentMode>().unwrap(), m);
+    }
+    assert_eq!(ContentMode::Ctr.header_code(), 1);
+    assert_eq!(ContentMode::Gcm.header_code(), 2);
+    assert_eq!(ContentMode::Xts.header_code(), 3);
+    assert_eq!(ContentMode::XtsTwofish.header_code(), 3);
+    assert_eq!(
+        ContentMode::XtsTwofish.xts_cipher(),
+        Some(warpfs_crypto::XtsCipher::Twofish)
+    );
+    assert_eq!(ContentMode::Gcm.xts_cipher(), None);
+    assert_eq!(ContentMode::from_header_code(0), None);
+    assert_eq!(ContentMode::from_header_code(4), None);
+}
+
+#[test]
+fn xts_config_round_trips_and_mode_is_authenticated() {
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, key) = Config::create(d.path(), PW, ContentMode::XtsTwofish, 128, fast()).unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, cfg);
+    assert_eq!(loaded.content_mode(), ContentMode::XtsTwofish);
+    assert_eq!(loaded.unlock(PW).unwrap(), key);
+    let s = loaded.to_string();
+    assert!(s.contains("xts-twofish") && s.contains("Twofish-128"), "{s}");
+    // Editing the cipher (twofish -> aes) breaks the unwrap.
+    let json = loaded.to_json().replace("\"xts-twofish\"", "\"xts\"");
+    let edited = Config::from_json(json.as_bytes()).unwrap();
+    assert_eq!(edited.content_mode(), ContentMode::Xts);
+    assert!(matches!(edited.unlock(PW), Err(ConfigError::WrongPassword)));
+}
+
+#[test]
+fn key_generations_are_recorded_authenticated_and_checked() {
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, master) = Config::create(d.path(), PW, ContentMode::Ctr, 128, fast()).unwrap();
+    assert_eq!(
+        (cfg.key_generation(), cfg.rekey_target(), cfg.write_generation()),
+        (0, None, 0)
+    );
+    assert!(!cfg.to_json().contains("key_generation"), "generation 0 is not written");
+    // Start a rekey, then finish it; the master key stays.
+    let mid = cfg.set_generations(d.path(), PW, 0, Some(1)).unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, mid);
+    assert_eq!(
+        (
+            loaded.key_generation(),
+            loaded.rekey_target(),
+            loaded.write_generation()
+        ),
+        (0, Some(1), 1)
+    );
+    assert!(loaded.to_string().contains("unfinished"));
+    assert_eq!(loaded.unlock(PW).unwrap(), master);
+    let done = loaded.set_generations(d.path(), PW, 1, None).unwrap();
+    let text = std::fs::read_to_string(config_path(d.path())).unwrap();
+    assert!(
+        text.contains("\"key_generation\": 1") && !text.contains("rekey_target"),
+        "{text}"
+    );
+    assert_eq!(Config::load(d.path()).unwrap(), done);
+    assert_eq!(done.unlock(PW).unwrap(), master);
+    // A password change keeps the generation.
+    done.change_password(d.path(), PW, b"other").unwrap();
+    assert_eq!(Config::load(d.path()).unwrap().key_generation(), 1);
+    // The fields are authenticated: editing one breaks the unwrap.
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["key_generation"] = json!(2);
+    let tampered = Config::from_json(v.to_string().as_bytes()).unwrap();
+    assert!(matches!(tampered.unlock(PW), Err(ConfigError::WrongPassword)));
+    // Hostile values are refused before any key derivation.
+    assert!(matches!(
+        cfg.set_generations(d.path(), b"wrong", 0, Some(1)),
+        Err(ConfigError::WrongPassword)
+    ));
+    assert!(edited(|v| v["key_generation"] = json!(0)).is_err());
+    assert!(edited(|v| v["rekey_target"] = json!(2)).is_err());
+    assert!(edited(|v| v["key_generation"] = json!(-1)).is_err());
+    assert!(edited(|v| v["key_generation"] = json!("1")).is_err());
+    assert!(edited(|v| v["rekey_target"] = json!(1)).is_ok());
+}
+
+#[test]
+fn version_2_features_round_trip_and_are_authenticated() {
+    let d = tempfile::tempdir().unwrap();
+    let flags = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
+    let (cfg, master) =
+        Config::create_with_features(d.path(), b"pw", ContentMode::Gcm, 256, KdfParams::MIN, &flags).unwrap();
+    assert_eq!(cfg.version(), 2);
+    let back = Config::load(d.path()).unwrap();
+    assert_eq!(back.version(), 2);
+    assert!(back.has_feature(FeatureFlag::FileSummary) && back.has_feature(FeatureFlag::BoundSeals));
+    assert_eq!(back.unlock(b"pw").unwrap(), master);
+    let text = std::fs::read_to_string(d.path().join("warpfs.conf")).unwrap();
+    assert!(text.contains("\"version\": 2"), "{text}");
+    assert!(text.contains("\"file-summary\""), "{text}");
+    // A password change keeps version 2 and its flags.
+    back.change_password(d.path(), b"pw", b"pw2").unwrap();
+    let again = Config::load(d.path()).unwrap();
+    assert_eq!(again.version(), 2);
+    assert!(again.has_feature(FeatureFlag::FileSummary));
+    // Dropping a flag (a downgrade attempt) fails the unwrap.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("warpfs.conf")).unwrap()).unwrap();
+    v["feature_flags"] = serde_json::json!(["dir-iv", "long-names", "siv-names", "bound-seals"]);
+    let edited = Config::from_json(serde_json::to_string(&v).unwrap().as_bytes()).unwrap();
+    assert!(edited.unlock(b"pw2").is_err());
+    // file-summary is gcm only; no flags give version 1.
+    let d2 = tempfile::tempdir().unwrap();
+    assert!(Config::create_with_features(d2.path(), b"pw", ContentMode::Ctr, 256, KdfParams::MIN, &flags).is_err());
+    let (c1, _) = Config::create_with_features(d2.path(), b"pw", ContentMode::Ctr, 256, KdfParams::MIN, &[]).unwrap();
+    assert_eq!(c1.version(), 1);
+}

@@ -1,0 +1,105 @@
+//! Skipping when FUSE mounts are not possible, and the macros that make
+//! one test per content mode.
+
+use std::fs::OpenOptions;
+
+use std::path::Path;
+
+/// Why mount tests cannot run here, or `None` when they can.
+pub fn fuse_unavailable() -> Option<String> {
+    if std::env::var_os("WARPFS_SKIP_MOUNT_TESTS").is_some() {
+        return Some("WARPFS_SKIP_MOUNT_TESTS is set".into());
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse does not exist".into());
+    }
+    if let Err(e) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        return Some(format!("cannot open /dev/fuse: {e}"));
+    }
+    None
+}
+
+/// Return from the calling test, counted as skipped (`warpfs_testkit::skip`:
+/// printed, recorded, a failure under WARPFS_NO_SKIP=1), when FUSE mounts
+/// are not possible.
+#[allow(unused_macros)]
+macro_rules! require_fuse {
+    () => {
+        if warpfs_testkit::skip_if($crate::common::fuse_unavailable()) {
+            return;
+        }
+    };
+}
+
+/// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `b::gcm`, `b::ctr` tests
+/// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`.
+#[allow(unused_macros)]
+macro_rules! mode_tests {
+    // Tests about nonce entries, tags or masks: gcm and ctr only.
+    (nonce: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+            }
+        )*
+    };
+    // Every mode over both block ciphers (AES and Twofish, FORMAT.md 11).
+    (twofish: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+                #[test]
+                fn xts() {
+                    super::$name($crate::common::Mode::Xts)
+                }
+                #[test]
+                fn gcm_twofish() {
+                    super::$name($crate::common::Mode::GcmTwofish)
+                }
+                #[test]
+                fn ctr_twofish() {
+                    super::$name($crate::common::Mode::CtrTwofish)
+                }
+                #[test]
+                fn xts_twofish() {
+                    super::$name($crate::common::Mode::XtsTwofish)
+                }
+            }
+        )*
+    };
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn gcm() {
+                    super::$name($crate::common::Mode::Gcm)
+                }
+                #[test]
+                fn ctr() {
+                    super::$name($crate::common::Mode::Ctr)
+                }
+                #[test]
+                fn xts() {
+                    super::$name($crate::common::Mode::Xts)
+                }
+            }
+        )*
+    };
+}
