@@ -16,10 +16,13 @@
 #   3. test       cargo test --workspace --release --no-fail-fast
 #                 (the mount-level tests in crates/warpfs/tests need root and
 #                 /dev/fuse; without them they are counted as skipped)
-#   3b. dev-fuse  every mount-level test of crates/warpfs again on /dev/fuse
-#                 (but the GlusterFS and Syncthing suites, glusterfs_* and
-#                 syncthing_*: they test the storage, not the transport;
-#                 scripts/transport-matrix.sh runs them on both)
+#   3b. dev-fuse  the mount tests that drive every kind of FUSE request
+#                 again on /dev/fuse: DEV_FUSE_TESTS below (data and metadata
+#                 paths, errors, permissions, crashes, sharing, mount options
+#                 and idle unmount, rekey and reverse mounts); the rest (key
+#                 handling, fsck, storage engines, formats, ciphers) does not
+#                 depend on the transport, and scripts/transport-matrix.sh
+#                 runs every test on either transport
 #                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
 #                 FUSE over io_uring where the kernel has it: enable_uring is
 #                 set on for the run and put back at exit), then fsx with one
@@ -183,8 +186,9 @@ step() {
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step test cargo test --workspace --release --no-fail-fast
+DEV_FUSE_TESTS=(io namespace faults permissions crash shared ahead attacks deep_paths bound control devices daily rekey reverse)
 step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 \
-    bash -c 'cargo test --release -p warpfs --no-fail-fast -- --skip glusterfs_ --skip syncthing_; r=$?; bash scripts/fsx.sh || r=1; exit $r'
+    bash -c 'cargo test --release -p warpfs --no-fail-fast "${@/#/--test=}"; r=$?; bash scripts/fsx.sh || r=1; exit $r' dev-fuse "${DEV_FUSE_TESTS[@]}"
 step deb bash scripts/deb.sh
 step spec-on env WARPFS_TEST_SPECULATION=on \
     cargo test --release -p warpfs --test io --test namespace --no-fail-fast

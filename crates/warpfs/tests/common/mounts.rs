@@ -95,14 +95,19 @@ pub fn warpfs_pids(word: &[u8], mnt: &Path) -> Vec<i32> {
     pids
 }
 
-/// Whether a process is gone (or a zombie).
+/// Whether a process is gone (or a zombie with no thread left running).
 pub fn pid_gone(pid: i32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(s) => s
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            .unwrap_or(false),
+        Ok(s) => {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+                .unwrap_or(false)
+                // A leader that exited first is a zombie while its other
+                // threads still run and hold the process's files (and
+                // flocks): gone when it is the last task left.
+                && fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |d| d.count() <= 1)
+        }
     }
 }
 
