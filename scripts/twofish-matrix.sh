@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # scripts/twofish-matrix.sh — the Twofish dimension in full. CI (scripts/
 # test.sh) runs a representative subset: the crypto known answers and
-# property tests, tests/twofish.rs, four tests/io.rs tests over the three
+# property tests, tests/twofish.rs, four tests/io/ tests over the three
 # Twofish modes (the `mode_tests!(twofish: ...)` arm), the example volumes
 # and the GPU XTS-Twofish kernel on pocl. This script adds:
 #   1. the Twofish property tests with 20x the cases (PROPTEST_CASES);
-#   2. tests/twofish.rs and the io.rs Twofish tests on both transports
+#   2. tests/twofish.rs and the tests/io/ Twofish tests on both transports
 #      (io_uring where the kernel has it, and /dev/fuse), each with
 #      speculation on and off;
 #   3. fsx on gcm-twofish, ctr-twofish and xts-twofish (scripts/fsx.sh);

@@ -1,0 +1,127 @@
+//! rename(2) and renameat2(2) flags: files and directories, across
+//! directories, over existing names, and the errors.
+
+use super::*;
+
+mode_tests!(rename, rename_dir_over_empty_dir, renameat2_flags);
+
+fn rename(mode: Mode) {
+    require_fuse!();
+    let mut rng = Rng::for_test(&format!("rename-{}", mode.name()));
+    let mut v = Volume::new(mode);
+
+    // A file.
+    write_file(&v.p("a.txt"), b"alpha");
+    fs::rename(v.p("a.txt"), v.p("b.txt")).unwrap();
+    assert!(!v.p("a.txt").exists(), "old name still exists after rename");
+    assert_eq!(fs::read(v.p("b.txt")).unwrap(), b"alpha");
+
+    // A directory with contents, nested.
+    fs::create_dir_all(v.p("d1/sub")).unwrap();
+    let big = rng.bytes(100_000);
+    write_file(&v.p("d1/f1"), b"one");
+    write_file(&v.p("d1/sub/f2"), &big);
+    fs::rename(v.p("d1"), v.p("d2")).unwrap();
+    assert!(!v.p("d1").exists());
+    assert_eq!(fs::read(v.p("d2/f1")).unwrap(), b"one");
+    assert_bytes_eq(&fs::read(v.p("d2/sub/f2")).unwrap(), &big, "d2/sub/f2 after dir rename");
+    assert_eq!(names(&v.p("d2")), set(&["f1", "sub"]));
+
+    // Across directories (names are encrypted per directory).
+    fs::rename(v.p("d2/sub/f2"), v.p("f2-moved")).unwrap();
+    assert_bytes_eq(&fs::read(v.p("f2-moved")).unwrap(), &big, "f2 moved to root");
+    fs::rename(v.p("b.txt"), v.p("d2/sub/b.txt")).unwrap();
+    assert_eq!(fs::read(v.p("d2/sub/b.txt")).unwrap(), b"alpha");
+
+    // Over an existing file.
+    write_file(&v.p("x"), b"xx");
+    write_file(&v.p("y"), b"yyyy");
+    fs::rename(v.p("x"), v.p("y")).unwrap();
+    assert_eq!(fs::read(v.p("y")).unwrap(), b"xx", "rename over existing file");
+    assert!(!v.p("x").exists());
+
+    // A directory over a non-empty directory fails.
+    fs::create_dir(v.p("e2")).unwrap();
+    write_file(&v.p("e2/inside"), b"in");
+    fs::create_dir(v.p("e3")).unwrap();
+    match fs::rename(v.p("e3"), v.p("e2")) {
+        Ok(()) => panic!("rename of a dir over a non-empty dir succeeded"),
+        Err(e) => assert!(
+            [libc::ENOTEMPTY, libc::EEXIST].contains(&errno(&e)),
+            "dir over non-empty dir: expected ENOTEMPTY/EEXIST, got {e}"
+        ),
+    }
+    // File over dir, dir over file.
+    assert_errno(fs::rename(v.p("y"), v.p("e3")), libc::EISDIR, "rename file over dir");
+    assert_errno(fs::rename(v.p("e3"), v.p("y")), libc::ENOTDIR, "rename dir over file");
+    // Missing source.
+    assert_errno(fs::rename(v.p("nope"), v.p("nope2")), libc::ENOENT, "rename missing");
+
+    assert_eq!(names(&v.mnt), set(&["d2", "e2", "e3", "f2-moved", "y"]));
+    let before = snapshot(&v.mnt);
+    v.remount();
+    assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
+}
+
+fn rename_dir_over_empty_dir(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::new(mode);
+    fs::create_dir(v.p("e1")).unwrap();
+    write_file(&v.p("e1/inside"), b"in");
+    fs::create_dir(v.p("e2")).unwrap();
+    fs::rename(v.p("e1"), v.p("e2")).expect("rename(2) of a directory over an empty directory");
+    assert_eq!(fs::read(v.p("e2/inside")).unwrap(), b"in");
+    assert!(!v.p("e1").exists());
+    // Also into another parent.
+    fs::create_dir_all(v.p("p/e4")).unwrap();
+    fs::rename(v.p("e2"), v.p("p/e4")).expect("rename of a dir over an empty dir in another parent");
+    assert_eq!(fs::read(v.p("p/e4/inside")).unwrap(), b"in");
+    assert_eq!(names(&v.mnt), set(&["p"]));
+    v.remount();
+    assert_eq!(fs::read(v.p("p/e4/inside")).unwrap(), b"in");
+}
+
+fn renameat2_flags(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::new(mode);
+    write_file(&v.p("a"), b"content a");
+    write_file(&v.p("b"), b"content b, longer");
+
+    // RENAME_NOREPLACE onto an existing name: EEXIST, nothing changes.
+    assert_errno(
+        renameat2(&v.p("a"), &v.p("b"), libc::RENAME_NOREPLACE),
+        libc::EEXIST,
+        "NOREPLACE onto existing",
+    );
+    assert_eq!(fs::read(v.p("a")).unwrap(), b"content a");
+    assert_eq!(fs::read(v.p("b")).unwrap(), b"content b, longer");
+    // RENAME_NOREPLACE onto a free name works.
+    renameat2(&v.p("a"), &v.p("c"), libc::RENAME_NOREPLACE).expect("RENAME_NOREPLACE onto a free name");
+    assert!(!v.p("a").exists());
+    assert_eq!(fs::read(v.p("c")).unwrap(), b"content a");
+
+    // RENAME_EXCHANGE of two files.
+    renameat2(&v.p("b"), &v.p("c"), libc::RENAME_EXCHANGE).expect("RENAME_EXCHANGE of two files");
+    assert_eq!(fs::read(v.p("b")).unwrap(), b"content a");
+    assert_eq!(fs::read(v.p("c")).unwrap(), b"content b, longer");
+
+    // RENAME_EXCHANGE of a file and a directory in different directories.
+    fs::create_dir_all(v.p("A")).unwrap();
+    fs::create_dir_all(v.p("B/dir")).unwrap();
+    write_file(&v.p("A/file"), b"file in A");
+    write_file(&v.p("B/dir/inner"), b"inner");
+    renameat2(&v.p("A/file"), &v.p("B/dir"), libc::RENAME_EXCHANGE).expect("RENAME_EXCHANGE file <-> dir across dirs");
+    assert_eq!(fs::read(v.p("B/dir")).unwrap(), b"file in A");
+    assert_eq!(fs::read(v.p("A/file/inner")).unwrap(), b"inner");
+
+    // RENAME_EXCHANGE with a missing target: ENOENT.
+    assert_errno(
+        renameat2(&v.p("b"), &v.p("missing"), libc::RENAME_EXCHANGE),
+        libc::ENOENT,
+        "EXCHANGE with missing",
+    );
+
+    let before = snapshot(&v.mnt);
+    v.remount();
+    assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
+}
