@@ -81,7 +81,7 @@ fn state() -> Result<Arc<State>, c_int> {
 fn engine_err(e: EngineError) -> c_int {
     match e {
         EngineError::KeyLength => WAES_E_LEN,
-        EngineError::UnknownKey(_) => WAES_E_KEY,
+        EngineError::UnknownKey(_) | EngineError::RetiredKey(_) => WAES_E_KEY,
         EngineError::Redefined => WAES_E_INTERNAL,
         EngineError::OutOfRange => WAES_E_RANGE,
     }

@@ -30,6 +30,7 @@ mod worker;
 
 pub use context::{Ctx, CtxInfo, CtxState, Defined};
 pub use keys::KeyId;
+pub(crate) use keys::KeyLease;
 pub use queue::{Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 
 use crate::ahead::{AheadJob, AheadPool};

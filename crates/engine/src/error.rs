@@ -10,6 +10,9 @@ pub enum EngineError {
     /// A `KeyId` this engine never handed out.
     #[error("unknown key id {0}")]
     UnknownKey(u32),
+    /// A key retired with `Engine::retire_key`: it cannot be used again.
+    #[error("key id {0} was retired")]
+    RetiredKey(u32),
     /// The context was redefined (or dropped) after this `Defined` ticket
     /// was issued: its mask now belongs to another nonce and was not applied.
     #[error("the context was redefined since this ticket was issued")]

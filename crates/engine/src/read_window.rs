@@ -35,6 +35,7 @@
 //! [`warpfs_keystream::BlockReader`], which is how the content layer drives
 //! it (`WritePool::reader` hands one out per open file).
 
+use crate::engine::KeyLease;
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, SMALL_RANDOM_READ};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -119,6 +120,8 @@ pub struct ReadWindow {
     engine: Arc<Engine>,
     key: KeyId,
     win: Mutex<Win>,
+    /// The owning write pool's key lease (dropped after the masks).
+    lease: Option<Arc<KeyLease>>,
 }
 
 impl std::fmt::Debug for ReadWindow {
@@ -151,7 +154,14 @@ impl ReadWindow {
                 free: Vec::new(),
                 last_span: (0, 0),
             }),
+            lease: None,
         })
+    }
+
+    /// This window, keeping `lease` (its key) alive while it exists.
+    pub(crate) fn holding(mut self, lease: Option<Arc<KeyLease>>) -> Self {
+        self.lease = lease;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Win> {
@@ -330,7 +340,7 @@ impl ReadWindow {
                 .map(|(_, c, n, _)| self.engine.define_on_demand(c, self.key, n))
                 .collect()
         }
-        .expect("key checked at creation");
+        .expect("a key is retired only once no pool or window uses it");
         for ((b, ctx, _, _), ticket) in fresh.into_iter().zip(tickets) {
             w.entries.insert(b, Entry { ctx, ticket });
             defined += 1;
@@ -365,7 +375,7 @@ impl ReadWindow {
         }
         self.engine
             .open_direct(self.key, nonce, buf)
-            .expect("key checked at creation")
+            .expect("a key is retired only once no pool or window uses it")
     }
 
     /// Forget the applied mask of `block` (if the window still holds that

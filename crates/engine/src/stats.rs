@@ -45,6 +45,10 @@ pub(crate) struct Stats {
     pub split_parts_workers: AtomicU64,
     pub split_parts_caller: AtomicU64,
     pub twofish_keys: AtomicU64,
+    pub keys_retired: AtomicU64,
+    pub keys_released: AtomicU64,
+    /// Mask buffers held by contexts (up and down).
+    pub masks_held: AtomicU64,
 }
 
 impl Stats {
@@ -95,6 +99,11 @@ impl Stats {
             split_parts_workers: g(&self.split_parts_workers),
             split_parts_caller: g(&self.split_parts_caller),
             twofish_keys: g(&self.twofish_keys),
+            keys_live: (g(&self.software_keys) + g(&self.hardware_keys) + g(&self.twofish_keys))
+                .saturating_sub(g(&self.keys_retired)),
+            keys_retired: g(&self.keys_retired),
+            keys_released: g(&self.keys_released),
+            masks_held: g(&self.masks_held),
             speculation_why: String::new(),
         }
     }
@@ -188,6 +197,18 @@ pub struct StatsSnapshot {
     /// Keys on Twofish (FORMAT.md 11; made in software).
     #[serde(default)]
     pub twofish_keys: u64,
+    /// Keys registered and not retired (`Engine::retire_key`).
+    #[serde(default)]
+    pub keys_live: u64,
+    /// Keys retired (an old key generation after an online rekey).
+    #[serde(default)]
+    pub keys_retired: u64,
+    /// Retired keys whose expanded key the engine has dropped (zeroized).
+    #[serde(default)]
+    pub keys_released: u64,
+    /// Mask buffers (on locked pages) held by contexts now.
+    #[serde(default)]
+    pub masks_held: u64,
     /// Why speculation is on or off (the `--speculation` policy's reason).
     #[serde(default)]
     pub speculation_why: String,
@@ -317,13 +338,18 @@ impl fmt::Display for StatsSnapshot {
         )?;
         write!(
             f,
-            "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish",
+            "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish; \
+             {} live, {} retired ({} released); {} masks held",
             self.window_resets,
             self.window_reused,
             self.window_defined,
             self.software_keys,
             self.hardware_keys,
-            self.twofish_keys
+            self.twofish_keys,
+            self.keys_live,
+            self.keys_retired,
+            self.keys_released,
+            self.masks_held
         )
     }
 }

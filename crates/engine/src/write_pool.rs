@@ -12,6 +12,7 @@
 //! twice. Nonces whose masks were made but never consumed (the pool is
 //! dropped at unmount) are simply never used.
 
+use crate::engine::KeyLease;
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, ReadWindow, PRIORITY_LOWEST, REFILL_BATCH};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -45,6 +46,10 @@ pub struct WritePool {
     key: KeyId,
     nonces: Box<dyn NonceSupply>,
     ring: Mutex<Ring>,
+    /// With [`owning`](WritePool::owning): retires the key once the pool
+    /// and its read windows are gone (after their masks: fields drop in
+    /// order).
+    lease: Option<Arc<KeyLease>>,
 }
 
 impl std::fmt::Debug for WritePool {
@@ -90,7 +95,20 @@ impl WritePool {
                 queue,
                 free: Vec::new(),
             }),
+            lease: None,
         })
+    }
+
+    /// A pool that owns `key` (fresh nonce epoch): the key is retired
+    /// ([`Engine::retire_key`]) when the pool and every read window it
+    /// handed out have been dropped, with the masks they held. What a
+    /// volume does for each key generation, so that an old generation's key
+    /// leaves memory once no open file uses it.
+    pub fn owning(engine: Arc<Engine>, key: KeyId) -> Result<Self, EngineError> {
+        let lease = Arc::new(KeyLease::new(engine.clone(), key));
+        let mut pool = Self::new(engine, key)?;
+        pool.lease = Some(lease);
+        Ok(pool)
     }
 
     /// The engine behind the pool.
@@ -115,7 +133,7 @@ impl WritePool {
         let t = self
             .engine
             .define_on_demand(&spare, self.key, &nonce)
-            .expect("key checked at creation");
+            .expect("a key is retired only once no pool or window uses it");
         (spare, t)
     }
 
@@ -151,7 +169,10 @@ impl WritePool {
             .zip(&nonces)
             .map(|(c, n)| (c, self.key, *n, PRIORITY_LOWEST))
             .collect();
-        let tickets = self.engine.define_batch(&items).expect("key checked at creation");
+        let tickets = self
+            .engine
+            .define_batch(&items)
+            .expect("a key is retired only once no pool or window uses it");
         drop(items);
         r.queue.extend(ctxs.into_iter().zip(tickets));
     }
@@ -167,7 +188,7 @@ impl Keystream for WritePool {
             Err(_) => self
                 .engine
                 .open_direct(self.key, t.nonce(), buf)
-                .expect("key checked at creation"),
+                .expect("a key is retired only once no pool or window uses it"),
         };
         self.give_back(ctx);
         (*t.nonce(), ej0)
@@ -178,19 +199,20 @@ impl Keystream for WritePool {
         // the odd block (read-modify-write): compute on the caller's thread.
         self.engine
             .open_direct(self.key, nonce, buf)
-            .expect("key checked at creation")
+            .expect("a key is retired only once no pool or window uses it")
     }
 
     fn tag_mask(&self, nonce: &Nonce) -> [u8; 16] {
         let mut m = [0u8; 16];
         self.engine
             .xor_direct(self.key, nonce, J0_COUNTER, 0, &mut m)
-            .expect("key checked at creation");
+            .expect("a key is retired only once no pool or window uses it");
         m
     }
 
     /// A [`ReadWindow`] on the pool's engine and key, one per open file.
     fn reader(self: Arc<Self>) -> Box<dyn BlockReader> {
-        Box::new(ReadWindow::new(self.engine.clone(), self.key).expect("key checked at creation"))
+        let w = ReadWindow::new(self.engine.clone(), self.key).expect("the pool's key lives while the pool does");
+        Box::new(w.holding(self.lease.clone()))
     }
 }

@@ -54,7 +54,10 @@ impl KeySource {
                 } else {
                     engine.add_key(content)
                 };
-                Arc::new(WritePool::new(engine.clone(), key).map_err(|e| e.to_string())?)
+                // The pool owns the key: once the generation's cipher is
+                // gone (a finished rekey dropped it and no open file or
+                // read window still uses it) the engine retires the key.
+                Arc::new(WritePool::owning(engine.clone(), key).map_err(|e| e.to_string())?)
             }
             _ => Arc::new(Direct::new(content)),
         };

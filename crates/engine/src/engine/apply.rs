@@ -2,11 +2,12 @@
 //! ticket still holds (waiting for a worker, or making the bytes on the
 //! calling thread), and keystream without a context.
 
-use super::context::{publish, Ctx, CtxState, Defined, Mask, Slot, SlotRef};
+use super::context::{publish, Ctx, CtxState, Defined, Mask, Slot, SlotRef, SlotState};
 use super::keys::KeyId;
 use super::Engine;
 use crate::stats::Stats;
 use crate::EngineError;
+use crossbeam_epoch as epoch;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 use warpfs_crypto::Nonce;
@@ -77,12 +78,27 @@ impl Engine {
         let mut outcome = None;
         let mut device_deadline: Option<Instant> = None;
         let mut st = slot.lock();
-        let def = loop {
+        let direct = loop {
             if st.gen != ticket.gen {
                 return Err(EngineError::Redefined);
             }
             match st.phase {
                 CtxState::Ready => {
+                    let def = st.def.expect("a ready context is defined");
+                    // A retired key's mask is never applied: it is dropped.
+                    if let Err(e) = self.shared.keys.check(def.key.0) {
+                        forget_mask(&mut st);
+                        return Err(e);
+                    }
+                    // Whatever lies past the mask is made directly, for the
+                    // same definition (the key is looked up before the mask
+                    // touches the buffer, so a failure leaves it alone).
+                    let past = parts.iter().any(|(off, buf)| off + buf.len() > slot.len);
+                    let guard = past.then(epoch::pin);
+                    let cipher = match &guard {
+                        Some(g) => Some(self.key_ref(def.key, g)?),
+                        None => None,
+                    };
                     let mask = st.mask.as_deref().expect("a ready context has its mask");
                     for (off, buf) in parts.iter_mut() {
                         if *off < mask.len() {
@@ -91,7 +107,17 @@ impl Engine {
                         }
                     }
                     st.applied = true;
-                    break st.def.expect("a ready context is defined");
+                    drop(st);
+                    if let Some(cipher) = cipher {
+                        for (off, buf) in parts.iter_mut() {
+                            let start = (*off).max(slot.len);
+                            if start < *off + buf.len() {
+                                let skip = start - *off;
+                                cipher.xor_at(&def.nonce, def.counter, start as u64, &mut buf[skip..]);
+                            }
+                        }
+                    }
+                    break past;
                 }
                 CtxState::Making if self.shared.backend.is_device() && st.by_worker => {
                     // Hybrid policy: a device mask needed now waits at most
@@ -102,7 +128,8 @@ impl Engine {
                     if t0 >= deadline {
                         let def = st.def.expect("a context being made is defined");
                         drop(st);
-                        let cipher = self.key_ref(def.key)?;
+                        let guard = epoch::pin();
+                        let cipher = self.key_ref(def.key, &guard)?;
                         for (off, buf) in parts.iter_mut() {
                             cipher.xor_at(&def.nonce, def.counter, *off as u64, buf);
                         }
@@ -145,7 +172,8 @@ impl Engine {
                         // the device policy does, rather than sleep; the
                         // worker's mask still lands in the context.
                         drop(st);
-                        let cipher = self.key_ref(ticket.key)?;
+                        let guard = epoch::pin();
+                        let cipher = self.key_ref(ticket.key, &guard)?;
                         for (off, buf) in parts.iter_mut() {
                             cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
                         }
@@ -163,9 +191,10 @@ impl Engine {
                     // Defined on demand: no worker will make it and nobody
                     // waits for it, so its keystream goes straight into the
                     // caller's buffer (one pass, no mask buffer), every time.
+                    let guard = epoch::pin();
+                    let cipher = self.key_ref(ticket.key, &guard)?;
                     st.applied = true;
                     drop(st);
-                    let cipher = self.key_ref(ticket.key)?;
                     for (off, buf) in parts.iter_mut() {
                         cipher.xor_at(&ticket.nonce, ticket.counter, *off as u64, buf);
                     }
@@ -175,15 +204,16 @@ impl Engine {
                 }
                 CtxState::Pending => {
                     // Nobody has started it: make it here rather than queue.
-                    outcome = Some(Outcome::Inline);
                     let def = st.def.expect("a pending context is defined");
-                    let mut buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(slot.len));
+                    let guard = epoch::pin();
+                    let cipher = self.key_ref(def.key, &guard)?;
+                    outcome = Some(Outcome::Inline);
+                    let mut buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(slot.len, &slot.stats));
                     st.phase = CtxState::Making;
                     st.by_worker = false;
                     drop(st);
-                    self.key_ref(def.key)
-                        .expect("keys are never removed")
-                        .fill(&def.nonce, def.counter, &mut buf);
+                    cipher.fill(&def.nonce, def.counter, &mut buf);
+                    drop(guard);
                     st = slot.lock();
                     publish(&self.shared, slot, &mut st, ticket.gen, buf, false);
                     if st.waiters > 0 {
@@ -193,18 +223,6 @@ impl Engine {
                 CtxState::Undefined => return Err(EngineError::Redefined),
             }
         };
-        drop(st);
-        // Whatever lies past the mask is made directly, for the same definition.
-        let mut direct = false;
-        for (off, buf) in parts.iter_mut() {
-            let start = (*off).max(slot.len);
-            if start < *off + buf.len() {
-                let skip = start - *off;
-                self.key_ref(def.key)?
-                    .xor_at(&def.nonce, def.counter, start as u64, &mut buf[skip..]);
-                direct = true;
-            }
-        }
         if direct {
             Stats::add(&stats.direct, 1);
         }
@@ -234,7 +252,8 @@ impl Engine {
         if end.div_ceil(16) > MAX_BLOCKS {
             return Err(EngineError::OutOfRange);
         }
-        self.key_ref(key)?.xor_at(nonce, counter, pos, buf);
+        let guard = epoch::pin();
+        self.key_ref(key, &guard)?.xor_at(nonce, counter, pos, buf);
         Stats::add(&self.shared.stats.direct, 1);
         Ok(())
     }
@@ -246,11 +265,22 @@ impl Engine {
         if (buf.len() as u64).div_ceil(16) + 1 > MAX_BLOCKS {
             return Err(EngineError::OutOfRange);
         }
-        let cipher = self.key_ref(key)?;
+        let guard = epoch::pin();
+        let cipher = self.key_ref(key, &guard)?;
         let mut ej0 = [0u8; 16];
         cipher.fill(nonce, warpfs_crypto::gcm::J0_COUNTER, &mut ej0);
         cipher.xor_at(nonce, warpfs_crypto::gcm::DATA_COUNTER, 0, buf);
         Stats::add(&self.shared.stats.direct, 1);
         Ok(ej0)
     }
+}
+
+/// Empty a context whose key was retired: its mask is dropped (zeroed) and
+/// it stands pending without a queue entry, so every later apply looks the
+/// key up itself and reports it retired.
+pub(super) fn forget_mask(st: &mut SlotState) {
+    st.mask = None;
+    st.phase = CtxState::Pending;
+    st.queued = false;
+    st.by_worker = false;
 }

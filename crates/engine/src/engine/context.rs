@@ -113,8 +113,8 @@ impl Drop for Ctx {
 }
 
 /// A definition: plain data (the key is looked up in the engine's key
-/// table, which never moves or drops a key), so copying it out of the
-/// slot touches no reference count shared between CPUs.
+/// table under an epoch pin), so copying it out of the slot touches no
+/// reference count shared between CPUs.
 #[derive(Clone, Copy)]
 pub(super) struct SlotDef {
     pub(super) key: KeyId,
@@ -122,8 +122,41 @@ pub(super) struct SlotDef {
     pub(super) counter: u32,
 }
 
-/// A context's mask buffer.
-pub(super) type Mask = warpfs_crypto::LockedBytes;
+/// A context's mask buffer: on locked pages, zeroed when dropped, and
+/// counted in the stats' `masks_held` while it exists.
+pub(super) struct Mask {
+    buf: warpfs_crypto::LockedBytes,
+    stats: Arc<Stats>,
+}
+
+impl Mask {
+    pub(super) fn zeroed(len: usize, stats: &Arc<Stats>) -> Self {
+        Stats::add(&stats.masks_held, 1);
+        Self {
+            buf: warpfs_crypto::LockedBytes::zeroed(len),
+            stats: stats.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for Mask {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl std::ops::DerefMut for Mask {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+}
+
+impl Drop for Mask {
+    fn drop(&mut self) {
+        self.stats.masks_held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 pub(super) struct SlotState {
     pub(super) gen: u64,

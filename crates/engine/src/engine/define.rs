@@ -52,7 +52,7 @@ impl Engine {
         counter: u32,
         queued: bool,
     ) -> Result<Defined, EngineError> {
-        self.key_ref(key)?;
+        self.shared.keys.check(key.0)?;
         let slot = &ctx.slot;
         let gen = self.shared.next_gen.fetch_add(1, Ordering::Relaxed);
         let mut st = slot.lock();
@@ -93,7 +93,7 @@ impl Engine {
     /// defining anything when a key is unknown.
     pub fn define_batch(&self, items: &[(&Ctx, KeyId, Nonce, Priority)]) -> Result<Vec<Defined>, EngineError> {
         for &(_, key, _, _) in items {
-            self.key_ref(key)?;
+            self.shared.keys.check(key.0)?;
         }
         let spec = self.speculation();
         let mut tickets = Vec::with_capacity(items.len());

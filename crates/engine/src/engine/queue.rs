@@ -2,6 +2,7 @@
 //! definition order, dropped when their context was redefined.
 
 use super::context::{Ctx, CtxState, Defined, Slot};
+use super::keys::KeyId;
 use super::Engine;
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -90,6 +91,31 @@ impl Engine {
         if wake {
             self.shared.work_cv.notify_one();
         }
+    }
+
+    /// Take the entries of contexts defined with `key` (just retired) off
+    /// the queue, so that no worker makes their masks; their buffers are
+    /// dropped (see `apply::forget_mask`). Stale entries go too.
+    pub(super) fn purge_queued(&self, key: KeyId) {
+        let mut s = self.shared.sched();
+        let heap = std::mem::take(&mut s.heap);
+        s.heap = heap
+            .into_iter()
+            .filter(|e| {
+                if !e.live() {
+                    return false;
+                }
+                let mut st = e.slot.lock();
+                if st.gen != e.gen || st.def.is_none_or(|d| d.key != key) {
+                    return true;
+                }
+                if st.phase == CtxState::Pending {
+                    super::apply::forget_mask(&mut st);
+                }
+                false
+            })
+            .collect();
+        self.shared.queued.store(s.heap.len(), Ordering::Relaxed);
     }
 
     /// Raise (or lower) the priority of a pending definition, e.g. when a

@@ -7,6 +7,8 @@ use super::{Engine, Shared};
 use crate::backend::MaskJob;
 use crate::placement::thread_cpus;
 use crate::stats::Stats;
+use crate::MaskCipher;
+use crossbeam_epoch as epoch;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,8 +25,26 @@ fn claim(e: &QEntry) -> Option<(SlotDef, Mask)> {
     }
     st.phase = CtxState::Making;
     st.by_worker = true;
-    let buf = st.mask.take().unwrap_or_else(|| Mask::zeroed(e.slot.len));
+    let buf = st
+        .mask
+        .take()
+        .unwrap_or_else(|| Mask::zeroed(e.slot.len, &e.slot.stats));
     Some((st.def.expect("a pending context is defined"), buf))
+}
+
+/// Give back a claimed context whose key was retired: its buffer is
+/// dropped and any apply waiting for it finds the key retired.
+fn unclaim(e: &QEntry, buf: Mask) {
+    let mut st = e.slot.lock();
+    if st.gen == e.gen && st.phase == CtxState::Making {
+        super::apply::forget_mask(&mut st);
+    }
+    drop(buf);
+    let wake = st.waiters > 0;
+    drop(st);
+    if wake {
+        e.slot.cond.notify_all();
+    }
 }
 
 /// Publish a worker's mask and wake whoever waits for it.
@@ -106,12 +126,17 @@ pub(super) fn worker(sh: &Shared) {
         drop(s);
 
         let mut made = 0usize;
+        // Keys are borrowed from the table for the whole unit (see keys.rs).
+        let guard = epoch::pin();
         for group in batch.chunks(chunk) {
             if chunk == 1 {
                 // The cpu case: no per-mask allocation.
                 let e = &group[0];
                 let Some((d, mut buf)) = claim(e) else { continue };
-                let cipher = sh.keys.get(d.key.0).expect("keys are never removed");
+                let Ok(cipher) = sh.keys.get(d.key.0, &guard) else {
+                    unclaim(e, buf);
+                    continue;
+                };
                 let mut job = MaskJob {
                     cipher,
                     nonce: d.nonce,
@@ -123,16 +148,22 @@ pub(super) fn worker(sh: &Shared) {
                 made += 1;
                 continue;
             }
-            let mut claimed: Vec<(&QEntry, SlotDef, Mask)> =
-                group.iter().filter_map(|e| claim(e).map(|(d, b)| (e, d, b))).collect();
+            let mut claimed: Vec<(&QEntry, SlotDef, Mask, &MaskCipher)> = Vec::with_capacity(group.len());
+            for e in group {
+                let Some((d, b)) = claim(e) else { continue };
+                match sh.keys.get(d.key.0, &guard) {
+                    Ok(c) => claimed.push((e, d, b, c)),
+                    Err(_) => unclaim(e, b),
+                }
+            }
             if claimed.is_empty() {
                 continue;
             }
             {
                 let mut jobs: Vec<MaskJob<'_>> = claimed
                     .iter_mut()
-                    .map(|(_, d, b)| MaskJob {
-                        cipher: sh.keys.get(d.key.0).expect("keys are never removed"),
+                    .map(|(_, d, b, c)| MaskJob {
+                        cipher: c,
                         nonce: d.nonce,
                         counter: d.counter,
                         out: &mut b[..],
@@ -140,11 +171,12 @@ pub(super) fn worker(sh: &Shared) {
                     .collect();
                 sh.backend.make(&mut jobs);
             }
-            for (e, _, buf) in claimed {
+            for (e, _, buf, _) in claimed {
                 finish(sh, e, buf);
                 made += 1;
             }
         }
+        drop(guard);
         if made > 0 {
             Stats::add(&sh.stats.made, made as u64);
             sh.stats.batch(made);

@@ -5,6 +5,7 @@
 mod concurrent;
 mod contexts;
 mod lifecycle;
+mod retire;
 mod window;
 mod write_pool;
 
@@ -82,7 +83,7 @@ fn unknown_key(e: &Engine) -> KeyId {
     })
     .unwrap();
     let mut k = other.add_raw_key(&[1; 16]).unwrap();
-    while e.cipher(k).is_ok() {
+    while !matches!(e.cipher(k), Err(EngineError::UnknownKey(_))) {
         k = other.add_raw_key(&[1; 16]).unwrap();
     }
     k
