@@ -3,7 +3,7 @@
 # transport: every test of crates/warpfs, fsx (all seeds), pjdfstest and the
 # soak, with WARPFS_TRANSPORT set for every mount (and `container open`).
 # scripts/test.sh runs everything on io_uring and a subset on /dev/fuse (the
-# mount tests in its DEV_FUSE_TESTS, fsx with one seed, pjdfstest and a short
+# mount tests in its DEV_FUSE_TESTS, fsx (gcm, one seed), pjdfstest and a short
 # soak); this runs all of it.
 #
 #   sudo bash scripts/transport-matrix.sh [dev|uring]     (default dev)
