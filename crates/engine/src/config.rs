@@ -87,8 +87,13 @@ pub struct EngineConfig {
     pub spin_us: u32,
     /// Decrypt-ahead depth: how many requests past a sequential reader's
     /// current one are read and decrypted ahead, on decrypt-ahead threads
-    /// placed like the workers (0: none). Only with `speculation`.
+    /// placed like the workers (0: none). Only with `speculation`, or with
+    /// `ahead_without_speculation`.
     pub read_ahead: usize,
+    /// Start the decrypt-ahead threads with `speculation` off too: a
+    /// sequential reader's next requests are decrypted on another core
+    /// while the reader copies the current one, whatever makes the masks.
+    pub ahead_without_speculation: bool,
     /// Why `speculation` is what it is (the mount's `--speculation` policy,
     /// shown by `warpfs stats`); empty when nobody said.
     pub speculation_why: String,
@@ -108,6 +113,7 @@ impl Default for EngineConfig {
             cpus: Vec::new(),
             spin_us: DEFAULT_SPIN_US,
             read_ahead: DEFAULT_READ_AHEAD,
+            ahead_without_speculation: false,
             speculation_why: String::new(),
         }
     }

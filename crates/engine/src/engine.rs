@@ -93,7 +93,8 @@ impl Shared {
 pub struct Engine {
     shared: Arc<Shared>,
     workers: Mutex<Vec<JoinHandle<()>>>,
-    /// Decrypt-ahead threads (speculation on and `read_ahead > 0`).
+    /// Decrypt-ahead threads (speculation on or `ahead_without_speculation`,
+    /// and `read_ahead > 0`).
     ahead: Mutex<Option<AheadPool>>,
 }
 
@@ -157,8 +158,10 @@ impl Engine {
             queued: Padded(std::sync::atomic::AtomicUsize::new(0)),
         });
         // Decrypt-ahead threads, placed like the workers: one per listed
-        // CPU, or per worker without a list, at most 4; at AHEAD_NICE.
-        let ahead = if threads > 0 && shared.cfg.read_ahead > 0 {
+        // CPU, or per worker (per core with speculation off) without a
+        // list, at most 4; at AHEAD_NICE.
+        let wanted = threads > 0 || shared.cfg.ahead_without_speculation;
+        let ahead = if wanted && shared.cfg.read_ahead > 0 {
             let n = if shared.cfg.cpus.is_empty() {
                 shared.cfg.effective_threads()
             } else {

@@ -17,6 +17,10 @@
 //!   just looked it up in vain (no negative entry). That a caching mount
 //!   does not see it cannot be asserted: the kernel may evict a negative
 //!   dentry at any time (memory pressure, drop_caches).
+//! - `small_reads_keep_the_reader_on_its_cpu`: small READ answers are
+//!   committed with the ring thread at idle priority (counted at unmount),
+//!   the thread is back at its own policy once the reads are done, and
+//!   `--uring-local-wake off` turns it off.
 //! - `container_open_serves_on_either_transport`: `container open
 //!   --transport uring|dev` mounts, and the exposed volume reads back what
 //!   was written, past the page cache.
@@ -284,5 +288,98 @@ fn container_open_serves_on_either_transport() {
             assert_bytes_eq(&read_at(&f, 4096, data.len()).unwrap(), &data, &format!("{t}: volume"));
         }
         unmount_path(&mnt).unwrap();
+    }
+}
+
+/// The scheduling policy of each `warpfs-ring-*` thread of `pid` (field 41
+/// of /proc/PID/task/TID/stat).
+fn ring_policies(pid: i32) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("warpfs-ring-") {
+            continue;
+        }
+        let stat = fs::read_to_string(dir.join("stat")).unwrap();
+        // The fields after the parenthesised name start at field 3.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = rest.split(' ').nth(41 - 3).unwrap().parse().unwrap();
+        out.push((comm.trim().to_string(), policy));
+    }
+    out
+}
+
+/// The count in "at unmount: N small read answer(s) committed ...".
+fn local_commits(log: &str) -> Option<u64> {
+    log.lines().find_map(|l| {
+        let rest = l.split("at unmount: ").nth(1)?;
+        rest.strip_suffix(" small read answer(s) committed with the reader kept on its CPU")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn small_reads_keep_the_reader_on_its_cpu() {
+    require_fuse!();
+    if warpfs_testkit::skip_if(uring_unavailable()) {
+        return;
+    }
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = Volume::init(Mode::Gcm);
+    v.mount_with(&["--transport", "uring"]);
+    let mut rng = Rng::for_test("local-wake");
+    let files: Vec<Vec<u8>> = (0..40).map(|_| rng.bytes(3000)).collect();
+    for (i, d) in files.iter().enumerate() {
+        fs::write(v.p(format!("f{i}")), d).unwrap();
+    }
+    v.unmount();
+    // Without a way back from SCHED_IDLE (not root, RLIMIT_NICE under 20)
+    // the daemon says so and leaves the policy alone.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit to fill.
+    unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut lim) };
+    // SAFETY: no arguments.
+    let can = unsafe { libc::geteuid() } == 0 || lim.rlim_cur >= 20;
+    for (local, expect) in [("on", can), ("off", false)] {
+        // The log accumulates: look only at what this mount adds.
+        fs::write(&v.logfile, "").unwrap();
+        v.mount_with(&["--transport", "uring", "--uring-local-wake", local]);
+        for (i, d) in files.iter().enumerate() {
+            assert_bytes_eq(&fs::read(v.p(format!("f{i}"))).unwrap(), d, &format!("{local}: f{i}"));
+        }
+        let pid = v.daemon_pids()[0];
+        // A thread may still be between its commit and taking its policy
+        // back; once the reads are over every one is back.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let p = ring_policies(pid);
+            assert!(!p.is_empty(), "{local}: no ring threads in {pid}");
+            if p.iter().all(|&(_, pol)| pol == libc::SCHED_OTHER as u32) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{local}: ring threads left at another policy: {p:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        v.unmount();
+        let log = v.log();
+        let n = local_commits(&log);
+        if expect {
+            let n = n.unwrap_or_else(|| panic!("no count of reads kept local\n{log}"));
+            assert!(n >= files.len() as u64, "{n} small read(s) kept local\n{log}");
+        } else {
+            assert_eq!(n, None, "{local}: committed at idle priority\n{log}");
+            if local == "on" {
+                assert!(log.contains("may move to another CPU"), "no word why\n{log}");
+            }
+        }
     }
 }

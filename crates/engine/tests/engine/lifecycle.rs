@@ -62,8 +62,8 @@ fn workers_run_on_the_listed_cpus() {
     assert_eq!(buf, reference(&raw, &nonce_of(7), 2, 0, 64));
 }
 
-/// Decrypt-ahead threads exist only with speculation on and a depth: jobs
-/// run there, and are refused otherwise.
+/// Decrypt-ahead threads exist only with a depth and speculation on (or
+/// asked for without it): jobs run there, and are refused otherwise.
 #[test]
 fn decrypt_ahead_follows_speculation_and_depth() {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -95,4 +95,16 @@ fn decrypt_ahead_follows_speculation_and_depth() {
     .unwrap();
     assert_eq!((none.read_ahead(), none.ahead_threads()), (0, 0));
     assert!(!none.run_ahead(Box::new(|| panic!("must not run"))));
+    let alone = Engine::new(EngineConfig {
+        speculation: false,
+        ahead_without_speculation: true,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert_eq!(alone.threads(), 0, "no keystream workers");
+    assert_eq!(alone.read_ahead(), warpfs_engine::DEFAULT_READ_AHEAD);
+    assert!(alone.ahead_threads() >= 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    assert!(alone.run_ahead(Box::new(move || tx.send(7).unwrap())));
+    assert_eq!(rx.recv().unwrap(), 7);
 }

@@ -83,9 +83,10 @@ pub struct MountArgs {
     /// Largest read-window look-ahead W, in 4 KiB blocks per open file [default: 256].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..=4096))]
     window_max: Option<u32>,
-    /// Decrypt-ahead depth: with speculation on, how many requests past a
-    /// sequential reader's current one are read and decrypted ahead on
-    /// threads placed like the keystream workers (0: none) [default: 2].
+    /// Decrypt-ahead depth: how many requests past a sequential reader's
+    /// current one are read and decrypted ahead, on threads placed like the
+    /// keystream workers, while the reader copies the current one (0: none)
+    /// [default: 2 with speculation on or 2+ cores, else 0].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     read_ahead: Option<u16>,
     /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
@@ -160,6 +161,14 @@ pub struct MountArgs {
     /// its thread) [default: 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     uring_threads: Option<u16>,
+    /// After answering a read of up to 32 KiB, the ring thread commits at
+    /// SCHED_IDLE priority, so the scheduler wakes the reader on this CPU
+    /// rather than on an idle one (whose wake-up the reader would wait for)
+    /// and its next request comes back to the same queue. The thread takes
+    /// its policy back before it waits again [default: on where it can
+    /// leave SCHED_IDLE: root, CAP_SYS_NICE or RLIMIT_NICE 20].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    uring_local_wake: Option<bool>,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -218,6 +227,7 @@ fn ring_options(a: &MountArgs) -> RingOptions {
     RingOptions {
         depth: a.uring_depth.map_or(d.depth, usize::from),
         threads: a.uring_threads.map_or(d.threads, usize::from),
+        local_wake: a.uring_local_wake.unwrap_or(d.local_wake),
     }
 }
 
@@ -257,6 +267,10 @@ fn engine_config(a: &MountArgs, cipher: warpfs_crypto::XtsCipher) -> EngineConfi
         nice: Some(a.engine_nice.unwrap_or(DEFAULT_ENGINE_NICE)),
         cpus: a.engine_cpus.clone().map(|c| c.0).unwrap_or_default(),
         read_ahead: a.read_ahead.map_or(DEFAULT_READ_AHEAD, usize::from),
+        // Decrypt-ahead needs a core the reader leaves idle, not masks
+        // made ahead (docs/decisions/0042-decrypt-ahead.md).
+        ahead_without_speculation: a.read_ahead.is_some()
+            || std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2,
         spin_us: a.engine_spin_us.unwrap_or(DEFAULT_SPIN_US),
         ..EngineConfig::default()
     }

@@ -13,12 +13,13 @@ mod dispatch;
 mod queue;
 mod reply;
 mod request;
+mod stay;
 
 pub use dispatch::Acl;
 
 use crate::fuse::ops::Operations;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -38,6 +39,9 @@ pub struct RingOptions {
     /// Threads per queue (each with its own entries): a request that blocks
     /// holds up only its thread.
     pub threads: usize,
+    /// Keep a reader woken by a small READ answer on its CPU ([`stay`]),
+    /// where the threads can leave idle priority again.
+    pub local_wake: bool,
 }
 
 impl Default for RingOptions {
@@ -45,6 +49,7 @@ impl Default for RingOptions {
         Self {
             depth: DEFAULT_DEPTH,
             threads: 1,
+            local_wake: true,
         }
     }
 }
@@ -54,8 +59,8 @@ pub struct Ring {
     threads: Vec<JoinHandle<()>>,
     wakes: Vec<OwnedFd>,
     _dev: OwnedFd,
-    /// Requests served through the ring.
-    served: Arc<AtomicU64>,
+    /// What the queue threads counted.
+    counts: Arc<queue::Counts>,
     /// Queues (possible CPUs).
     pub queues: usize,
     pub options: RingOptions,
@@ -116,7 +121,7 @@ impl Ring {
             threads: Vec::new(),
             wakes: Vec::new(),
             _dev: dev,
-            served: Arc::default(),
+            counts: Arc::default(),
             queues,
             options,
         };
@@ -127,6 +132,13 @@ impl Ring {
             ring.stop();
             Err(why)
         };
+        if ring.options.local_wake && !stay::available() {
+            tracing::info!(
+                "io_uring: a reader woken by a read answer may move to another CPU: the ring threads \
+                 cannot leave SCHED_IDLE again (needs root, CAP_SYS_NICE or RLIMIT_NICE 20)"
+            );
+            ring.options.local_wake = false;
+        }
         for qid in 0..queues {
             for t in 0..options.threads.max(1) {
                 let wake = match eventfd() {
@@ -138,13 +150,14 @@ impl Ring {
                     cpu: Some(qid),
                     depth: options.depth.max(1),
                     payload: PAYLOAD,
+                    local_wake: ring.options.local_wake,
                 };
                 let (devfd, wakefd, ops, tx) = (ring._dev.as_raw_fd(), wake.as_raw_fd(), ops.clone(), tx.clone());
-                let served = ring.served.clone();
+                let counts = ring.counts.clone();
                 ring.wakes.push(wake);
                 let spawned = std::thread::Builder::new()
                     .name(format!("warpfs-ring-{qid}.{t}"))
-                    .spawn(move || queue::run(devfd, wakefd, spec, ops, acl, tx, served));
+                    .spawn(move || queue::run(devfd, wakefd, spec, ops, acl, tx, counts));
                 match spawned {
                     Ok(h) => ring.threads.push(h),
                     Err(e) => return fail(ring, format!("cannot start a ring thread: {e}")),
@@ -175,15 +188,28 @@ impl Ring {
         }
         tracing::info!(
             "at unmount: {} request(s) served through io_uring",
-            self.served.load(Ordering::Relaxed)
+            self.counts.served.load(Ordering::Relaxed)
         );
+        if self.options.local_wake {
+            tracing::info!(
+                "at unmount: {} small read answer(s) committed with the reader kept on its CPU",
+                self.counts.local.load(Ordering::Relaxed)
+            );
+        }
     }
 
-    /// "N queue(s) × T thread(s) × D entries".
+    /// "N queue(s) × T thread(s) × D entries, readers kept on their CPU".
     pub fn describe(&self) -> String {
         format!(
-            "{} queue(s) x {} thread(s) x {} entries",
-            self.queues, self.options.threads, self.options.depth
+            "{} queue(s) x {} thread(s) x {} entries{}",
+            self.queues,
+            self.options.threads,
+            self.options.depth,
+            if self.options.local_wake {
+                ", readers kept on their CPU"
+            } else {
+                ""
+            }
         )
     }
 }

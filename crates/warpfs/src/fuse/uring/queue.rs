@@ -7,6 +7,7 @@
 
 use super::abi::{self, Le, CMD_COMMIT_AND_FETCH, CMD_REGISTER, HEADER_SZ, IN_HEADER_SZ, OP_IN_OFF, OP_IN_SZ};
 use super::dispatch::{handle, Acl};
+use super::stay;
 use crate::fuse::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::alloc::Layout;
@@ -29,6 +30,8 @@ pub struct Spec {
     pub depth: usize,
     /// Bytes of each payload buffer (at least the kernel's max payload).
     pub payload: usize,
+    /// Commit small READ answers at idle priority ([`stay`]).
+    pub local_wake: bool,
 }
 
 /// A page-aligned, zeroed allocation the kernel reads and writes while an
@@ -75,6 +78,8 @@ struct Slot {
     /// The command to submit again after -EINTR/-EAGAIN.
     last: u32,
     commit_id: u64,
+    /// The answer is a small READ, whose reader waits on a page lock.
+    small_read: bool,
 }
 
 impl Slot {
@@ -97,6 +102,7 @@ impl Slot {
             iov,
             last: CMD_REGISTER,
             commit_id: 0,
+            small_read: false,
         })
     }
 }
@@ -220,7 +226,25 @@ fn serve<T: Operations>(ops: &T, acl: Acl, s: &mut Slot) -> Option<u32> {
     hdr[abi::PAYLOAD_SZ_OFF..abi::PAYLOAD_SZ_OFF + 4].copy_from_slice(&(len as u32).to_le_bytes());
     s.commit_id = commit_id;
     s.last = CMD_COMMIT_AND_FETCH;
+    s.small_read = inh.opcode == abi::op::READ && len <= stay::MAX_READ;
     Some(CMD_COMMIT_AND_FETCH)
+}
+
+/// What the queue threads count, for the log line at unmount.
+#[derive(Debug, Default)]
+pub struct Counts {
+    /// Requests served.
+    pub served: AtomicU64,
+    /// Small READ answers committed at idle priority.
+    pub local: AtomicU64,
+}
+
+/// Submit what is queued with the thread at idle priority, so the reader
+/// the commits wake stays on this CPU ([`stay`]); the policy is back before
+/// the thread waits again.
+fn submit_idle(ring: &mut Ring) -> std::io::Result<usize> {
+    let _idle = stay::Idle::enter();
+    ring.submit()
 }
 
 /// The queue thread: set up, report, serve until torn down or woken.
@@ -231,7 +255,7 @@ pub fn run<T: Operations>(
     ops: Arc<T>,
     acl: Acl,
     ready: Sender<Result<(), String>>,
-    served: Arc<AtomicU64>,
+    counts: Arc<Counts>,
 ) {
     if let Some(cpu) = spec.cpu {
         pin(cpu);
@@ -270,6 +294,7 @@ pub fn run<T: Operations>(
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
         }
         let mut woken = false;
+        let mut local = false;
         for &(ud, res) in &done {
             if ud == WAKE {
                 woken = true;
@@ -278,7 +303,7 @@ pub fn run<T: Operations>(
             let Some(s) = slots.get_mut(ud as usize) else { continue };
             let cmd = match res {
                 0 => {
-                    served.fetch_add(1, Ordering::Relaxed);
+                    counts.served.fetch_add(1, Ordering::Relaxed);
                     serve(&*ops, acl, s)
                 }
                 r if r == -libc::EINTR || r == -libc::EAGAIN => Some(s.last),
@@ -297,6 +322,10 @@ pub fn run<T: Operations>(
                 live -= 1;
                 continue;
             };
+            if spec.local_wake && cmd == CMD_COMMIT_AND_FETCH && s.small_read {
+                counts.local.fetch_add(1, Ordering::Relaxed);
+                local = true;
+            }
             let iov = (cmd == CMD_REGISTER).then_some(&*s.iov);
             let e = sqe(cmd, spec.qid, s.commit_id, iov, ud);
             // SAFETY: the entry's buffers live in `slots`; at most one SQE
@@ -308,6 +337,16 @@ pub fn run<T: Operations>(
         }
         if woken || live == 0 {
             break;
+        }
+        if local {
+            match submit_idle(&mut ring) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => {
+                    tracing::error!("ring queue {}: {e}", spec.qid);
+                    break;
+                }
+            }
         }
     }
     // The ring goes first: dropping it cancels what the kernel still holds

@@ -1,0 +1,186 @@
+//! Keeping a woken reader on its CPU. The kernel wakes a caller waiting in
+//! `request_wait_answer` on the ring thread's CPU, but a reader waiting on a
+//! page lock (every READ through the page cache) is woken by an unlock, and
+//! the scheduler moves it to an idle CPU because the ring thread still runs
+//! on this one; its next request then lands on the other queue, and every
+//! read pays for waking an idle CPU (in a VM, a halted vCPU). A thread whose
+//! policy is SCHED_IDLE makes its CPU count as idle to the scheduler, so a
+//! ring thread that commits a small READ answer as SCHED_IDLE keeps the
+//! reader here; it takes its own policy back before it waits for the next
+//! request, so it never waits for work at idle priority.
+//! docs/decisions/0007-fuse-over-io-uring.md.
+
+use std::sync::OnceLock;
+
+/// READ answers up to this many bytes are committed at idle priority: a
+/// small random read. Larger ones (read-ahead of a sequential reader) are
+/// better served while the reader runs on the other CPU.
+pub const MAX_READ: usize = 32 * 1024;
+
+fn policy() -> i32 {
+    // SAFETY: no pointer arguments.
+    unsafe { libc::sched_getscheduler(0) }
+}
+
+fn set(policy: i32) -> bool {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the call.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
+/// Whether a thread made now can go to SCHED_IDLE and come back: the
+/// daemon's policy is SCHED_OTHER or SCHED_BATCH, and leaving SCHED_IDLE is
+/// allowed (root, CAP_SYS_NICE, or an RLIMIT_NICE that allows the thread's
+/// nice value). Tried in a thread of its own, which ends stuck in SCHED_IDLE
+/// when the way back is refused.
+pub fn probe() -> bool {
+    std::thread::Builder::new()
+        .name("warpfs-ring-probe".into())
+        .spawn(|| {
+            let back = policy();
+            if back != libc::SCHED_OTHER && back != libc::SCHED_BATCH {
+                return false;
+            }
+            set(libc::SCHED_IDLE) && set(back) && policy() == back
+        })
+        .ok()
+        .and_then(|h| h.join().ok())
+        .unwrap_or(false)
+}
+
+/// [`probe`], once per process.
+pub fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(probe)
+}
+
+/// The calling thread at idle priority until dropped.
+pub struct Idle {
+    back: i32,
+}
+
+impl Idle {
+    /// Lower the calling thread to SCHED_IDLE; `None` (nothing changed)
+    /// when its policy is not one [`probe`] vouched for.
+    pub fn enter() -> Option<Idle> {
+        let back = policy();
+        if back != libc::SCHED_OTHER && back != libc::SCHED_BATCH {
+            return None;
+        }
+        set(libc::SCHED_IDLE).then_some(Idle { back })
+    }
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        if !set(self.back) {
+            static SAID: OnceLock<()> = OnceLock::new();
+            SAID.get_or_init(|| {
+                tracing::error!(
+                    "ring queue thread: cannot leave SCHED_IDLE: {}",
+                    std::io::Error::last_os_error()
+                );
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `struct __user_cap_header_struct` and `__user_cap_data_struct`.
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const CAP_V3: u32 = 0x2008_0522;
+    const CAP_SYS_NICE: u32 = 23;
+
+    /// Drop CAP_SYS_NICE from the calling thread's effective set.
+    fn drop_sys_nice() {
+        let mut h = CapHeader {
+            version: CAP_V3,
+            pid: 0,
+        };
+        let mut d = [CapData::default(); 2];
+        // SAFETY: a v3 header and two data structs, as capget(2) wants.
+        assert_eq!(unsafe { libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()) }, 0);
+        d[0].effective &= !(1 << CAP_SYS_NICE);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::syscall(libc::SYS_capset, &h, d.as_ptr()) }, 0);
+    }
+
+    fn nice_limit() -> u64 {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid rlimit to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut r) }, 0);
+        r.rlim_cur
+    }
+
+    fn nice() -> i32 {
+        // SAFETY: no pointer arguments.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    #[test]
+    fn idle_is_left_again_on_drop() {
+        std::thread::spawn(|| {
+            let before = policy();
+            let privileged = probe();
+            if !privileged {
+                // No way back here: entering would strand this thread,
+                // which the probe exists to prevent.
+                return;
+            }
+            {
+                let _g = Idle::enter().expect("SCHED_IDLE");
+                assert_eq!(policy(), libc::SCHED_IDLE);
+            }
+            assert_eq!(policy(), before, "policy put back");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn probe_says_no_without_a_way_back() {
+        std::thread::spawn(|| {
+            drop_sys_nice();
+            // Leaving SCHED_IDLE needs 20 - nice <= RLIMIT_NICE.
+            let allowed = (20 - i64::from(nice())) as u64 <= nice_limit();
+            assert_eq!(probe(), allowed, "RLIMIT_NICE {}, nice {}", nice_limit(), nice());
+            if !allowed {
+                assert_ne!(policy(), libc::SCHED_IDLE, "the probe ran in its own thread");
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn real_time_threads_are_left_alone() {
+        std::thread::spawn(|| {
+            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: a valid sched_param.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                return; // not allowed here: nothing to check
+            }
+            assert!(Idle::enter().is_none());
+            assert_eq!(policy(), libc::SCHED_FIFO);
+        })
+        .join()
+        .unwrap();
+    }
+}
