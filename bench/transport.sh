@@ -5,7 +5,7 @@
 # reads, writes, metadata, small files, the filebench-like mixes.
 #
 #   sudo bash bench/transport.sh [--quick] [--reps N] [--runtime S] [--size-mib M]
-#        [--peers warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-dev-shared,gocryptfs,securefs,bindfs]
+#        [--peers warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-uring-farwake,warpfs-dev-shared,gocryptfs,securefs,bindfs]
 #        [--jobs randread-4k,...] [--out DIR]
 #   bash bench/transport.sh --render bench/results/transport.json     (redo .md and plot)
 #
@@ -47,7 +47,7 @@ WF_NAME="transport"
 PY=/usr/bin/python3 # Debian's, where python3-matplotlib is
 render_md() { "$PY" "$BENCH/transport_report.py" "$1" "$2"; }
 
-PEERS="warpfs-uring,warpfs-dev,warpfs-uring-shared,gocryptfs,securefs,bindfs"
+PEERS="warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-uring-farwake,gocryptfs,securefs,bindfs"
 REPS=3 RUNTIME=5 SIZE_MIB=512 OUT="$BENCH/results" RENDER="" JOBS=""
 MACRO_SECS="${MACRO_SECS:-5}"
 while (($#)); do

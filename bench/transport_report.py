@@ -15,8 +15,8 @@ import json
 import statistics
 import sys
 
-ORDER = ["warpfs-uring", "warpfs-dev", "warpfs-uring-shared", "warpfs-dev-shared", "warpfs-uring-specon", "gocryptfs",
-         "securefs", "bindfs"]
+ORDER = ["warpfs-uring", "warpfs-dev", "warpfs-uring-shared", "warpfs-dev-shared", "warpfs-uring-specon",
+         "warpfs-uring-farwake", "gocryptfs", "securefs", "bindfs"]
 JOBS = ["randread-4k", "randread-4k-4j", "seqread-128k", "seqread-1m", "seqwrite-1m", "randwrite-4k",
         "storm", "untar", "ls-lR", "reread", "rm-rf", "fileserver", "webserver"]
 
@@ -46,6 +46,7 @@ def main():
     cpu = lambda p, j: med(cells[(p, j)]["cpu_us_per_op"]) if (p, j) in cells else None
     unit = lambda j: next(r["unit"] for (p, jj), r in cells.items() if jj == j)
     s, m = d["settings"], d["machine"]
+    far = "warpfs-uring-farwake" in peers
     L = [
         "# FUSE transports and kernel caches: warpfs io_uring vs /dev/fuse vs peers\n",
         f"{d['date']} · {m['cpu_model']}, {m['cores']} cores, kernel {m['kernel']} · "
@@ -58,9 +59,12 @@ def main():
         f"(a tree of {s['tree']['files']} files, {s['tree']['bytes'] / 1048576:.0f} MiB) in files/s. "
         "uring/dev: warpfs io_uring over warpfs /dev/fuse; /best: over the better of gocryptfs and securefs; "
         "/bindfs: over bindfs (FUSE pass-through, no crypto); caches: warpfs io_uring with its kernel caches "
-        "over --shared-storage (all off).\n",
-        "| job | unit | " + " | ".join(peers) + " | uring/dev | /best | /bindfs | caches on/off |",
-        "|---|---|" + "---:|" * len(peers) + "---:|---:|---:|---:|",
+        "over --shared-storage (all off)"
+        + ("; local wake: warpfs io_uring over --uring-local-wake off (readers may be woken on another CPU)"
+           if far else "") + ".\n",
+        "| job | unit | " + " | ".join(peers) + " | uring/dev | /best | /bindfs | caches on/off |"
+        + (" local wake on/off |" if far else ""),
+        "|---|---|" + "---:|" * len(peers) + "---:|---:|---:|---:|" + ("---:|" if far else ""),
     ]
     for j in jobs:
         row = []
@@ -74,7 +78,8 @@ def main():
         u = val("warpfs-uring", j)
         best = max([x for x in (val("gocryptfs", j), val("securefs", j)) if x is not None], default=None)
         L.append(f"| {j} | {unit(j)} | " + " | ".join(row) + f" | {ratio(u, val('warpfs-dev', j))} | "
-                 f"{ratio(u, best)} | {ratio(u, val('bindfs', j))} | {ratio(u, val('warpfs-uring-shared', j))} |")
+                 f"{ratio(u, best)} | {ratio(u, val('bindfs', j))} | {ratio(u, val('warpfs-uring-shared', j))} |"
+                 + (f" {ratio(u, val('warpfs-uring-farwake', j))} |" if far else ""))
     L += ["\nDaemon CPU per operation (µs, median; a fio operation is one request of its block size; "
           "the tree steps count files):\n",
           "| job | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]
