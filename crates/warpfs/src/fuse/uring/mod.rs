@@ -10,6 +10,7 @@
 
 mod abi;
 mod dispatch;
+mod idle;
 mod queue;
 mod reply;
 mod request;
@@ -61,6 +62,8 @@ pub struct Ring {
     _dev: OwnedFd,
     /// What the queue threads counted.
     counts: Arc<queue::Counts>,
+    /// Which CPUs were idle lately (with `local_wake`).
+    idle: Option<idle::IdleCpus>,
     /// Queues (possible CPUs).
     pub queues: usize,
     pub options: RingOptions,
@@ -122,6 +125,7 @@ impl Ring {
             wakes: Vec::new(),
             _dev: dev,
             counts: Arc::default(),
+            idle: None,
             queues,
             options,
         };
@@ -139,6 +143,14 @@ impl Ring {
             );
             ring.options.local_wake = false;
         }
+        if ring.options.local_wake {
+            match idle::IdleCpus::start(queues) {
+                Ok(s) => ring.idle = Some(s),
+                Err(e) => {
+                    tracing::warn!("io_uring: cannot start the idle-CPU sampler ({e}): readers kept local always")
+                }
+            }
+        }
         for qid in 0..queues {
             for t in 0..options.threads.max(1) {
                 let wake = match eventfd() {
@@ -151,6 +163,7 @@ impl Ring {
                     depth: options.depth.max(1),
                     payload: PAYLOAD,
                     local_wake: ring.options.local_wake,
+                    idle: ring.idle.as_ref().map(|s| s.flags.clone()),
                 };
                 let (devfd, wakefd, ops, tx) = (ring._dev.as_raw_fd(), wake.as_raw_fd(), ops.clone(), tx.clone());
                 let counts = ring.counts.clone();
@@ -194,6 +207,10 @@ impl Ring {
             tracing::info!(
                 "at unmount: {} small read answer(s) committed with the reader kept on its CPU",
                 self.counts.local.load(Ordering::Relaxed)
+            );
+            tracing::info!(
+                "at unmount: {} pause(s) of that while other tasks shared a ring thread's CPU",
+                self.counts.backoffs.load(Ordering::Relaxed)
             );
         }
     }

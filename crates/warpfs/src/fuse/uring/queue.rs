@@ -15,6 +15,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// user_data of the eventfd poll that ends the thread.
 const WAKE: u64 = u64::MAX;
@@ -32,6 +33,8 @@ pub struct Spec {
     pub payload: usize,
     /// Commit small READ answers at idle priority ([`stay`]).
     pub local_wake: bool,
+    /// Which CPUs were idle lately (only with `local_wake`).
+    pub idle: Option<Arc<super::idle::Flags>>,
 }
 
 /// A page-aligned, zeroed allocation the kernel reads and writes while an
@@ -237,6 +240,8 @@ pub struct Counts {
     pub served: AtomicU64,
     /// Small READ answers committed at idle priority.
     pub local: AtomicU64,
+    /// Pauses of idle-priority commits after a slow way back.
+    pub backoffs: AtomicU64,
 }
 
 /// Submit what is queued with the thread at idle priority, so the reader
@@ -280,6 +285,7 @@ pub fn run<T: Operations>(
     let mut done: Completions = early;
     done.reserve(spec.depth + 1);
     let mut first = true;
+    let mut governor = stay::Governor::default();
     loop {
         if !std::mem::take(&mut first) {
             match ring.submit_and_wait(1) {
@@ -295,6 +301,11 @@ pub fn run<T: Operations>(
         }
         let mut woken = false;
         let mut local = false;
+        let another_idle = match (&spec.idle, spec.cpu) {
+            (Some(f), Some(me)) => f.another_idle(me),
+            _ => true,
+        };
+        let idle_ok = spec.local_wake && another_idle && governor.allows(Instant::now());
         for &(ud, res) in &done {
             if ud == WAKE {
                 woken = true;
@@ -322,7 +333,7 @@ pub fn run<T: Operations>(
                 live -= 1;
                 continue;
             };
-            if spec.local_wake && cmd == CMD_COMMIT_AND_FETCH && s.small_read {
+            if idle_ok && cmd == CMD_COMMIT_AND_FETCH && s.small_read {
                 counts.local.fetch_add(1, Ordering::Relaxed);
                 local = true;
             }
@@ -339,7 +350,15 @@ pub fn run<T: Operations>(
             break;
         }
         if local {
-            match submit_idle(&mut ring) {
+            let t0 = Instant::now();
+            let r = submit_idle(&mut ring);
+            let t1 = Instant::now();
+            let before = governor.backoffs;
+            governor.observe(t1 - t0, t1);
+            if governor.backoffs != before {
+                counts.backoffs.fetch_add(1, Ordering::Relaxed);
+            }
+            match r {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => {

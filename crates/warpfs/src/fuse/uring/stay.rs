@@ -7,10 +7,54 @@
 //! policy is SCHED_IDLE makes its CPU count as idle to the scheduler, so a
 //! ring thread that commits a small READ answer as SCHED_IDLE keeps the
 //! reader here; it takes its own policy back before it waits for the next
-//! request, so it never waits for work at idle priority.
+//! request, so it never waits for work at idle priority. Where other tasks
+//! share the CPU, the reader preempts the thread before it takes its policy
+//! back and the thread then waits behind them at idle weight: [`Governor`]
+//! notices the long way back and stops committing at idle priority for a
+//! while. And it is done only while another CPU was idle lately
+//! ([`super::idle`]): otherwise the reader stays anyway.
 //! docs/decisions/0007-fuse-over-io-uring.md.
 
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A way back from SCHED_IDLE longer than this means the thread waited
+/// behind other tasks of its CPU (the reader alone gives it back the CPU
+/// when it blocks on its next request, within microseconds).
+pub const SLOW_WAY_BACK: Duration = Duration::from_micros(250);
+/// How long commits stay at normal priority after a slow way back.
+pub const BACK_OFF: Duration = Duration::from_millis(50);
+
+/// Whether a ring thread commits at idle priority now: not for
+/// [`BACK_OFF`] after a way back slower than [`SLOW_WAY_BACK`].
+#[derive(Debug, Default)]
+pub struct Governor {
+    paused_until: Option<Instant>,
+    /// Slow ways back seen (each one started a back-off).
+    pub backoffs: u64,
+}
+
+impl Governor {
+    /// May the thread commit at idle priority at `now`?
+    pub fn allows(&mut self, now: Instant) -> bool {
+        match self.paused_until {
+            Some(t) if now < t => false,
+            _ => {
+                self.paused_until = None;
+                true
+            }
+        }
+    }
+
+    /// A commit at idle priority took `way_back` until the thread had its
+    /// policy back; `now` is when it had.
+    pub fn observe(&mut self, way_back: Duration, now: Instant) {
+        if way_back > SLOW_WAY_BACK {
+            self.paused_until = Some(now + BACK_OFF);
+            self.backoffs += 1;
+        }
+    }
+}
 
 /// READ answers up to this many bytes are committed at idle priority: a
 /// small random read. Larger ones (read-ahead of a sequential reader) are
@@ -88,6 +132,21 @@ impl Drop for Idle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slow_way_back_pauses_idle_commits_for_a_while() {
+        let mut g = Governor::default();
+        let t0 = Instant::now();
+        assert!(g.allows(t0));
+        g.observe(SLOW_WAY_BACK / 2, t0);
+        assert!(g.allows(t0), "a fast way back changes nothing");
+        g.observe(SLOW_WAY_BACK * 4, t0);
+        assert_eq!(g.backoffs, 1);
+        assert!(!g.allows(t0));
+        assert!(!g.allows(t0 + BACK_OFF / 2));
+        assert!(g.allows(t0 + BACK_OFF), "back after the pause");
+        assert!(g.allows(t0 + BACK_OFF / 2), "the pause is over once seen over");
+    }
 
     /// `struct __user_cap_header_struct` and `__user_cap_data_struct`.
     #[repr(C)]
