@@ -197,7 +197,7 @@ pub struct StatsSnapshot {
     /// Parts run by the requesting thread (all of them without workers).
     #[serde(default)]
     pub split_parts_caller: u64,
-    /// Keys on Twofish (FORMAT.md 11; made in software).
+    /// Keys on Twofish (FORMAT.md 11; masks made by the cpu or a device).
     #[serde(default)]
     pub twofish_keys: u64,
     /// Keys registered and not retired (`Engine::retire_key`).
