@@ -4,8 +4,8 @@
 #   bash bench/gpu.sh [--secs 0.3] [--out DIR]
 #
 # Builds and runs gpu-bench (crates/engine/src/bin/gpu-bench.rs): AES-256
-# masks of 4 KiB, 64 KiB and 1 MiB, 1, 16, 256 and 4096 contexts per batch,
-# on the cpu backend (1 thread), OpenCL (any platform: pocl on a CPU-only
+# and Twofish-256 masks of 4 KiB, 64 KiB and 1 MiB, 1, 16, 256 and 4096
+# contexts per batch, on the cpu backend (1 thread), OpenCL (any platform: pocl on a CPU-only
 # machine; one lane, then both lanes at once) and CUDA (a "not run" row
 # without a device). Writes DIR/gpu.json and DIR/gpu.md (default
 # bench/results). Installs the OpenCL ICD loader and pocl when missing (as

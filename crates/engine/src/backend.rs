@@ -49,8 +49,26 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// A device backend's own counters (`None` for the cpu backend).
+    fn device_counts(&self) -> Option<DeviceCounts> {
+        None
+    }
+
     /// Fill every job's `out`.
     fn make(&self, jobs: &mut [MaskJob<'_>]);
+}
+
+/// What a device backend did so far: launches run, masks made on the
+/// device, masks it left to the cpu (keys without raw bytes, masks too long
+/// for a launch, failed launches).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceCounts {
+    /// Launches run (failed ones included).
+    pub launches: u64,
+    /// Masks made on the device.
+    pub device_masks: u64,
+    /// Masks the backend made on the cpu instead.
+    pub cpu_masks: u64,
 }
 
 /// The cpu backend: the calling worker thread runs the AES itself (AES-NI /

@@ -54,6 +54,10 @@ pub struct MaskCipher {
     /// The raw key when it was added as bytes: what a device backend
     /// uploads (it expands the key itself). Zeroized on drop.
     raw: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// Twofish keys added as bytes: the tables and subkeys a device
+    /// backend uploads (`Twofish::device_words`), expanded once here.
+    /// Zeroized on drop.
+    device: Option<zeroize::Zeroizing<Vec<u32>>>,
 }
 
 impl std::fmt::Debug for MaskCipher {
@@ -75,6 +79,7 @@ impl MaskCipher {
         Self {
             inner: Inner::Hw(key),
             raw: None,
+            device: None,
         }
     }
 
@@ -86,6 +91,7 @@ impl MaskCipher {
         Ok(Self {
             inner: Inner::AesCrate(k),
             raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+            device: None,
         })
     }
 
@@ -97,6 +103,7 @@ impl MaskCipher {
             return Ok(Self {
                 inner: Inner::Hw(k),
                 raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+                device: None,
             });
         }
         let soft = match raw.len() {
@@ -107,21 +114,33 @@ impl MaskCipher {
         Ok(Self {
             inner: Inner::Soft(warpfs_crypto::Locked::new(soft)),
             raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+            device: None,
         })
     }
 
     /// Expand a raw 16- or 32-byte key of `cipher`: AES as [`new`](Self::new);
-    /// Twofish (FORMAT.md 11) on warpfs-crypto's own implementation, on the
-    /// cpu only (no raw key is kept, so a device backend leaves its masks to
-    /// the cpu).
+    /// Twofish (FORMAT.md 11) on warpfs-crypto's own implementation, with
+    /// the tables a device backend uploads expanded once
+    /// ([`twofish_device_words`](Self::twofish_device_words)).
     pub fn with_cipher(cipher: XtsCipher, raw: &[u8], software: bool) -> Result<Self, EngineError> {
         match cipher {
             XtsCipher::Aes => Self::new(raw, software),
-            XtsCipher::Twofish => Ok(Self {
-                inner: Inner::Hw(ContentKey::with_cipher(cipher, raw).map_err(|_| EngineError::KeyLength)?),
-                raw: None,
-            }),
+            XtsCipher::Twofish => {
+                let k = ContentKey::with_cipher(cipher, raw).map_err(|_| EngineError::KeyLength)?;
+                let tf = warpfs_crypto::twofish::Twofish::new(raw).map_err(|_| EngineError::KeyLength)?;
+                Ok(Self {
+                    inner: Inner::Hw(k),
+                    raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+                    device: Some(tf.device_words()),
+                })
+            }
         }
+    }
+
+    /// A Twofish key's tables and subkeys as the device mask kernel takes
+    /// them (`Twofish::device_words`); `None` for AES keys.
+    pub fn twofish_device_words(&self) -> Option<&[u32]> {
+        self.device.as_deref().map(|v| &v[..])
     }
 
     /// The block cipher.
@@ -367,7 +386,12 @@ mod tests {
     fn twofish_masks_are_twofish_ctr() {
         for key in [[7u8; 16].as_slice(), [9u8; 32].as_slice()] {
             let m = MaskCipher::with_cipher(XtsCipher::Twofish, key, false).unwrap();
-            assert_eq!((m.cipher(), m.raw_key(), m.is_slow()), (XtsCipher::Twofish, None, true));
+            assert_eq!(
+                (m.cipher(), m.raw_key(), m.is_slow()),
+                (XtsCipher::Twofish, Some(key), true)
+            );
+            let dev = warpfs_crypto::twofish::Twofish::new(key).unwrap().device_words();
+            assert_eq!(m.twofish_device_words(), Some(&dev[..]));
             let reference = ContentKey::with_cipher(XtsCipher::Twofish, key).unwrap();
             let n = [3u8; 12];
             let (mut a, mut b) = (vec![0u8; 4096 + 21], vec![0u8; 4096 + 21]);

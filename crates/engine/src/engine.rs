@@ -328,6 +328,9 @@ impl Engine {
             .snapshot(self.backend_name(), self.shared.threads, self.speculation());
         s.worker_cpus = self.worker_cpus();
         s.speculation_why = self.shared.cfg.speculation_why.clone();
+        if let Some(d) = self.shared.backend.device_counts() {
+            (s.device_launches, s.device_masks, s.device_cpu_masks) = (d.launches, d.device_masks, d.cpu_masks);
+        }
         s
     }
 

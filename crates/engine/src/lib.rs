@@ -37,7 +37,7 @@ mod stats;
 mod write_pool;
 
 pub use ahead::AheadJob;
-pub use backend::{Backend, CpuBackend, MaskJob};
+pub use backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
     check_cpus_exist, parse_cpu_list, speculation_policy, EngineConfig, PolicyInput, AHEAD_NICE, AHEAD_STEAL_AFTER,

@@ -105,6 +105,9 @@ impl Stats {
             keys_released: g(&self.keys_released),
             masks_held: g(&self.masks_held),
             speculation_why: String::new(),
+            device_launches: 0,
+            device_masks: 0,
+            device_cpu_masks: 0,
         }
     }
 }
@@ -194,7 +197,7 @@ pub struct StatsSnapshot {
     /// Parts run by the requesting thread (all of them without workers).
     #[serde(default)]
     pub split_parts_caller: u64,
-    /// Keys on Twofish (FORMAT.md 11; made in software).
+    /// Keys on Twofish (FORMAT.md 11; masks made by the cpu or a device).
     #[serde(default)]
     pub twofish_keys: u64,
     /// Keys registered and not retired (`Engine::retire_key`).
@@ -212,6 +215,16 @@ pub struct StatsSnapshot {
     /// Why speculation is on or off (the `--speculation` policy's reason).
     #[serde(default)]
     pub speculation_why: String,
+    /// A device backend's launches (0 on the cpu backend).
+    #[serde(default)]
+    pub device_launches: u64,
+    /// Masks a device backend made on the device.
+    #[serde(default)]
+    pub device_masks: u64,
+    /// Masks a device backend left to the cpu (keys without raw bytes,
+    /// masks too long for a launch, failed launches).
+    #[serde(default)]
+    pub device_cpu_masks: u64,
 }
 
 impl StatsSnapshot {
@@ -315,6 +328,13 @@ impl fmt::Display for StatsSnapshot {
             "  defines {}, made by workers {}, wasted {} (stale {})",
             self.defines, self.made_by_workers, self.wasted, self.stale
         )?;
+        if self.device_launches + self.device_masks + self.device_cpu_masks > 0 {
+            writeln!(
+                f,
+                "  device: {} launch(es), {} mask(s) made on the device, {} left to the cpu",
+                self.device_launches, self.device_masks, self.device_cpu_masks
+            )?;
+        }
         writeln!(
             f,
             "  decrypt-ahead: served {} blocks, read by the reader {}, wasted {}, waited {} time(s) (total {:.3} ms), \

@@ -1,4 +1,5 @@
-//! GPU mask backends against published vectors and the cpu backend.
+//! GPU mask backends against published vectors and the cpu backend, AES
+//! and Twofish keys (FORMAT.md 11).
 //! OpenCL runs wherever a platform exists (pocl in CI, where
 //! WARPFS_REQUIRE_OPENCL=1 turns a missing platform into a failure), and is
 //! counted as skipped elsewhere (`warpfs_testkit::skip`). The CUDA test is
@@ -8,6 +9,7 @@
 
 use proptest::prelude::*;
 use std::sync::{Arc, OnceLock};
+use warpfs_crypto::XtsCipher;
 use warpfs_engine::gpu::{DeviceBackend, MAX_BLOCKS, MAX_CONTEXTS};
 use warpfs_engine::{Backend, CpuBackend, Engine, EngineConfig, MaskCipher, MaskJob};
 
@@ -202,6 +204,137 @@ fn engine_on_opencl_applies_the_same_bytes_as_cpu() {
         "the device made the masks: {}",
         s.made_by_workers
     );
+}
+
+fn twofish(raw: &[u8]) -> MaskCipher {
+    MaskCipher::with_cipher(XtsCipher::Twofish, raw, false).unwrap()
+}
+
+/// The Twofish paper's first ECB vectors (all-zero key and block): with an
+/// all-zero nonce and counter 0 the first counter block is all zero, so the
+/// mask's first block is that ciphertext; the second block is E(0^12 || 1).
+#[test]
+fn opencl_twofish_masks_match_the_papers_vectors() {
+    let Some(b) = opencl() else { return };
+    for (bytes, ct) in [
+        (16, "9f589f5cf6122c32b6bfec2f2ae8c35a"),
+        (32, "57ff739d4dc92c1bd7fc01700cc8216f"),
+    ] {
+        let key = twofish(&vec![0u8; bytes]);
+        let mut mask = vec![0u8; 33];
+        b.make(&mut [MaskJob {
+            cipher: &key,
+            nonce: [0; 12],
+            counter: 0,
+            out: &mut mask,
+        }]);
+        assert_eq!(hex::encode(&mask[..16]), ct, "Twofish-{}", bytes * 8);
+        let mut want = vec![0u8; 33];
+        key.fill(&[0; 12], 0, &mut want);
+        assert_eq!(mask, want);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Random Twofish keys (several per launch, so work groups span
+    /// contexts of different keys), nonces, counters near the wrap, lengths.
+    #[test]
+    fn opencl_twofish_masks_equal_cpu_masks(
+        raw in prop::collection::vec(any_key(), 1..5),
+        specs in prop::collection::vec(
+            (any::<usize>(), any::<[u8; 12]>(), prop_oneof![any::<u32>(), (u32::MAX - 8)..=u32::MAX, 0u32..4], 1usize..9000),
+            1..40,
+        ),
+    ) {
+        let Some(b) = opencl() else { return Ok(()) };
+        let keys: Vec<MaskCipher> = raw.iter().map(|k| twofish(k)).collect();
+        let specs: Vec<_> = specs.into_iter().map(|(k, n, c, l)| (k % keys.len(), n, c, l)).collect();
+        same_as_cpu(&*b, &keys, &specs);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU with CUDA; scripts/test.sh runs it where nvidia-smi lists one"]
+fn cuda_twofish_masks_equal_cpu_masks() {
+    let keys = [
+        twofish(&[1; 16]),
+        twofish(&[2; 32]),
+        MaskCipher::new(&[3; 16], false).unwrap(),
+    ];
+    let specs: Vec<_> = (0..300)
+        .map(|i| (i % 3, [i as u8; 12], u32::MAX - i as u32, 1 + i * 97))
+        .collect();
+    same_as_cpu(&*cuda(), &keys, &specs);
+}
+
+#[test]
+fn opencl_twofish_batches_split_across_launches() {
+    let Some(b) = fresh_opencl() else { return };
+    let keys = [twofish(&[1; 16]), twofish(&[2; 32]), twofish(&[3; 32])];
+    let specs: Vec<_> = (0..MAX_CONTEXTS * 2 + 37)
+        .map(|i| (i % 3, [(i % 251) as u8; 12], i as u32 * 7, 16 + (i % 5) * 1000))
+        .collect();
+    same_as_cpu(&b, &keys, &specs);
+    assert_eq!(b.launches(), 3);
+    assert_eq!(b.cpu_masks(), 0, "every mask was made on the device");
+    assert_eq!(b.device_masks(), specs.len() as u64);
+    // More blocks than one launch holds: 10 MiB masks, 16 MiB per launch.
+    let big = 10 << 20;
+    let before = b.launches();
+    same_as_cpu(&b, &keys, &[(0, [1; 12], 5, big), (1, [2; 12], u32::MAX, big)]);
+    assert_eq!(b.launches() - before, 2);
+    assert_eq!(b.cpu_masks(), 0);
+}
+
+#[test]
+fn opencl_one_batch_of_aes_and_twofish_keys() {
+    let Some(b) = fresh_opencl() else { return };
+    let keys = [
+        MaskCipher::new(&[4; 16], false).unwrap(),
+        twofish(&[4; 16]),
+        MaskCipher::new(&[5; 32], false).unwrap(),
+        twofish(&[5; 32]),
+    ];
+    // Runs of one cipher each go to one launch of that cipher's kernel.
+    let specs: Vec<_> = (0..40)
+        .map(|i| ((i / 10) % 4, [i as u8; 12], u32::MAX - i as u32, 1 + i * 300))
+        .collect();
+    same_as_cpu(&b, &keys, &specs);
+    assert_eq!((b.launches(), b.device_masks(), b.cpu_masks()), (4, 40, 0));
+}
+
+#[test]
+fn engine_on_opencl_makes_twofish_masks_on_the_device() {
+    let Some(b) = fresh_opencl() else { return };
+    let e = Engine::with_backend(EngineConfig::default(), Box::new(b)).unwrap();
+    let cpu = Engine::new(EngineConfig {
+        speculation: false,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let k = e.add_raw_key_cipher(XtsCipher::Twofish, &[0x42; 32]).unwrap();
+    let kc = cpu.add_raw_key_cipher(XtsCipher::Twofish, &[0x42; 32]).unwrap();
+    let ctxs: Vec<_> = (0..100).map(|_| e.context()).collect();
+    let tickets: Vec<_> = ctxs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| e.define(c, k, &[i as u8; 12], i as i32).unwrap())
+        .collect();
+    e.quiesce();
+    for (i, (c, t)) in ctxs.iter().zip(&tickets).enumerate() {
+        let mut a = vec![0x5au8; 4096];
+        let ej0 = e.apply_block(c, t, &mut a).unwrap();
+        let mut want = vec![0x5au8; 4096];
+        let ej0_want = cpu.open_direct(kc, &[i as u8; 12], &mut want).unwrap();
+        assert_eq!((a, ej0), (want, ej0_want), "context {i}");
+    }
+    let s = e.stats();
+    assert_eq!(s.twofish_keys, 1);
+    assert!(s.device_masks >= 100, "the device made the masks: {s}");
+    assert_eq!(s.device_cpu_masks, 0, "none was left to the cpu: {s}");
+    assert!(s.device_launches >= 1, "{s}");
 }
 
 /// A device backend stand-in whose launches block until the test lets them go.

@@ -1,5 +1,6 @@
 //! `--engine cpu|opencl|cuda|auto` through real mounts: masks made on an
-//! OpenCL device (pocl in CI) give the same files, an unavailable engine
+//! OpenCL device (pocl in CI) give the same files, AES and Twofish
+//! volumes alike (FORMAT.md 11), an unavailable engine
 //! falls back to the cpu with one warning line, loading the OpenCL platform
 //! keeps the mount's signal handling, and `warpfs stats` names the backend.
 //! With `WARPFS_REQUIRE_OPENCL=1` a mount that could not use OpenCL fails
@@ -74,6 +75,42 @@ fn opencl_mount_round_trips_and_reports_its_backend() {
         let mut rng = Rng::for_test("gpu-seq");
         let want = rng.bytes((3 << 20) + 1234);
         assert_bytes_eq(&fs::read(v.p("gpu-seq")).unwrap(), &want, "gpu-seq on cpu");
+        v.unmount();
+    }
+}
+
+/// Twofish volumes (gcm 256-bit, ctr 128-bit keys): the device makes every
+/// mask (none left to the cpu), and a cpu mount reads the files back.
+#[test]
+fn opencl_mount_makes_twofish_masks_on_the_device() {
+    require_fuse!();
+    for (mode, bits) in [(Mode::GcmTwofish, "256"), (Mode::CtrTwofish, "128")] {
+        let mut v = Volume::init_with(mode, &["--key-bits", bits]);
+        v.mount_with(&["--engine", "opencl"]);
+        if !on_opencl(&v.mnt) {
+            return;
+        }
+        round_trip(&v.mnt, "tf-seq", 2);
+        let s = stats_at(&v.mnt);
+        assert!(s.twofish_keys >= 1, "{s}");
+        assert!(s.device_masks > 0, "{} {bits}: the device made masks: {s}", mode.name());
+        assert_eq!(
+            s.device_cpu_masks,
+            0,
+            "{} {bits}: none left to the cpu: {s}",
+            mode.name()
+        );
+        let o = warpfs(args!["stats", &v.mnt]);
+        o.expect_ok("warpfs stats");
+        assert!(
+            o.stdout.contains("made on the device"),
+            "warpfs stats shows device work:\n{o}"
+        );
+        v.unmount();
+        v.mount_with(&["--engine", "cpu"]);
+        let mut rng = Rng::for_test("tf-seq");
+        let want = rng.bytes((2 << 20) + 1234);
+        assert_bytes_eq(&fs::read(v.p("tf-seq")).unwrap(), &want, "tf-seq on cpu");
         v.unmount();
     }
 }

@@ -1,5 +1,6 @@
-//! CUDA host glue for the mask kernel (`cudarc`, libcuda and libnvrtc loaded
-//! at run time; NVRTC compiles the same kernel source OpenCL builds): one
+//! CUDA host glue for the mask kernels (`cudarc`, libcuda and libnvrtc loaded
+//! at run time; NVRTC compiles the same AES and Twofish kernel sources
+//! OpenCL builds): one
 //! context, two streams ("lanes"), each with its device buffers and a pinned
 //! host buffer, all allocated when the device opens and reused.
 //!
@@ -7,15 +8,19 @@
 //! its kernel logic is the one CI checks on OpenCL (pocl).
 
 use super::device::{
-    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS,
+    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, KEY_BUF_WORDS, MAX_BLOCKS, MAX_CONTEXTS,
+    TF_CTR_NAME, TF_CTR_SRC,
 };
-use super::tables::{te0, RK_WORDS};
+use super::tables::te0;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PinnedHostSlice, PushKernelArg};
 use std::sync::{Arc, Mutex};
 
 struct Lane {
     stream: Arc<CudaStream>,
     func: CudaFunction,
+    /// The Twofish mask kernel (same arguments).
+    tf_func: CudaFunction,
+    /// Key table: AES round keys or Twofish tables, `KEY_BUF_WORDS`.
     rk: CudaSlice<u32>,
     desc: CudaSlice<u32>,
     out: CudaSlice<u32>,
@@ -66,6 +71,11 @@ impl CudaDevice {
             cudarc::nvrtc::compile_ptx(KERNEL_SRC),
         )?;
         let module = cu("cuModuleLoadData", ctx.load_module(ptx))?;
+        let tf_ptx = cu(
+            "NVRTC compile of the Twofish mask kernel",
+            cudarc::nvrtc::compile_ptx(TF_CTR_SRC),
+        )?;
+        let tf_module = cu("cuModuleLoadData", ctx.load_module(tf_ptx))?;
         let s0 = cu("cuStreamCreate", ctx.new_stream())?;
         let te = cu("te upload", s0.clone_htod(&te0()[..]))?;
         let mut lanes = Vec::new();
@@ -76,7 +86,8 @@ impl CudaDevice {
                 cu("cuStreamCreate", ctx.new_stream())?
             };
             let func = cu("cuModuleGetFunction", module.load_function(KERNEL_NAME))?;
-            let rk = cu("rk buffer", stream.alloc_zeros::<u32>(MAX_KEYS * RK_WORDS))?;
+            let tf_func = cu("cuModuleGetFunction", tf_module.load_function(TF_CTR_NAME))?;
+            let rk = cu("rk buffer", stream.alloc_zeros::<u32>(KEY_BUF_WORDS))?;
             let desc = cu("desc buffer", stream.alloc_zeros::<u32>(MAX_CONTEXTS * DESC_WORDS))?;
             let out = cu("mask buffer", stream.alloc_zeros::<u32>(MAX_BLOCKS * 4))?;
             // SAFETY: the pinned buffer is only read after the device wrote it.
@@ -87,6 +98,7 @@ impl CudaDevice {
             lanes.push(Mutex::new(Lane {
                 stream,
                 func,
+                tf_func,
                 rk,
                 desc,
                 out,
@@ -118,14 +130,14 @@ impl CudaDevice {
             block_dim: (GROUP as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = st.launch_builder(&ln.func);
+        let mut b = st.launch_builder(if l.twofish { &ln.tf_func } else { &ln.func });
         b.arg(&self.te)
             .arg(&ln.rk)
             .arg(&ln.desc)
             .arg(&l.ndesc)
             .arg(&l.items)
             .arg(&mut ln.out);
-        // SAFETY: the argument list matches the kernel's signature
+        // SAFETY: the argument list matches both kernels' signature
         // (const uint*, const uint*, const uint*, uint, uint, uint*), and the
         // kernel writes only the `blocks` blocks the descriptors name.
         cu("cuLaunchKernel", unsafe { b.launch(cfg) })?;

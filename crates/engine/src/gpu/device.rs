@@ -1,6 +1,6 @@
 //! What a GPU driver (OpenCL or CUDA host glue) provides to the device
-//! backend: lanes that each run one launch of the shared mask kernel at a
-//! time, with buffers allocated once.
+//! backend: lanes that each run one launch of a shared mask kernel (AES or
+//! Twofish) at a time, with buffers allocated once.
 
 /// Words per context descriptor (see kernels/aes_ctr.cl).
 pub const DESC_WORDS: usize = 8;
@@ -21,10 +21,25 @@ use std::sync::Mutex;
 pub const KERNEL_SRC: &str = include_str!("../../kernels/aes_ctr.cl");
 /// The kernel's entry point.
 pub const KERNEL_NAME: &str = "warpfs_aes_ctr";
+/// The Twofish mask kernel (same arguments and descriptors), after the
+/// Twofish round function it shares with the XTS-Twofish kernel.
+pub const TF_CTR_SRC: &str = concat!(
+    include_str!("../../kernels/twofish_round.cl"),
+    include_str!("../../kernels/twofish_ctr.cl")
+);
+/// The Twofish mask kernel's entry point.
+pub const TF_CTR_NAME: &str = "warpfs_twofish_ctr";
+/// Key words per Twofish key slot (`TF_WORDS` in the kernel).
+pub const TF_WORDS: usize = warpfs_crypto::twofish::Twofish::DEVICE_WORDS;
+/// Words of a lane's key buffer: `MAX_KEYS` slots of the larger kind.
+pub const KEY_BUF_WORDS: usize = MAX_KEYS * TF_WORDS;
 
 /// One launch, ready to upload: round keys, descriptors, sizes.
 pub struct Launch {
-    /// `MAX_KEYS`-bounded round-key table, `RK_WORDS` per key.
+    /// Whether the keys are Twofish (the Twofish kernel runs) or AES.
+    pub twofish: bool,
+    /// `MAX_KEYS`-bounded key table: `RK_WORDS` per AES key, `TF_WORDS`
+    /// per Twofish key.
     pub rk: zeroize::Zeroizing<Vec<u32>>,
     /// `DESC_WORDS` per context.
     pub desc: Vec<u32>,
@@ -62,7 +77,7 @@ pub fn launch_on<L>(
 ) -> Result<(), String> {
     if l.blocks > MAX_BLOCKS
         || l.desc.len() > MAX_CONTEXTS * DESC_WORDS
-        || l.rk.len() > MAX_KEYS * super::tables::RK_WORDS
+        || l.rk.len() > MAX_KEYS * if l.twofish { TF_WORDS } else { super::tables::RK_WORDS }
     {
         return Err("launch larger than the lane's buffers".into());
     }

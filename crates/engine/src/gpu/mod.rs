@@ -1,8 +1,10 @@
 //! GPU mask backends (GipherFS §3.2.2, EncFS++ §2/§5): the OpenCL and CUDA
-//! host glue around one shared kernel (`kernels/aes_ctr.cl`), and the
-//! [`DeviceBackend`] that packs the engine's batches into launches.
+//! host glue around shared kernels (`kernels/aes_ctr.cl`, and
+//! `kernels/twofish_ctr.cl` for Twofish keys), and the [`DeviceBackend`]
+//! that packs the engine's batches into launches.
 //!
-//! A launch serves up to [`MAX_CONTEXTS`] contexts in the order the engine
+//! A launch serves up to [`MAX_CONTEXTS`] contexts of one block cipher in
+//! the order the engine
 //! hands them (priority order). Each driver has two lanes (queues/streams
 //! with their own buffers); the engine runs one driver thread per lane, so
 //! one batch computes while the other copies back. Only masks cross the
@@ -26,9 +28,9 @@ pub use xts::{XtsDevice, TF_KERNEL_SRC, XTS_CHUNK, XTS_GROUP, XTS_KERNEL_SRC};
 pub use xts_cuda::XtsCudaDevice;
 pub use xts_keys::XtsKeys;
 
-use crate::backend::{Backend, CpuBackend, MaskJob};
+use crate::backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 use crate::MaskCipher;
-use device::{Device, Launch, BLOCKS_PER_ITEM, DESC_WORDS};
+use device::{Device, Launch, BLOCKS_PER_ITEM, DESC_WORDS, TF_WORDS};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tables::{expand, RK_WORDS};
@@ -46,6 +48,7 @@ pub struct DeviceBackend {
     dropped: AtomicBool,
     launches: AtomicU64,
     cpu_masks: AtomicU64,
+    device_masks: AtomicU64,
 }
 
 impl DeviceBackend {
@@ -79,27 +82,36 @@ impl DeviceBackend {
             dropped: AtomicBool::new(false),
             launches: AtomicU64::new(0),
             cpu_masks: AtomicU64::new(0),
+            device_masks: AtomicU64::new(0),
         };
         b.self_test()?;
         Ok(b)
     }
 
-    /// Make masks for a fixed set of keys, nonces, counters (the 32-bit
-    /// wrap included) and lengths on every lane and compare with the cpu.
+    /// Make masks for a fixed set of keys (AES and Twofish, 128 and 256
+    /// bits), nonces, counters (the 32-bit wrap included) and lengths on
+    /// every lane and compare with the cpu.
     fn self_test(&self) -> Result<(), String> {
-        let keys: Vec<MaskCipher> = [&[0x2bu8; 16][..], &[0x60u8; 32][..]]
-            .iter()
-            .map(|k| MaskCipher::new(k, false).expect("valid key"))
-            .collect();
-        let lens = [16usize, 4112, 1, 33, 4096 * 3 + 7];
-        let counters = [1u32, u32::MAX - 2, 0, 77, 1 << 31];
+        use warpfs_crypto::XtsCipher::{Aes, Twofish};
+        let keys: Vec<MaskCipher> = [
+            (Aes, &[0x2bu8; 16][..]),
+            (Aes, &[0x60u8; 32][..]),
+            (Twofish, &[0x2bu8; 16][..]),
+            (Twofish, &[0x60u8; 32][..]),
+        ]
+        .iter()
+        .map(|&(c, k)| MaskCipher::with_cipher(c, k, false).expect("valid key"))
+        .collect();
+        let lens = [16usize, 4112, 1, 33, 4096 * 3 + 7, 4112, 20, 4096 * 2 + 9];
+        let counters = [1u32, u32::MAX - 2, 0, 77, 1 << 31, u32::MAX - 1, 1, 9];
+        let key_of = |i: usize| &keys[i % keys.len()];
         for lane in 0..self.busy.len() {
             let mut outs: Vec<Vec<u8>> = lens.iter().map(|&n| vec![0u8; n]).collect();
             let mut jobs: Vec<MaskJob<'_>> = outs
                 .iter_mut()
                 .enumerate()
                 .map(|(i, o)| MaskJob {
-                    cipher: &keys[i % 2],
+                    cipher: key_of(i),
                     nonce: [i as u8 ^ 0xa5; 12],
                     counter: counters[i],
                     out: &mut o[..],
@@ -114,7 +126,7 @@ impl DeviceBackend {
             drop(jobs);
             for (i, o) in outs.iter().enumerate() {
                 let mut want = vec![0u8; o.len()];
-                keys[i % 2].fill(&[i as u8 ^ 0xa5; 12], counters[i], &mut want);
+                key_of(i).fill(&[i as u8 ^ 0xa5; 12], counters[i], &mut want);
                 if *o != want {
                     return Err(format!("self-test: lane {lane} mask {i} differs from the cpu backend"));
                 }
@@ -136,6 +148,11 @@ impl DeviceBackend {
     /// Masks this backend made on the CPU (no raw key, too long, failures).
     pub fn cpu_masks(&self) -> u64 {
         self.cpu_masks.load(Ordering::Relaxed)
+    }
+
+    /// Masks made on the device (by launches that succeeded).
+    pub fn device_masks(&self) -> u64 {
+        self.device_masks.load(Ordering::Relaxed)
     }
 
     fn take_lane(&self) -> (usize, bool) {
@@ -185,12 +202,18 @@ fn eligible(j: &MaskJob<'_>) -> bool {
     j.cipher.raw_key().is_some() && j.out.len().div_ceil(16) <= MAX_BLOCKS
 }
 
-/// Split `jobs` (all eligible) into launches: consecutive ranges within the
-/// context, block and key limits.
+/// Whether a job's key runs on the Twofish kernel.
+fn is_twofish(j: &MaskJob<'_>) -> bool {
+    j.cipher.twofish_device_words().is_some()
+}
+
+/// Split `jobs` (all eligible) into launches: consecutive ranges of one
+/// block cipher within the context, block and key limits.
 fn plan(jobs: &[MaskJob<'_>]) -> Vec<(std::ops::Range<usize>, Launch)> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < jobs.len() {
+        let twofish = is_twofish(&jobs[start]);
         let mut keys: Vec<*const MaskCipher> = Vec::new();
         let mut rk = zeroize::Zeroizing::new(Vec::new());
         let mut desc = Vec::new();
@@ -201,19 +224,27 @@ fn plan(jobs: &[MaskJob<'_>]) -> Vec<(std::ops::Range<usize>, Launch)> {
             let nblk = j.out.len().div_ceil(16);
             let kp: *const MaskCipher = j.cipher;
             let known = keys.iter().position(|&k| std::ptr::eq(k, kp));
-            if blocks + nblk > MAX_BLOCKS || (known.is_none() && keys.len() == MAX_KEYS) {
+            if blocks + nblk > MAX_BLOCKS || (known.is_none() && keys.len() == MAX_KEYS) || is_twofish(j) != twofish {
                 break;
             }
             let ki = match known {
                 Some(i) => i,
                 None => {
-                    let (w, _) = expand(j.cipher.raw_key().expect("eligible")).expect("16 or 32 bytes");
-                    rk.extend_from_slice(&w[..]);
+                    if let Some(w) = j.cipher.twofish_device_words() {
+                        rk.extend_from_slice(w);
+                    } else {
+                        let (w, _) = expand(j.cipher.raw_key().expect("eligible")).expect("16 or 32 bytes");
+                        rk.extend_from_slice(&w[..]);
+                    }
                     keys.push(kp);
                     keys.len() - 1
                 }
             };
-            let rounds = if j.cipher.bits() == 128 { 10u32 } else { 14 };
+            let rounds = match (twofish, j.cipher.bits()) {
+                (true, _) => 16u32,
+                (false, 128) => 10,
+                (false, _) => 14,
+            };
             let n = &j.nonce;
             desc.extend_from_slice(&[
                 u32::from_be_bytes([n[0], n[1], n[2], n[3]]),
@@ -230,10 +261,11 @@ fn plan(jobs: &[MaskJob<'_>]) -> Vec<(std::ops::Range<usize>, Launch)> {
             end += 1;
         }
         debug_assert_eq!(desc.len(), (end - start) * DESC_WORDS);
-        debug_assert_eq!(rk.len(), keys.len() * RK_WORDS);
+        debug_assert_eq!(rk.len(), keys.len() * if twofish { TF_WORDS } else { RK_WORDS });
         out.push((
             start..end,
             Launch {
+                twofish,
                 rk,
                 desc,
                 ndesc: (end - start) as u32,
@@ -266,6 +298,14 @@ impl Backend for DeviceBackend {
 
     fn is_device(&self) -> bool {
         true
+    }
+
+    fn device_counts(&self) -> Option<DeviceCounts> {
+        Some(DeviceCounts {
+            launches: self.launches(),
+            device_masks: self.device_masks(),
+            cpu_masks: self.cpu_masks(),
+        })
     }
 
     fn make(&self, jobs: &mut [MaskJob<'_>]) {
@@ -314,9 +354,14 @@ impl Backend for DeviceBackend {
             }))
             .unwrap_or_else(|_| Err("the driver panicked during a launch".into()));
             self.launches.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = r {
-                self.fail(&e);
-                self.cpu(&mut dev_jobs[range]);
+            match r {
+                Ok(()) => {
+                    self.device_masks.fetch_add(range.len() as u64, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.fail(&e);
+                    self.cpu(&mut dev_jobs[range]);
+                }
             }
         }
         if owned {
@@ -344,6 +389,9 @@ impl Backend for Arc<DeviceBackend> {
     }
     fn is_device(&self) -> bool {
         true
+    }
+    fn device_counts(&self) -> Option<DeviceCounts> {
+        (**self).device_counts()
     }
     fn make(&self, jobs: &mut [MaskJob<'_>]) {
         (**self).make(jobs)
@@ -378,6 +426,7 @@ mod tests {
             dropped: AtomicBool::new(false),
             launches: AtomicU64::new(0),
             cpu_masks: AtomicU64::new(0),
+            device_masks: AtomicU64::new(0),
         }
     }
 
@@ -429,5 +478,32 @@ mod tests {
         assert_eq!(p[0].1.blocks, MAX_KEYS * 3);
         assert_eq!(p[0].1.items, MAX_KEYS as u32);
         assert_eq!(&p[1].1.desc[..DESC_WORDS], &[0, 0, 0, 0, 3, 0, 10, 0]);
+    }
+
+    #[test]
+    fn plan_keeps_one_block_cipher_per_launch() {
+        let keys = [
+            MaskCipher::new(&[1; 16], false).unwrap(),
+            MaskCipher::with_cipher(warpfs_crypto::XtsCipher::Twofish, &[1; 16], false).unwrap(),
+        ];
+        let mut outs: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 40]).collect();
+        let jobs: Vec<MaskJob<'_>> = outs
+            .iter_mut()
+            .enumerate()
+            .map(|(i, o)| MaskJob {
+                cipher: &keys[usize::from(i % 4 >= 2)],
+                nonce: [0; 12],
+                counter: 0,
+                out: &mut o[..],
+            })
+            .collect();
+        let p = plan(&jobs);
+        let got: Vec<_> = p.iter().map(|(r, l)| (r.clone(), l.twofish, l.rk.len())).collect();
+        assert_eq!(
+            got,
+            [(0..2, false, RK_WORDS), (2..4, true, TF_WORDS), (4..5, false, RK_WORDS)]
+        );
+        assert_eq!(&p[1].1.desc[..DESC_WORDS], &[0, 0, 0, 0, 3, 0, 16, 0]);
+        assert_eq!(&p[1].1.rk[..], keys[1].twofish_device_words().unwrap());
     }
 }

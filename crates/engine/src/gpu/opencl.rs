@@ -1,12 +1,14 @@
-//! OpenCL host glue for the mask kernel (`opencl3`, libOpenCL loaded at run
-//! time): one context, two in-order queues ("lanes"), each with its device
+//! OpenCL host glue for the mask kernels (`opencl3`, libOpenCL loaded at run
+//! time; AES and Twofish, built once): one context, two in-order queues
+//! ("lanes"), each with its device
 //! buffers and a pinned (CL_MEM_ALLOC_HOST_PTR, mapped once) host buffer,
 //! all allocated when the device opens and reused for every launch.
 
 use super::device::{
-    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS,
+    launch_on, Device, Launch, DESC_WORDS, GROUP, KERNEL_NAME, KERNEL_SRC, KEY_BUF_WORDS, MAX_BLOCKS, MAX_CONTEXTS,
+    TF_CTR_NAME, TF_CTR_SRC,
 };
-use super::tables::{te0, RK_WORDS};
+use super::tables::te0;
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{Device as ClDevice, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
@@ -33,6 +35,9 @@ pub enum Want {
 struct Lane {
     queue: CommandQueue,
     kernel: Kernel,
+    /// The Twofish mask kernel (same arguments).
+    tf_kernel: Kernel,
+    /// Key table: AES round keys or Twofish tables, `KEY_BUF_WORDS`.
     rk: Buffer<u32>,
     desc: Buffer<u32>,
     out: Buffer<u32>,
@@ -51,6 +56,7 @@ pub struct OpenClDevice {
     lanes: Vec<Mutex<Lane>>,
     te: Buffer<u32>,
     _program: Program,
+    _tf_program: Program,
     context: Context,
 }
 
@@ -105,6 +111,8 @@ impl OpenClDevice {
         let context = cl("clCreateContext", Context::from_device(&dev))?;
         let program = Program::create_and_build_from_source(&context, KERNEL_SRC, "")
             .map_err(|log| format!("building the mask kernel: {log}"))?;
+        let tf_program = Program::create_and_build_from_source(&context, TF_CTR_SRC, "")
+            .map_err(|log| format!("building the Twofish mask kernel: {log}"))?;
         let table = te0();
         // SAFETY: buffers are created with sizes in elements of u32 and no host pointer.
         let mut te = unsafe {
@@ -127,11 +135,12 @@ impl OpenClDevice {
                 };
             }
             let kernel = cl("clCreateKernel", Kernel::create(&program, KERNEL_NAME))?;
+            let tf_kernel = cl("clCreateKernel", Kernel::create(&tf_program, TF_CTR_NAME))?;
             // SAFETY: plain allocations; `host` is mapped once and unmapped in Drop.
             let lane = unsafe {
                 let rk = cl(
                     "rk buffer",
-                    Buffer::create(&context, CL_MEM_READ_ONLY, MAX_KEYS * RK_WORDS, std::ptr::null_mut()),
+                    Buffer::create(&context, CL_MEM_READ_ONLY, KEY_BUF_WORDS, std::ptr::null_mut()),
                 )?;
                 let desc = cl(
                     "desc buffer",
@@ -174,6 +183,7 @@ impl OpenClDevice {
                 Lane {
                     queue,
                     kernel,
+                    tf_kernel,
                     rk,
                     desc,
                     out,
@@ -188,6 +198,7 @@ impl OpenClDevice {
             lanes,
             te,
             _program: program,
+            _tf_program: tf_program,
             context,
         })
     }
@@ -227,7 +238,7 @@ impl OpenClDevice {
             )?;
             cl(
                 "kernel launch",
-                ExecuteKernel::new(&ln.kernel)
+                ExecuteKernel::new(if l.twofish { &ln.tf_kernel } else { &ln.kernel })
                     .set_arg(&self.te)
                     .set_arg(&ln.rk)
                     .set_arg(&ln.desc)
@@ -260,7 +271,7 @@ impl Drop for OpenClDevice {
             unsafe {
                 let _ = ln
                     .queue
-                    .enqueue_fill_buffer(&mut ln.rk, &[0u32], 0, MAX_KEYS * RK_WORDS * 4, &[]);
+                    .enqueue_fill_buffer(&mut ln.rk, &[0u32], 0, KEY_BUF_WORDS * 4, &[]);
                 let _ = ln
                     .queue
                     .enqueue_fill_buffer(&mut ln.out, &[0u32], 0, MAX_BLOCKS * 16, &[]);

@@ -22,7 +22,10 @@ use warpfs_crypto::XtsCipher;
 pub const XTS_KERNEL_SRC: &str = include_str!("../../kernels/aes_xts.cl");
 pub(super) const KERNEL_NAME: &str = "warpfs_aes_xts";
 /// The XTS-Twofish kernel source (same conventions).
-pub const TF_KERNEL_SRC: &str = include_str!("../../kernels/twofish_xts.cl");
+pub const TF_KERNEL_SRC: &str = concat!(
+    include_str!("../../kernels/twofish_round.cl"),
+    include_str!("../../kernels/twofish_xts.cl")
+);
 pub(super) const TF_KERNEL_NAME: &str = "warpfs_twofish_xts";
 /// Work items per work group (one table entry each).
 pub const XTS_GROUP: usize = 256;
