@@ -3,11 +3,13 @@
 //! reader is moved away from a ring thread's CPU only when another CPU is
 //! idle, so keeping it here ([`super::stay`]) pays only then; when every
 //! other CPU is busy it would have stayed anyway, and committing at idle
-//! priority then only adds a preemption.
+//! priority then only adds a preemption. A period without requests puts
+//! the sampler to sleep until the next one (an idle mount does not wake
+//! the machine ten times a second).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, OnceLock};
+use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 /// How often /proc/stat is read.
@@ -39,9 +41,43 @@ pub fn parse(stat: &str) -> Vec<(usize, u64, u64)> {
 pub struct Flags {
     idle: Vec<AtomicBool>,
     stop: AtomicBool,
+    /// A request was served since the sampler last looked.
+    active: AtomicBool,
+    /// The sampler sleeps until the next request.
+    asleep: AtomicBool,
+    sampler: OnceLock<Thread>,
 }
 
 impl Flags {
+    fn new(cpus: usize) -> Flags {
+        Flags {
+            idle: (0..cpus).map(|_| AtomicBool::new(true)).collect(),
+            stop: AtomicBool::new(false),
+            active: AtomicBool::new(false),
+            asleep: AtomicBool::new(false),
+            sampler: OnceLock::new(),
+        }
+    }
+
+    /// A queue thread served requests: wake the sampler if it sleeps.
+    pub fn touch(&self) {
+        if !self.active.load(Ordering::Relaxed) {
+            self.active.store(true, Ordering::Relaxed);
+        }
+        if self.asleep.load(Ordering::Relaxed) && self.asleep.swap(false, Ordering::AcqRel) {
+            if let Some(t) = self.sampler.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Nothing known: every CPU counts as idle.
+    fn forget(&self) {
+        for f in &self.idle {
+            f.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Whether some CPU other than `me` was idle in the last period (true
     /// before the first one: nothing known yet).
     pub fn another_idle(&self, me: usize) -> bool {
@@ -74,10 +110,7 @@ pub struct IdleCpus {
 impl IdleCpus {
     /// Start sampling `cpus` CPUs.
     pub fn start(cpus: usize) -> std::io::Result<IdleCpus> {
-        let flags = Arc::new(Flags {
-            idle: (0..cpus).map(|_| AtomicBool::new(true)).collect(),
-            stop: AtomicBool::new(false),
-        });
+        let flags = Arc::new(Flags::new(cpus));
         let f = flags.clone();
         let thread = std::thread::Builder::new()
             .name("warpfs-idle-cpus".into())
@@ -93,8 +126,19 @@ impl IdleCpus {
                     let after = read();
                     f.update(&before, &after);
                     before = after;
+                    if f.active.swap(false, Ordering::Relaxed) {
+                        continue;
+                    }
+                    // A period without requests: sleep until the next.
+                    f.forget();
+                    f.asleep.store(true, Ordering::Release);
+                    while f.asleep.load(Ordering::Acquire) && !f.stop.load(Ordering::Relaxed) {
+                        std::thread::park();
+                    }
+                    before = read();
                 }
             })?;
+        let _ = flags.sampler.set(thread.thread().clone());
         Ok(IdleCpus {
             flags,
             thread: Some(thread),
@@ -126,10 +170,7 @@ mod tests {
                      cpu1 10 0 5 45 0 0 0 0 0 0\n";
 
     fn flags(n: usize) -> Flags {
-        Flags {
-            idle: (0..n).map(|_| AtomicBool::new(true)).collect(),
-            stop: AtomicBool::new(false),
-        }
+        Flags::new(n)
     }
 
     #[test]
@@ -150,6 +191,22 @@ mod tests {
         // No time passed: the flags stay as they were.
         f.update(&parse(B), &parse(B));
         assert!(f.another_idle(0) && !f.another_idle(1));
+    }
+
+    #[test]
+    fn a_request_wakes_a_sleeping_sampler() {
+        let s = IdleCpus::start(2).unwrap();
+        let f = s.flags.clone();
+        // No requests: the sampler goes to sleep after one period.
+        let deadline = std::time::Instant::now() + PERIOD * 100;
+        while !f.asleep.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < deadline, "the sampler never went to sleep");
+            std::thread::sleep(PERIOD / 4);
+        }
+        assert!(f.another_idle(0) && f.another_idle(1), "asleep: nothing known");
+        f.touch();
+        assert!(!f.asleep.load(Ordering::Acquire), "woken");
+        drop(s);
     }
 
     #[test]

@@ -299,6 +299,9 @@ pub fn run<T: Operations>(
             done.clear();
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
         }
+        if let Some(f) = &spec.idle {
+            f.touch();
+        }
         let mut woken = false;
         let mut local = false;
         let another_idle = match (&spec.idle, spec.cpu) {
