@@ -370,8 +370,9 @@ fn a_user_mounts_a_view_through_fusermount3_and_an_unreadable_file_fails_alone()
         r.view.as_os_str(),
     ]);
     let opts = super_options(&r.view);
+    // `./`: an encrypted name may start with '-'.
     let script = "set -e; n=$(ls | wc -l); echo entries=$n; \
-        for f in *; do if e=$(cat \"$f\" 2>&1 > /dev/null); then echo ok; else echo \"$e\"; fi; done";
+        for f in *; do if e=$(cat \"./$f\" 2>&1 > /dev/null); then echo ok; else echo \"$e\"; fi; done";
     let o = Command::new("sh")
         .args(["-c", script])
         .current_dir(&r.view)
