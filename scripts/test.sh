@@ -56,9 +56,9 @@
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
 #                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
-#   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (15) s;
+#   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (10 here; fuzz.sh alone: 15) s;
 #                 installs nightly + cargo-fuzz into target/tools
-#  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-1} (random mixed ops
+#  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-0.5} (random mixed ops
 #                 against a model, with remounts)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed, K skipped` (the cargo
@@ -195,7 +195,7 @@ step spec-on env WARPFS_TEST_SPECULATION=on \
 step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
     cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
-step fsx env FSX_SEEDS=2 bash scripts/fsx.sh
+step fsx env FSX_SEEDS=1 bash scripts/fsx.sh
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
 # line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
 # platform fail instead of skip.
@@ -231,16 +231,16 @@ fi
 if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
     NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
 else
-    step fuzz bash scripts/fuzz.sh
+    step fuzz env FUZZ_SECONDS="${FUZZ_SECONDS:-10}" bash scripts/fuzz.sh
 fi
 
 # ---- soak (bench/soak.sh; SOAK_MINUTES=0 skips) --------------------------------
-if [[ ${SOAK_MINUTES:-1} == 0 ]]; then
+if [[ ${SOAK_MINUTES:-0.5} == 0 ]]; then
     NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
 else
-    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-1}"
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-0.5}"
     # The same mix for half as long on /dev/fuse (the other transport).
-    step soak-dev env WARPFS_TRANSPORT=dev bash bench/soak.sh --minutes "$(awk -v m="${SOAK_MINUTES:-1}" 'BEGIN { print m / 2 }')"
+    step soak-dev env WARPFS_TRANSPORT=dev bash bench/soak.sh --minutes "$(awk -v m="${SOAK_MINUTES:-0.5}" 'BEGIN { print m / 2 }')"
 fi
 
 # ---- summary -----------------------------------------------------------------
