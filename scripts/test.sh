@@ -45,7 +45,7 @@
 #                 every combination of speculation, transport and --no-xattr
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
-#   6. fsx        scripts/fsx.sh: fsx against real mounts, 2 seeds per content
+#   6. fsx        scripts/fsx.sh: fsx against real mounts, 1 seed per content
 #                 mode (gcm, ctr, xts; the script's default is 3)
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
