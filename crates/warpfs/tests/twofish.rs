@@ -130,9 +130,11 @@ fn stats(v: &Volume) -> warpfs_engine::StatsSnapshot {
 }
 
 /// Requests of 64 KiB or more in `xts` are split across the engine's
-/// workers (the FUSE thread doing a share); the data round-trips. No
-/// decrypt-ahead: its threads (at nice 19) would make the splits instead of
-/// the FUSE thread.
+/// workers; the data round-trips. No decrypt-ahead: its threads would make
+/// the splits instead of the FUSE thread. Which thread runs how many parts
+/// depends on the scheduler (a busy machine can leave the FUSE thread
+/// none): that the caller takes a share is tested in the engine
+/// (`split::tests`), where it is deterministic.
 fn big_xts_requests_are_split(mode: Mode) {
     require_fuse!();
     let mut v = Volume::init(mode);
@@ -150,7 +152,10 @@ fn big_xts_requests_are_split(mode: Mode) {
     let s = stats(&v);
     assert!(s.split_requests > 0, "no request was split:\n{s}");
     assert!(s.split_parts_workers > 0, "no worker took a part:\n{s}");
-    assert!(s.split_parts_caller > 0, "the FUSE thread did no share:\n{s}");
+    assert!(
+        s.split_parts_workers + s.split_parts_caller >= 2 * s.split_requests,
+        "a split request ran fewer than two parts:\n{s}"
+    );
     v.remount();
     assert!(
         fs::read(v.p("big")).unwrap() == data,
