@@ -20,9 +20,11 @@ t() { timeout -k 5 120 "$@"; }
 
 # Pinning (taskset): fio on CPU $FIO_CPU (default 0), each daemon on
 # $FS_CPUS (default 1; 0 on a 1-CPU machine); the keystream workers of the
-# warpfs-specon peer on $ENGINE_CPUS (`--engine-cpus`; default: $FIO_CPU on
-# a machine with 2+ CPUs, i.e. the core the client leaves idle while it
-# waits for FUSE; ENGINE_CPUS=none keeps them with the FUSE threads). Sets
+# warpfs-specon peer on $ENGINE_CPUS (`--engine-cpus`; default on a machine
+# with 2+ CPUs: the core the FUSE work leaves idle. On /dev/fuse that is
+# $FIO_CPU, which the client leaves idle while it waits for FUSE; on FUSE
+# over io_uring a request is served on its caller's CPU, so the workers go
+# to $FS_CPUS. ENGINE_CPUS=none keeps them with the FUSE threads). Sets
 # NCPU too.
 pin_setup() {
     NCPU=$(nproc)
@@ -31,7 +33,12 @@ pin_setup() {
     if [[ ${ENGINE_CPUS:-} == none ]]; then
         ENGINE_CPUS=""
     elif [[ -z ${ENGINE_CPUS:-} ]] && ((NCPU > 1)); then
-        ENGINE_CPUS="$FIO_CPU"
+        if [[ " ${WARPFS_MOUNT_ARGS:-} " == *" --transport dev "* ]] ||
+            [[ $(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null) != Y ]]; then
+            ENGINE_CPUS="$FIO_CPU"
+        else
+            ENGINE_CPUS="$FS_CPUS"
+        fi
     fi
     export ENGINE_CPUS
     # shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh

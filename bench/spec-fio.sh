@@ -32,9 +32,10 @@
 # Before every job: unmount, drop caches, mount (reads reach the daemon).
 # Repetitions interleave the peers. Pinning: fio on CPU $FIO_CPU (default 0),
 # each daemon on $FS_CPUS (default 1) with taskset; warpfs-specon's keystream
-# workers on $ENGINE_CPUS (`--engine-cpus`, default $FIO_CPU: the technique's
-# premise, masks made on a core the file system's threads leave idle; fio
-# mostly waits for FUSE on reads), warpfs-specon-shared's on $FS_CPUS with
+# workers on $ENGINE_CPUS (`--engine-cpus`; the technique's premise, masks
+# made on a core the file system's work leaves idle: $FIO_CPU on /dev/fuse,
+# where fio mostly waits for FUSE, $FS_CPUS on FUSE over io_uring, where the
+# request is served on fio's CPU; bench/lib-peers.sh), warpfs-specon-shared's on $FS_CPUS with
 # the FUSE threads (the placement of earlier runs). ENGINE_CPUS=none puts
 # warpfs-specon's there too.
 # Hit rate (warpfs peers with an engine): over the job, (ready hits + blocks

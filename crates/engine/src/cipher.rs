@@ -58,6 +58,9 @@ pub struct MaskCipher {
     /// backend uploads (`Twofish::device_words`), expanded once here.
     /// Zeroized on drop.
     device: Option<zeroize::Zeroizing<Vec<u32>>>,
+    /// How long one 4 KiB mask takes on this cpu (measured once, on first
+    /// use: [`mask_time`](Self::mask_time)).
+    mask_time: std::sync::Arc<std::sync::OnceLock<std::time::Duration>>,
 }
 
 impl std::fmt::Debug for MaskCipher {
@@ -80,6 +83,7 @@ impl MaskCipher {
             inner: Inner::Hw(key),
             raw: None,
             device: None,
+            mask_time: Default::default(),
         }
     }
 
@@ -92,6 +96,7 @@ impl MaskCipher {
             inner: Inner::AesCrate(k),
             raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
             device: None,
+            mask_time: Default::default(),
         })
     }
 
@@ -104,6 +109,7 @@ impl MaskCipher {
                 inner: Inner::Hw(k),
                 raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
                 device: None,
+                mask_time: Default::default(),
             });
         }
         let soft = match raw.len() {
@@ -115,6 +121,7 @@ impl MaskCipher {
             inner: Inner::Soft(warpfs_crypto::Locked::new(soft)),
             raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
             device: None,
+            mask_time: Default::default(),
         })
     }
 
@@ -132,6 +139,7 @@ impl MaskCipher {
                     inner: Inner::Hw(k),
                     raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
                     device: Some(tf.device_words()),
+                    mask_time: Default::default(),
                 })
             }
         }
@@ -155,6 +163,26 @@ impl MaskCipher {
     /// on a CPU without AES-NI, or Twofish): where masks made ahead pay.
     pub fn is_slow(&self) -> bool {
         self.is_software() || self.cipher() == XtsCipher::Twofish || !aes::hardware_accelerated()
+    }
+
+    /// How long this key takes to make one 4 KiB mask on this cpu: the
+    /// faster of two timed fills, measured on first use and kept. What an
+    /// apply that finds a worker making its mask may wait before making
+    /// the bytes itself (a slow cipher's worker needs this long; a fast
+    /// one's far less).
+    pub fn mask_time(&self) -> std::time::Duration {
+        *self.mask_time.get_or_init(|| {
+            let mut buf = zeroize::Zeroizing::new(vec![0u8; 4096]);
+            let nonce: Nonce = [0u8; warpfs_crypto::aes_ctr::NONCE_LEN];
+            (0..2)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    self.fill(&nonce, 0, &mut buf);
+                    t0.elapsed()
+                })
+                .min()
+                .unwrap_or_default()
+        })
     }
 
     /// The raw key bytes, when the key was added as bytes (a device backend
@@ -427,5 +455,15 @@ mod tests {
             );
             assert_eq!(MaskCipher::new(&[], software).unwrap_err(), EngineError::KeyLength);
         }
+    }
+
+    #[test]
+    fn mask_time_is_measured_once_and_shared_by_clones() {
+        let tf = MaskCipher::with_cipher(XtsCipher::Twofish, &[7u8; 32], false).unwrap();
+        assert!(tf.is_slow());
+        let t = tf.mask_time();
+        assert!(t > std::time::Duration::ZERO);
+        assert_eq!(tf.mask_time(), t);
+        assert_eq!(tf.clone().mask_time(), t);
     }
 }

@@ -1,6 +1,7 @@
 //! The write pool (EncFS++ §5.1): one per mounted volume. Z contexts hold
 //! masks for the next Z nonces of the epoch; `seal` calls from any thread
-//! and any file consume them in nonce order, and consumed contexts are
+//! and any file consume them (a ready mask from the front, else the back,
+//! which the workers reach last), and consumed contexts are
 //! defined again for the next nonces (y + Z, ...) at the lowest priority, so
 //! the pool stays nearly full of masks in the making or ready. They are
 //! redefined [`REFILL_BATCH`] at a time (one lock of the engine's queue per
@@ -33,7 +34,7 @@ impl NonceSupply for NonceSource {
 }
 
 struct Ring {
-    /// Defined contexts in nonce order; the front is the next to consume.
+    /// Defined contexts in nonce order: the workers make the front first.
     queue: VecDeque<(Ctx, Defined)>,
     /// Consumed contexts waiting to be redefined.
     free: Vec<Ctx>,
@@ -120,13 +121,22 @@ impl WritePool {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Take the next (context, ticket): the pool's front, or, when the pool
-    /// is empty (speculation off, or writers outran the workers), a context
-    /// defined on demand for the next nonce.
+    /// Take a (context, ticket): the pool's front when its mask is ready,
+    /// else the back (the nonce the workers, which go front to back, would
+    /// reach last: the caller makes that mask itself while they go on with
+    /// the front, instead of racing them for the same one); when the pool
+    /// is empty (speculation off), a context defined on demand for the next
+    /// nonce.
     fn take(&self) -> (Ctx, Defined) {
         let mut r = self.ring();
-        if let Some(front) = r.queue.pop_front() {
-            return front;
+        let front_ready = r.queue.front().is_some_and(|(c, t)| self.engine.is_ready(c, t));
+        let taken = if front_ready {
+            r.queue.pop_front()
+        } else {
+            r.queue.pop_back()
+        };
+        if let Some(t) = taken {
+            return t;
         }
         let spare = r.free.pop().unwrap_or_else(|| self.engine.context());
         let nonce = self.nonces.next_nonce();

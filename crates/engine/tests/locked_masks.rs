@@ -41,8 +41,9 @@ fn the_write_pools_masks_are_locked() {
     let k = e.add_key(ContentKey::new(&[9u8; 32]).unwrap());
     let before = vmlck_kb();
     let pool = WritePool::new(e.clone(), k).unwrap();
-    // Seal the pool's Z masks away: each was made (by a worker or inline)
-    // into its context's buffer before it was applied.
+    // The workers make the pool's Z masks, each into its context's buffer;
+    // then seal them away.
+    e.quiesce();
     for _ in 0..z {
         let mut b = vec![0u8; 4096];
         pool.seal(&mut b);

@@ -262,7 +262,11 @@ impl CipherFile {
         if split {
             mc.open_xts_blocks(id, mid_first, &mut out[ms..me]);
         }
-        for x in w0..=w1 {
+        // Last block first: workers make the masks of prefetched blocks
+        // nearest first, so a reader that catches up with them makes the
+        // far ones itself while they finish the near ones, instead of
+        // racing them for the same mask.
+        for x in (w0..=w1).rev() {
             if split && (mid_first..mid_end).contains(&x) {
                 continue;
             }

@@ -23,7 +23,13 @@ const DEVICE_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 /// CPUs) costs more than the mask. Measured on a 2-vCPU VM with a
 /// competing thread on the workers' CPU: 20 us of spinning let the reader
 /// fall into lockstep behind a descheduled worker (2 GB/s instead of 7-9).
+/// A slow cipher's worker needs one mask's time (`MaskCipher::mask_time`,
+/// ~10 us for a 4 KiB Twofish mask): an apply waits up to that long, as
+/// making the bytes itself would take as long and duplicate the work.
 const APPLY_SPIN: std::time::Duration = std::time::Duration::from_micros(1);
+
+/// The longest an apply spins for a slow cipher's worker.
+const APPLY_SPIN_MAX: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The most counter blocks one nonce has (32-bit counter).
 const MAX_BLOCKS: u64 = 1 << 32;
@@ -155,8 +161,9 @@ impl Engine {
                     // costs a wake-up across CPUs (tens of microseconds).
                     let by_worker = st.by_worker;
                     drop(st);
+                    let spin = self.apply_spin(ticket.key);
                     // (A redefinition is seen after the spin, under the lock.)
-                    while slot.ready.load(Ordering::Acquire) != ticket.gen && t0.elapsed() < APPLY_SPIN {
+                    while slot.ready.load(Ordering::Acquire) != ticket.gen && t0.elapsed() < spin {
                         for _ in 0..32 {
                             std::hint::spin_loop();
                         }
@@ -236,6 +243,16 @@ impl Engine {
             1,
         );
         Ok(())
+    }
+
+    /// How long an apply spins for a cpu worker making `key`'s mask:
+    /// [`APPLY_SPIN`], or one mask's time for a slow cipher.
+    fn apply_spin(&self, key: KeyId) -> std::time::Duration {
+        let guard = epoch::pin();
+        match self.key_ref(key, &guard) {
+            Ok(c) if c.is_slow() => c.mask_time().clamp(APPLY_SPIN, APPLY_SPIN_MAX),
+            _ => APPLY_SPIN,
+        }
     }
 
     /// XOR keystream bytes `[pos, pos + buf.len())` of (`key`, `nonce`) from

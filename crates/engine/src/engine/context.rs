@@ -239,6 +239,11 @@ impl Engine {
         })
     }
 
+    /// Whether `ctx`'s mask for `ticket` is ready (one atomic load, no lock).
+    pub fn is_ready(&self, ctx: &Ctx, ticket: &Defined) -> bool {
+        ctx.slot.ready.load(Ordering::Acquire) == ticket.gen
+    }
+
     /// Where `ctx` stands.
     pub fn ctx_info(&self, ctx: &Ctx) -> CtxInfo {
         let st = ctx.slot.lock();

@@ -101,6 +101,9 @@ fn speculation_off_gives_identical_output() {
         for i in 0..40 {
             let mut buf = vec![0u8; 1 + (i * 97) % 4096];
             rng.fill(&mut buf);
+            // Every front mask ready: nonces are taken in order, as
+            // without speculation.
+            e.quiesce();
             let (n, ej0) = pool.seal(&mut buf);
             out.push((n, ej0, buf));
         }
@@ -173,17 +176,52 @@ fn write_pool_refills_in_batches_of_32_and_never_repeats_a_nonce() {
     for i in 1..=250u64 {
         let pt = vec![(i % 251) as u8; 4096];
         let mut buf = pt.clone();
+        // The front's mask is ready, so the front is taken.
+        e.quiesce();
         let (n, ej0) = pool.seal(&mut buf);
         assert!(seen.insert(n), "nonce used twice");
-        assert_eq!(n, nonce_of(i), "nonces are consumed in order");
+        assert_eq!(n, nonce_of(i), "ready masks are consumed in order");
         assert_eq!(xor(&buf, &pt), reference(&raw, &n, 2, 0, 4096));
         assert_eq!(ej0.to_vec(), reference(&raw, &n, 1, 0, 16));
         // Refills come 32 at a time: never one define per seal.
         let extra = e.stats().defines - 100;
         assert_eq!(extra % 32, 0, "after {i} seals: {extra} refills");
         assert_eq!(extra, i / 32 * 32);
-        if i % 50 == 0 {
-            e.quiesce();
-        }
     }
+}
+
+#[test]
+fn write_pool_takes_the_back_while_the_front_is_not_ready() {
+    let e = Engine::new(EngineConfig {
+        threads: 1,
+        pool_size: 8,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let raw = [0x5au8; 32];
+    let k = e.add_raw_key(&raw).unwrap();
+    // Workers paused: no mask of the pool is made.
+    e.pause();
+    let pool = WritePool::with_nonces(e.clone(), k, Box::new(Counting(Mutex::new(0)))).unwrap();
+    let seal = |i: u64| {
+        let pt = vec![i as u8; 4096];
+        let mut buf = pt.clone();
+        let (n, ej0) = pool.seal(&mut buf);
+        assert_eq!(xor(&buf, &pt), reference(&raw, &n, 2, 0, 4096));
+        assert_eq!(ej0.to_vec(), reference(&raw, &n, 1, 0, 16));
+        n
+    };
+    // The caller makes the masks the workers would reach last, from the
+    // back, and leaves the front to them.
+    assert_eq!(seal(1), nonce_of(8));
+    assert_eq!(seal(2), nonce_of(7));
+    let s = e.stats();
+    assert_eq!((s.ready_hits, s.inline, s.made_by_workers), (0, 2, 0), "{s}");
+    // Workers make the rest: the front is ready again and taken in order.
+    e.resume();
+    e.quiesce();
+    assert_eq!(seal(3), nonce_of(1));
+    assert_eq!(seal(4), nonce_of(2));
+    let s = e.stats();
+    assert_eq!((s.ready_hits, s.inline), (2, 2), "{s}");
 }
