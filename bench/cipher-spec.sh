@@ -6,8 +6,10 @@
 #   sudo bash bench/cipher-spec.sh [--reps N] [--runtime S] [--size-mib M] [--out DIR] [--tag T]
 #       speculation: gcm-twofish, ctr-twofish and gcm with software AES
 #       (WARPFS_NO_AESNI=1), each with warpfs-specon (keystream workers on
-#       the CPU fio runs on, the one the FUSE threads leave idle) and
-#       warpfs-specoff: on/off ratio and hit rate -> DIR/cipher-spec.{json,md}
+#       the CPU the FUSE work leaves idle, bench/lib-peers.sh) and
+#       warpfs-specoff: on/off ratio and hit rate -> DIR/cipher-spec.{json,md};
+#       then both jobs capped at 80 MiB/s (fio --rate), below what the
+#       workers make: the hit rate when there is CPU to spare
 #   sudo bash bench/cipher-spec.sh --split [...]
 #       XTS split across the engine's workers: xts-twofish and xts (AES) with
 #       warpfs-specoff (no workers: the FUSE thread alone), warpfs-split1
@@ -19,7 +21,7 @@
 # Each mode is one bench/spec-fio.sh run (its peers interleaved, cold cache
 # before every job, fio on CPU 0 and the daemons on CPU 1 as there); the
 # modes run one after the other. Defaults: 3 reps x 5 s, a 256 MiB file;
-# about 6 minutes (speculation) or 7 (--split) on 2 cores. The raw spec-fio
+# about 11 minutes (speculation) or 7 (--split) on 2 cores. The raw spec-fio
 # results stay in DIR/cipher-spec-raw/.
 set -euo pipefail
 WF_NAME=cipher-spec
@@ -40,7 +42,7 @@ while (($#)); do
 done
 RAW="$OUT/cipher-spec-raw"
 mkdir -p "$RAW"
-common=(--jobs seqread-128k,seqwrite-128k --reps "$REPS" --runtime "$RUNTIME" --size-mib "$SIZE" --out "$RAW")
+JOBS=seqread-128k,seqwrite-128k
 if $SPLIT; then
     NAME=xts-split
     runs=("xts-twofish" "xts")
@@ -49,7 +51,9 @@ else
     NAME=cipher-spec
     runs=("gcm-twofish" "ctr-twofish" "gcm --software-aes")
     peers=warpfs-specon,warpfs-specoff
+    JOBS="$JOBS,seqread-128k@80m,seqwrite-128k@80m"
 fi
+common=(--jobs "$JOBS" --reps "$REPS" --runtime "$RUNTIME" --size-mib "$SIZE" --out "$RAW")
 files=()
 for r in "${runs[@]}"; do
     read -r mode soft <<<"$r"

@@ -26,7 +26,7 @@
 #   seqread-{4k,64k,128k}, randread-{4k,64k,128k} on the read file;
 #   seqwrite-{4k,64k,128k} to a new file (end_fsync=1);
 #   randwrite-{4k,64k,128k} in place over the read file (end_fsync=1);
-#   seqread-128k@{800m,1200m}: seqread-128k capped at that rate (fio --rate),
+#   seqread-128k@{80m,800m,1200m}, seqwrite-128k@80m: capped at that rate (fio --rate),
 #   below what the CPUs allow: whether speculation keeps ahead of a reader
 #   when there is CPU to spare (hit rate, daemon CPU); not in the default set.
 # Before every job: unmount, drop caches, mount (reads reach the daemon).
@@ -72,7 +72,7 @@ render_md() {
         | ($r | map(.job) | unique) as $jobs0
         | (["seqread-4k","seqread-64k","seqread-128k","randread-4k","randread-64k","randread-128k",
             "seqwrite-4k","seqwrite-64k","seqwrite-128k","randwrite-4k","randwrite-64k","randwrite-128k",
-            "seqread-128k@800m","seqread-128k@1200m"]
+            "seqread-128k@800m","seqread-128k@1200m","seqread-128k@80m","seqwrite-128k@80m"]
            | map(select(. as $j | $jobs0 | index($j)))) as $jobs
         | def cell($p; $j): ($r | map(select(.peer == $p and .job == $j)) | .[0]);
           def med($p; $j): (cell($p; $j) | if . == null then null else (.mib_s | median) end);
@@ -149,6 +149,7 @@ ALL_JOBS=(
     "seqwrite-4k write 4k write.dat" "seqwrite-64k write 64k write.dat" "seqwrite-128k write 128k write.dat"
     "randwrite-4k randwrite 4k read.dat" "randwrite-64k randwrite 64k read.dat" "randwrite-128k randwrite 128k read.dat"
     "seqread-128k@800m read 128k read.dat" "seqread-128k@1200m read 128k read.dat"
+    "seqread-128k@80m read 128k read.dat" "seqwrite-128k@80m write 128k write.dat"
 )
 JOBLIST=()
 for j in "${ALL_JOBS[@]}"; do
