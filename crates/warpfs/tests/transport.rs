@@ -386,3 +386,118 @@ fn small_reads_keep_the_reader_on_its_cpu() {
         }
     }
 }
+
+/// Each ring thread's name and "Cpus_allowed_list".
+fn ring_cpus(pid: i32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("warpfs-ring-") {
+            continue;
+        }
+        let status = fs::read_to_string(dir.join("status")).unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        out.push((comm.trim().to_string(), cpus));
+    }
+    out
+}
+
+/// A ring thread "warpfs-ring-Q.T" pinned to its queue's CPU Q.
+fn at_home((name, cpus): &(String, String)) -> bool {
+    let q = name.trim_start_matches("warpfs-ring-").split('.').next().unwrap();
+    cpus == q
+}
+
+/// The count in "at unmount: N move(s) of a ring thread off its CPU ...".
+fn roams(log: &str) -> Option<u64> {
+    log.lines().find_map(|l| {
+        let rest = l.split("at unmount: ").nth(1)?;
+        rest.strip_suffix(" move(s) of a ring thread off its CPU for large writes")?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// Read `path` on `cpu` after dropping its cached pages, so the reads
+/// reach the daemon on that CPU's queue.
+fn read_cold_on(path: &Path, cpu: usize) -> Vec<u8> {
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+        let f = fs::File::open(&path).unwrap();
+        // SAFETY: a valid open fd.
+        assert_eq!(
+            unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_DONTNEED) },
+            0
+        );
+        drop(f);
+        fs::read(&path).unwrap()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn large_writes_let_ring_threads_roam_and_reads_pin_them_back() {
+    require_fuse!();
+    if warpfs_testkit::skip_if(uring_unavailable()) {
+        return;
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ncpu < 2 {
+        warpfs_testkit::skip("one CPU: a ring thread has nowhere to roam");
+        return;
+    }
+    let _g = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = Volume::init(Mode::Gcm);
+    let data = Rng::for_test("roam").bytes(8 << 20);
+    for roam in ["on", "off"] {
+        fs::write(&v.logfile, "").unwrap();
+        v.mount_with(&["--transport", "uring", "--uring-roam", roam]);
+        let pid = v.daemon_pids()[0];
+        assert!(ring_cpus(pid).iter().all(at_home), "{roam}: {:?}", ring_cpus(pid));
+        // Writeback sends WRITEs of up to 1 MiB: the thread that serves
+        // one may leave its CPU, and stays out until it serves a READ.
+        let path = v.p(format!("big-{roam}"));
+        {
+            use std::io::Write;
+            let mut f = fs::File::create(&path).unwrap();
+            f.write_all(&data).unwrap();
+            f.sync_all().unwrap();
+        }
+        let threads = ring_cpus(pid);
+        let out = threads.iter().filter(|t| !at_home(t)).count();
+        if roam == "on" {
+            assert!(out >= 1, "no ring thread left its CPU: {threads:?}");
+        } else {
+            assert_eq!(out, 0, "a ring thread left its CPU: {threads:?}");
+        }
+        // Reads from every CPU bring every thread home.
+        for cpu in 0..ncpu {
+            assert_bytes_eq(&read_cold_on(&path, cpu), &data, &format!("{roam}: read on CPU {cpu}"));
+        }
+        let threads = ring_cpus(pid);
+        assert!(threads.iter().all(at_home), "{roam}: not home after reads: {threads:?}");
+        v.unmount();
+        let log = v.log();
+        match roam {
+            "on" => assert!(roams(&log).is_some_and(|n| n >= 1), "no count of moves\n{log}"),
+            _ => assert_eq!(roams(&log), None, "moves counted with --uring-roam off\n{log}"),
+        }
+    }
+}

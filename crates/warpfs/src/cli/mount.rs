@@ -169,6 +169,12 @@ pub struct MountArgs {
     /// leave SCHED_IDLE: root, CAP_SYS_NICE or RLIMIT_NICE 20].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     uring_local_wake: Option<bool>,
+    /// After serving a write of 64 KiB or more (the writeback of a
+    /// sequential writer, queued on the busy CPU of the writer's flush), a
+    /// ring thread may run on any CPU until it serves a read, which pins it
+    /// back to its own [default: on].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    uring_roam: Option<bool>,
     /// Mount with the master key instead of the password (recovery): `stdin`
     /// reads the key as `warpfs init` printed it from standard input.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
@@ -228,6 +234,7 @@ fn ring_options(a: &MountArgs) -> RingOptions {
         depth: a.uring_depth.map_or(d.depth, usize::from),
         threads: a.uring_threads.map_or(d.threads, usize::from),
         local_wake: a.uring_local_wake.unwrap_or(d.local_wake),
+        roam: a.uring_roam.unwrap_or(d.roam),
     }
 }
 

@@ -14,6 +14,7 @@ mod idle;
 mod queue;
 mod reply;
 mod request;
+mod roam;
 mod stay;
 
 pub use dispatch::Acl;
@@ -43,6 +44,8 @@ pub struct RingOptions {
     /// Keep a reader woken by a small READ answer on its CPU ([`stay`]),
     /// where the threads can leave idle priority again.
     pub local_wake: bool,
+    /// Let a thread leave its CPU while it serves large writes ([`roam`]).
+    pub roam: bool,
 }
 
 impl Default for RingOptions {
@@ -51,6 +54,7 @@ impl Default for RingOptions {
             depth: DEFAULT_DEPTH,
             threads: 1,
             local_wake: true,
+            roam: true,
         }
     }
 }
@@ -163,6 +167,7 @@ impl Ring {
                     depth: options.depth.max(1),
                     payload: PAYLOAD,
                     local_wake: ring.options.local_wake,
+                    roam: ring.options.roam,
                     idle: ring.idle.as_ref().map(|s| s.flags.clone()),
                 };
                 let (devfd, wakefd, ops, tx) = (ring._dev.as_raw_fd(), wake.as_raw_fd(), ops.clone(), tx.clone());
@@ -203,6 +208,12 @@ impl Ring {
             "at unmount: {} request(s) served through io_uring",
             self.counts.served.load(Ordering::Relaxed)
         );
+        if self.options.roam {
+            tracing::info!(
+                "at unmount: {} move(s) of a ring thread off its CPU for large writes",
+                self.counts.roams.load(Ordering::Relaxed)
+            );
+        }
         if self.options.local_wake {
             tracing::info!(
                 "at unmount: {} small read answer(s) committed with the reader kept on its CPU",

@@ -7,6 +7,7 @@
 
 use super::abi::{self, Le, CMD_COMMIT_AND_FETCH, CMD_REGISTER, HEADER_SZ, IN_HEADER_SZ, OP_IN_OFF, OP_IN_SZ};
 use super::dispatch::{handle, Acl};
+use super::roam::{Batch, Roam};
 use super::stay;
 use crate::fuse::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -33,6 +34,8 @@ pub struct Spec {
     pub payload: usize,
     /// Commit small READ answers at idle priority ([`stay`]).
     pub local_wake: bool,
+    /// Leave the CPU while serving large writes ([`super::roam`]).
+    pub roam: bool,
     /// Which CPUs were idle lately (only with `local_wake`).
     pub idle: Option<Arc<super::idle::Flags>>,
 }
@@ -86,6 +89,15 @@ struct Slot {
 }
 
 impl Slot {
+    /// The opcode and payload size of the request the kernel just put in
+    /// the entry ((0, 0) when the header does not parse; `serve` reports it).
+    fn request_kind(&self) -> (u32, usize) {
+        let hdr = self.header.bytes();
+        let opcode = abi::InHeader::parse(&hdr[..IN_HEADER_SZ]).map_or(0, |h| h.opcode);
+        let size = Le(hdr).u32(abi::PAYLOAD_SZ_OFF).map_or(0, |v| v as usize);
+        (opcode, size)
+    }
+
     fn new(payload: usize) -> std::io::Result<Slot> {
         let header = Buf::new(HEADER_SZ)?;
         let payload = Buf::new(payload)?;
@@ -140,24 +152,6 @@ type Ring = IoUring<squeue::Entry128, cqueue::Entry>;
 
 /// Completions taken from the ring: (user_data, result).
 type Completions = Vec<(u64, i32)>;
-
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET on an index checked
-    // against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return;
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::debug!(
-                "ring queue thread: cannot pin to CPU {cpu}: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-}
 
 /// Build the ring and the entries, and REGISTER them. `Err` when nothing
 /// was registered (setup failed) or the kernel refused a registration.
@@ -242,6 +236,8 @@ pub struct Counts {
     pub local: AtomicU64,
     /// Pauses of idle-priority commits after a slow way back.
     pub backoffs: AtomicU64,
+    /// Moves of a thread off its CPU for large writes.
+    pub roams: AtomicU64,
 }
 
 /// Submit what is queued with the thread at idle priority, so the reader
@@ -262,9 +258,7 @@ pub fn run<T: Operations>(
     ready: Sender<Result<(), String>>,
     counts: Arc<Counts>,
 ) {
-    if let Some(cpu) = spec.cpu {
-        pin(cpu);
-    }
+    let mut roam = spec.cpu.and_then(Roam::pin);
     let (mut ring, mut slots, early) = match setup(dev, wake, &spec) {
         Ok(r) => {
             let _ = ready.send(Ok(()));
@@ -304,6 +298,7 @@ pub fn run<T: Operations>(
         }
         let mut woken = false;
         let mut local = false;
+        let mut batch = Batch::default();
         let another_idle = match (&spec.idle, spec.cpu) {
             (Some(f), Some(me)) => f.another_idle(me),
             _ => true,
@@ -318,6 +313,8 @@ pub fn run<T: Operations>(
             let cmd = match res {
                 0 => {
                     counts.served.fetch_add(1, Ordering::Relaxed);
+                    let (opcode, size) = s.request_kind();
+                    batch.note(opcode, size);
                     serve(&*ops, acl, s)
                 }
                 r if r == -libc::EINTR || r == -libc::EAGAIN => Some(s.last),
@@ -351,6 +348,13 @@ pub fn run<T: Operations>(
         }
         if woken || live == 0 {
             break;
+        }
+        if let Some(r) = roam.as_mut().filter(|_| spec.roam) {
+            let before = r.roams;
+            r.after(batch);
+            if r.roams != before {
+                counts.roams.fetch_add(1, Ordering::Relaxed);
+            }
         }
         if local {
             let t0 = Instant::now();

@@ -1,0 +1,191 @@
+//! Letting a ring thread leave its CPU while it serves large writes. The
+//! kernel queues a request on the ring of the CPU it was made on; for
+//! writes that is the writeback worker's CPU, which the writer and the
+//! worker keep busy, so a queue thread pinned there shares it with them
+//! while the other CPU idles. Large WRITEs have no caller waiting on this
+//! CPU, so after serving one the thread may run anywhere its process may
+//! ([`Roam::after`]); the next READ pins it home again, where a reader's
+//! answer is best made (the reader waits on this CPU: `super::stay`).
+//! docs/decisions/0007-fuse-over-io-uring.md.
+
+/// WRITE requests of at least this many bytes let the thread roam: the
+/// writeback of a sequential writer (small random writes stay home, where
+/// a move would cost more than it saves).
+pub const BIG_WRITE: usize = 64 * 1024;
+
+/// What a batch of served requests held.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    /// A WRITE of at least [`BIG_WRITE`] bytes.
+    pub big_write: bool,
+    /// A READ.
+    pub read: bool,
+}
+
+impl Batch {
+    /// Note one served request.
+    pub fn note(&mut self, opcode: u32, payload: usize) {
+        match opcode {
+            super::abi::op::READ => self.read = true,
+            super::abi::op::WRITE if payload >= BIG_WRITE => self.big_write = true,
+            _ => {}
+        }
+    }
+}
+
+/// Where the thread should be after a batch: `Some(true)` home,
+/// `Some(false)` anywhere, `None` where it is. A READ wins over a write.
+pub fn decide(home_now: bool, b: Batch) -> Option<bool> {
+    if b.read && !home_now {
+        Some(true)
+    } else if b.big_write && !b.read && home_now {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// One CPU set, as `sched_setaffinity` takes it.
+#[derive(Clone, Copy)]
+struct Set(libc::cpu_set_t);
+
+impl Set {
+    fn current() -> Option<Set> {
+        // SAFETY: a zeroed cpu_set_t is valid; the call fills it.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut s) == 0).then_some(Set(s))
+        }
+    }
+
+    fn one(cpu: usize) -> Option<Set> {
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return None;
+        }
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET on an index checked
+        // against its size.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut s);
+            Some(Set(s))
+        }
+    }
+
+    fn apply(&self) -> bool {
+        // SAFETY: a valid cpu_set_t of the size passed.
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) == 0 }
+    }
+}
+
+/// A queue thread's CPU: home (pinned) or roaming over the CPUs its
+/// process may use.
+pub struct Roam {
+    home: Set,
+    wide: Set,
+    at_home: bool,
+    /// Times the thread left home.
+    pub roams: u64,
+}
+
+impl Roam {
+    /// Pin the calling thread to `cpu`, remembering the CPUs it may use
+    /// now as where it may roam. `None` when it cannot be pinned (the
+    /// thread is left where it is).
+    pub fn pin(cpu: usize) -> Option<Roam> {
+        let wide = Set::current()?;
+        let home = Set::one(cpu)?;
+        if !home.apply() {
+            tracing::debug!(
+                "ring queue thread: cannot pin to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        Some(Roam {
+            home,
+            wide,
+            at_home: true,
+            roams: 0,
+        })
+    }
+
+    /// Whether the thread is pinned home.
+    #[cfg(test)]
+    pub fn at_home(&self) -> bool {
+        self.at_home
+    }
+
+    /// Move the thread as [`decide`] says after a batch.
+    pub fn after(&mut self, b: Batch) {
+        match decide(self.at_home, b) {
+            Some(true) if self.home.apply() => self.at_home = true,
+            Some(false) if self.wide.apply() => {
+                self.at_home = false;
+                self.roams += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuse::uring::abi::op;
+
+    fn batch(ops: &[(u32, usize)]) -> Batch {
+        let mut b = Batch::default();
+        for &(o, n) in ops {
+            b.note(o, n);
+        }
+        b
+    }
+
+    #[test]
+    fn big_writes_send_the_thread_out_and_reads_bring_it_home() {
+        let big = batch(&[(op::WRITE, BIG_WRITE)]);
+        let small = batch(&[(op::WRITE, BIG_WRITE - 1)]);
+        let read = batch(&[(op::READ, 0)]);
+        let both = batch(&[(op::WRITE, 1 << 20), (op::READ, 4096)]);
+        let other = batch(&[(op::GETATTR, 0), (op::LOOKUP, 0)]);
+        assert_eq!(decide(true, big), Some(false));
+        assert_eq!(decide(false, big), None);
+        assert_eq!(decide(true, small), None);
+        assert_eq!(decide(false, read), Some(true));
+        assert_eq!(decide(true, read), None);
+        assert_eq!(decide(true, both), None, "a read keeps it home");
+        assert_eq!(decide(false, both), Some(true));
+        assert_eq!(decide(true, other), None);
+        assert_eq!(decide(false, other), None);
+    }
+
+    fn allowed() -> String {
+        std::fs::read_to_string("/proc/thread-self/status")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_string()))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_thread_really_moves() {
+        std::thread::spawn(|| {
+            let wide = allowed();
+            let cur = Set::current().unwrap();
+            // SAFETY: CPU_ISSET on indices within the set's size.
+            let home = (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+                .find(|&c| unsafe { libc::CPU_ISSET(c, &cur.0) })
+                .unwrap();
+            let mut r = Roam::pin(home).expect("an allowed CPU");
+            assert_eq!(allowed(), home.to_string());
+            r.after(batch(&[(op::WRITE, 1 << 20)]));
+            assert!(!r.at_home());
+            assert_eq!((allowed(), r.roams), (wide.clone(), 1));
+            r.after(batch(&[(op::READ, 4096)]));
+            assert!(r.at_home());
+            assert_eq!((allowed(), r.roams), (home.to_string(), 1));
+        })
+        .join()
+        .unwrap();
+    }
+}
