@@ -10,7 +10,7 @@
 //! names longer); `--shared-storage` mounts keep none.
 
 use crate::at::Dir;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 /// How long a directory's descriptor stands for its path when caching is on.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 
-/// At most this many directories are kept open (each costs a descriptor).
-const MAX_OPEN: usize = 256;
+/// At most this many directories are kept open (each costs a descriptor
+/// out of the daemon's limit, which open files share).
+const MAX_OPEN: usize = 64;
 
 /// Open backing directories by relative path.
 #[derive(Default)]
@@ -53,7 +54,16 @@ impl DirFds {
                 return Ok(d.share());
             }
         }
-        let d = Dir::opened(abs())?;
+        let abs = abs();
+        let d = match Dir::opened(abs.clone()) {
+            Ok(d) => d,
+            // Out of descriptors: give back those kept, name this one by path.
+            Err(Error(libc::EMFILE | libc::ENFILE)) => {
+                self.lock().clear();
+                return Dir::open(abs);
+            }
+            Err(e) => return Err(e),
+        };
         let mut m = self.lock();
         if m.len() >= MAX_OPEN {
             m.retain(|_, (_, at)| now.duration_since(*at) < self.ttl);
