@@ -15,7 +15,7 @@ import json
 import statistics
 import sys
 
-ORDER = ["warpfs-uring", "warpfs-dev", "warpfs-uring-shared", "warpfs-dev-shared", "warpfs-uring-specon",
+ORDER = ["warpfs-uring", "warpfs-uring-base", "warpfs-dev", "warpfs-uring-shared", "warpfs-dev-shared", "warpfs-uring-specon",
          "warpfs-uring-farwake", "gocryptfs", "securefs", "bindfs"]
 JOBS = ["randread-4k", "randread-4k-4j", "seqread-128k", "seqread-1m", "seqwrite-1m", "randwrite-4k",
         "storm", "untar", "ls-lR", "reread", "rm-rf", "fileserver", "webserver"]

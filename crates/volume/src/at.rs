@@ -12,6 +12,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Longest backing path given to the kernel whole (PATH_MAX counts the NUL).
 const PATH_MAX: usize = libc::PATH_MAX as usize - 1;
@@ -81,11 +82,12 @@ fn needs_fd(len: usize) -> bool {
 }
 
 /// A backing directory: its absolute path, and a descriptor when that path
-/// is too long to name its entries by absolute path.
+/// is too long to name its entries by absolute path or when the directory
+/// was opened ahead ([`Dir::opened`], the volume's `DirFds`).
 #[derive(Debug)]
 pub(crate) struct Dir {
     abs: PathBuf,
-    fd: Option<OwnedFd>,
+    fd: Option<Arc<OwnedFd>>,
 }
 
 impl Dir {
@@ -93,19 +95,49 @@ impl Dir {
     /// one is not checked for existence here).
     pub(crate) fn open(abs: PathBuf) -> Result<Dir> {
         let fd = if needs_fd(abs.as_os_str().len()) {
-            Some(open_long(abs.as_os_str().as_bytes())?)
+            Some(Arc::new(open_long(abs.as_os_str().as_bytes())?))
         } else {
             None
         };
         Ok(Dir { abs, fd })
     }
 
+    /// The directory at absolute path `abs` (any length) opened now
+    /// (`O_PATH`, not following a symlink at its last name), so that its
+    /// entries are named relative to it: one name looked up per call
+    /// instead of the whole path.
+    pub(crate) fn opened(abs: PathBuf) -> Result<Dir> {
+        let fd = if needs_fd(abs.as_os_str().len()) {
+            open_long(abs.as_os_str().as_bytes())?
+        } else {
+            open_path(libc::AT_FDCWD, abs.as_os_str().as_bytes(), libc::O_NOFOLLOW)?
+        };
+        Ok(Dir {
+            abs,
+            fd: Some(Arc::new(fd)),
+        })
+    }
+
+    /// Another handle on the same directory (sharing its descriptor).
+    pub(crate) fn share(&self) -> Dir {
+        Dir {
+            abs: self.abs.clone(),
+            fd: self.fd.clone(),
+        }
+    }
+
+    /// Whether the directory is reached through a descriptor.
+    #[cfg(test)]
+    pub(crate) fn has_fd(&self) -> bool {
+        self.fd.is_some()
+    }
+
     /// The subdirectory `name` (not following a symlink there).
     pub(crate) fn child(&self, name: &OsStr) -> Result<Dir> {
         let abs = self.abs.join(name);
         let fd = match &self.fd {
-            Some(fd) => Some(open_path(fd.as_raw_fd(), name.as_bytes(), libc::O_NOFOLLOW)?),
-            None if needs_fd(abs.as_os_str().len()) => Some(open_long(abs.as_os_str().as_bytes())?),
+            Some(fd) => Some(Arc::new(open_path(fd.as_raw_fd(), name.as_bytes(), libc::O_NOFOLLOW)?)),
+            None if needs_fd(abs.as_os_str().len()) => Some(Arc::new(open_long(abs.as_os_str().as_bytes())?)),
             None => None,
         };
         Ok(Dir { abs, fd })
@@ -129,7 +161,7 @@ impl Dir {
     /// lstat of the directory itself.
     pub(crate) fn stat(&self) -> Result<libc::stat> {
         match &self.fd {
-            Some(fd) => crate::sys::fstat(fd),
+            Some(fd) => crate::sys::fstat(&**fd),
             None => crate::sys::lstat_path(&self.abs),
         }
     }
@@ -232,6 +264,7 @@ impl Loc<'_> {
     /// descriptor in /proc/self/fd when that path is too long.
     pub(crate) fn call_path(&self) -> PathBuf {
         match &self.dir.fd {
+            Some(_) if !needs_fd(self.dir.abs.as_os_str().len()) => self.shown(),
             Some(fd) => Path::new("/proc/self/fd")
                 .join(fd.as_raw_fd().to_string())
                 .join(self.name),

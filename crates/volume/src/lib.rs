@@ -8,6 +8,7 @@ mod at;
 mod attr;
 mod beneath;
 mod bound;
+mod dirfds;
 mod diriv;
 mod dirview;
 mod error;
@@ -27,6 +28,7 @@ mod volume;
 mod xattr;
 
 pub use attr::{Attr, Kind};
+pub use dirfds::DEFAULT_TTL as DIR_FD_TTL;
 pub use error::{Error, Result};
 pub use files::OpenFile;
 pub use meta::{StatFs, TimeSpec};

@@ -64,6 +64,22 @@ impl Volume {
         self.stat_at(&d.entry(&n))
     }
 
+    /// Attributes of the entries `cnames` (backing names) of directory
+    /// `dir`, the directory resolved once (a listing with attributes); an
+    /// entry gone since it was listed (or in a directory gone) gives its
+    /// error.
+    pub fn getattrs_in<'a>(
+        &'a self,
+        dir: &Path,
+        cnames: impl Iterator<Item = &'a str> + 'a,
+    ) -> impl Iterator<Item = Result<Attr>> + 'a {
+        let d = self.dir(dir);
+        cnames.map(move |c| match &d {
+            Ok(d) => self.stat_at(&d.entry(c.as_ref())),
+            Err(e) => Err(*e),
+        })
+    }
+
     /// Attributes through an open file (works after unlink).
     pub fn getattr_open(&self, f: &OpenFile) -> Result<Attr> {
         let st = crate::sys::fstat(f.backing())?;

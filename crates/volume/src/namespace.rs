@@ -52,28 +52,44 @@ impl Volume {
         label: String,
     ) -> Result<(String, Attr, OpenFile, bool)> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let excl = flags & libc::O_EXCL != 0;
+        let mut r = self.resolve_for_change(dir, name)?;
+        let mut f = None;
+        if !r.checked {
+            // Only the name under the directory's IV can be taken: a new
+            // file unless it exists (then as if looked up first).
+            let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+            match crate::sys::open(&r.adir.entry(r.file.as_ref()), oflags, mode & 0o7777) {
+                Ok(made) => f = Some(made),
+                Err(Error(libc::EEXIST)) if !excl => r = self.resolve(dir, name)?,
+                Err(e) => return Err(e),
+            }
+        }
         let (adir, file, existed) = (&r.adir, r.file.clone(), r.exists);
         let p = adir.entry(file.as_ref());
-        let made_sidecar = self.new_sidecar(&r)?;
-        let excl = flags & libc::O_EXCL != 0;
-        let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | if excl { libc::O_EXCL } else { 0 };
-        let f = match crate::sys::open(&p, oflags, mode & 0o7777) {
-            Ok(f) => f,
-            Err(e) => {
-                self.undo_sidecar(&r, made_sidecar);
-                return Err(e);
+        let f = match f {
+            Some(f) => f,
+            None => {
+                let made_sidecar = self.new_sidecar(&r)?;
+                let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | if excl { libc::O_EXCL } else { 0 };
+                match crate::sys::open(&p, oflags, mode & 0o7777) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        self.undo_sidecar(&r, made_sidecar);
+                        return Err(e);
+                    }
+                }
             }
         };
         if !existed {
             self.ivs.touched(adir, r.stamp);
-            self.own(&p, who)?;
+            self.own(&p, &r.dir_st, who)?;
         }
         let of = self.files.open(f, true, &self.keys, label)?;
         if existed && flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }
-        let attr = self.stat_at(&p)?;
+        let attr = self.getattr_open(&of)?;
         Ok((file, attr, of, existed))
     }
 
@@ -103,7 +119,7 @@ impl Volume {
     /// Make a directory (with its own name IV).
     pub fn mkdir(&self, dir: &Path, name: &OsStr, mode: u32, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let r = self.resolve_for_change(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let made_sidecar = self.new_sidecar(&r)?;
@@ -119,7 +135,7 @@ impl Volume {
                 let inherited = crate::sys::lstat(&p)?.st_mode & libc::S_ISGID;
                 crate::sys::chmod(&p, (mode & 0o7777) | inherited)?;
             }
-            self.own(&p, who)
+            self.own(&p, &r.dir_st, who)
         };
         if let Err(e) = finish() {
             if let Ok(d) = p.as_dir() {
@@ -136,7 +152,7 @@ impl Volume {
     /// Make a fifo, socket, device node or empty regular file.
     pub fn mknod(&self, dir: &Path, name: &OsStr, mode: u32, rdev: u64, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let r = self.resolve_for_change(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let made_sidecar = self.new_sidecar(&r)?;
@@ -145,7 +161,7 @@ impl Volume {
             return Err(e);
         }
         self.ivs.touched(adir, r.stamp);
-        self.own(&p, who)?;
+        self.own(&p, &r.dir_st, who)?;
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
@@ -153,7 +169,7 @@ impl Volume {
     /// Make a symlink; the target is stored encrypted.
     pub fn symlink(&self, dir: &Path, name: &OsStr, target: &OsStr, who: Caller) -> Result<(String, Attr)> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let r = self.resolve_for_change(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let sealed = self.seal_symlink(&p, target.as_bytes())?;
@@ -163,7 +179,7 @@ impl Volume {
             return Err(e);
         }
         self.ivs.touched(adir, r.stamp);
-        self.own(&p, who)?;
+        self.own(&p, &r.dir_st, who)?;
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }
@@ -212,7 +228,7 @@ impl Volume {
     /// Remove a non-directory.
     pub fn unlink(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let r = self.resolve_for_change(dir, name)?;
         crate::sys::unlink(&r.adir.entry(r.file.as_ref()))?;
         self.ivs.touched(&r.adir, r.stamp);
         self.drop_sidecar(&r.adir, &r.b);
@@ -222,7 +238,7 @@ impl Volume {
     /// Remove an empty directory.
     pub fn rmdir(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
-        let r = self.resolve(dir, name)?;
+        let r = self.resolve_for_change(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let st = crate::sys::lstat(&p)?;
@@ -245,6 +261,7 @@ impl Volume {
             return Err(e);
         }
         self.ivs.forget(st.st_dev, st.st_ino);
+        self.dirfds.forget_under(&dir.join(&file));
         self.ivs.touched(adir, r.stamp);
         self.drop_sidecar(adir, &r.b);
         Ok(file)
@@ -283,6 +300,10 @@ impl Volume {
             self.undo_sidecar(&dst, made_sidecar);
             return Err(e);
         }
+        // A directory moved (or replaced): its old path and the path it
+        // took no longer name the directories kept open there.
+        self.dirfds.forget_under(&dir.join(&from_f));
+        self.dirfds.forget_under(&newdir.join(&to_f));
         self.ivs.touched(adir, r.stamp);
         self.ivs.touched(anew, dst.stamp);
         if flags & libc::RENAME_EXCHANGE == 0 && !(adir.path() == anew.path() && from_f == to_f) {

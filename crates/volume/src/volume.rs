@@ -1,6 +1,7 @@
 //! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
 
 use crate::at::{Dir, Loc};
+use crate::dirfds::DirFds;
 use crate::dirview::DirCache;
 use crate::error::{Error, Result};
 use crate::files::FileTable;
@@ -27,6 +28,8 @@ pub struct Volume {
     pub(crate) root: PathBuf,
     pub(crate) names: NameCipher,
     pub(crate) ivs: DirCache,
+    /// Backing directories kept open for `*at` calls.
+    pub(crate) dirfds: DirFds,
     pub(crate) sealer: Sealer,
     /// The content ciphers by key generation (FORMAT.md 10), shared with
     /// every open file; an online rekey adds the next generation.
@@ -87,6 +90,7 @@ impl Volume {
             root,
             names: subkeys.names,
             ivs: DirCache::default(),
+            dirfds: DirFds::default(),
             sealer: subkeys.seal,
             keys,
             mode,
@@ -175,14 +179,25 @@ impl Volume {
         }
     }
 
+    /// Keep backing directories open for `ttl` after they were opened, and
+    /// name their entries relative to them (docs/decisions/
+    /// 0070-backing-directory-descriptors.md); zero (the default) keeps
+    /// none. A mount of shared storage keeps none.
+    pub fn keep_dirs_open(&mut self, ttl: std::time::Duration) {
+        self.dirfds.set_ttl(ttl);
+    }
+
     /// The backing directory at `rel`.
     pub(crate) fn dir(&self, rel: &Path) -> Result<Dir> {
-        Dir::open(self.abs(rel))
+        self.dirfds.get(rel, || self.abs(rel))
     }
 
     /// The backing entry at `rel`, as its directory and its name (use
     /// `dir.entry(&name)`).
     pub(crate) fn at(&self, rel: &Path) -> Result<(Dir, OsString)> {
+        if let (Some(p), Some(n)) = (rel.parent(), rel.file_name()) {
+            return Ok((self.dir(p)?, n.to_owned()));
+        }
         let abs = self.abs(rel);
         match (abs.parent(), abs.file_name()) {
             (Some(p), Some(n)) => Ok((Dir::open(p.to_path_buf())?, n.to_owned())),
@@ -212,12 +227,12 @@ impl Volume {
     }
 
     /// Give a new backing entry to the caller (when running as root), with the
-    /// group of a set-group-ID parent directory.
-    pub(crate) fn own(&self, entry: &Loc, who: Caller) -> Result<()> {
+    /// group of a set-group-ID parent directory (`pst`: the parent's
+    /// `lstat`, taken before the entry was made).
+    pub(crate) fn own(&self, entry: &Loc, pst: &libc::stat, who: Caller) -> Result<()> {
         if !self.chown_new {
             return Ok(());
         }
-        let pst = entry.parent().stat()?;
         let gid = if pst.st_mode & libc::S_ISGID != 0 {
             pst.st_gid
         } else {

@@ -180,11 +180,16 @@ fn sidecar_reader(dir: &Dir) -> impl FnMut(&str) -> std::result::Result<Vec<u8>,
 impl Volume {
     /// The state of backing directory `dir`, current as of the returned stamp.
     pub(crate) fn dir_state(&self, dir: &Dir) -> Result<(Arc<DirState>, Stamp)> {
+        self.dir_state_st(dir).map(|(s, st)| (s, stamp_of(&st)))
+    }
+
+    /// [`Volume::dir_state`] with the directory's own `lstat`.
+    fn dir_state_st(&self, dir: &Dir) -> Result<(Arc<DirState>, libc::stat)> {
         let st = dir.stat()?;
         let (key, stamp) = ((st.st_dev, st.st_ino), stamp_of(&st));
         if let Some(s) = self.ivs.lock().get(&key) {
             if s.stamp == stamp {
-                return Ok((s.clone(), stamp));
+                return Ok((s.clone(), st));
             }
         }
         let list = dir.list()?;
@@ -207,7 +212,7 @@ impl Volume {
         }
         let s = Arc::new(state);
         self.ivs.put(key, s.clone());
-        Ok((s, stamp))
+        Ok((s, st))
     }
 
     /// Every entry of backing directory `dir`, decoded (FORMAT.md 13).
@@ -346,19 +351,49 @@ impl Volume {
     /// under `warpfs.diriv` (where a new entry goes).
     pub(crate) fn resolve(&self, dir: &Path, name: &OsStr) -> Result<Resolved> {
         let adir = self.dir(dir)?;
-        let (state, stamp) = self.dir_state(&adir)?;
+        let (state, st) = self.dir_state_st(&adir)?;
+        self.resolve_in(adir, &state, st, name)
+    }
+
+    /// [`Volume::resolve`] for an operation that makes or removes the
+    /// entry by its name and fails by itself when the name is taken or
+    /// missing (O_EXCL, mkdir, unlink): where the directory has one IV, no
+    /// marked names, and `name` is short and not one a marked name could
+    /// be, the entry can only be the name encrypted under that IV, so it is
+    /// not looked up first (`checked` is false: `exists` is not known).
+    pub(crate) fn resolve_for_change(&self, dir: &Path, name: &OsStr) -> Result<Resolved> {
+        let adir = self.dir(dir)?;
+        let (state, st) = self.dir_state_st(&adir)?;
+        if state.alts.is_empty() && state.marked.is_empty() && !synced::may_be_marked(name.as_bytes()) {
+            if let b @ BackingName::Short(_) = names::encode(&self.names, &state.primary, name)? {
+                return Ok(Resolved {
+                    file: names::file_of(&b).to_string(),
+                    adir,
+                    b: Some(b),
+                    exists: false,
+                    checked: false,
+                    stamp: stamp_of(&st),
+                    dir_st: st,
+                });
+            }
+        }
+        self.resolve_in(adir, &state, st, name)
+    }
+
+    fn resolve_in(&self, adir: Dir, state: &DirState, st: libc::stat, name: &OsStr) -> Result<Resolved> {
+        let stamp = stamp_of(&st);
         let encoded = names::encode(&self.names, &state.primary, name);
         if let Ok(b) = &encoded {
             let file = names::file_of(b).to_string();
             if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
-                return Ok(Resolved::found(adir, file, Some(b.clone()), stamp));
+                return Ok(Resolved::found(adir, file, Some(b.clone()), st));
             }
         }
         for (_, iv) in &state.alts {
             if let Ok(b) = names::encode(&self.names, iv, name) {
                 let file = names::file_of(&b).to_string();
                 if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
-                    return Ok(Resolved::found(adir, file, Some(b), stamp));
+                    return Ok(Resolved::found(adir, file, Some(b), st));
                 }
             }
         }
@@ -373,7 +408,7 @@ impl Volume {
             hit = find(&marked_of(&self.view(&adir)?));
         }
         if let Some((file, sidecar)) = hit {
-            return Ok(Resolved::found(adir, file, sidecar, stamp));
+            return Ok(Resolved::found(adir, file, sidecar, st));
         }
         let b = encoded?;
         Ok(Resolved {
@@ -381,7 +416,9 @@ impl Volume {
             adir,
             b: Some(b),
             exists: false,
+            checked: true,
             stamp,
+            dir_st: st,
         })
     }
 
@@ -411,20 +448,27 @@ pub(crate) struct Resolved {
     /// entry's, to write; an existing one's, to remove with it). `None` for
     /// a sync tool's copy, which shares its original's sidecar.
     pub b: Option<BackingName>,
-    /// The entry exists.
+    /// The entry exists (when `checked`).
     pub exists: bool,
+    /// Whether `exists` was looked up ([`Volume::resolve_for_change`]
+    /// may leave it to the operation).
+    pub checked: bool,
     /// The directory as seen before the operation.
     pub stamp: Stamp,
+    /// The directory's `lstat` before the operation.
+    pub dir_st: libc::stat,
 }
 
 impl Resolved {
-    fn found(adir: Dir, file: String, b: Option<BackingName>, stamp: Stamp) -> Resolved {
+    fn found(adir: Dir, file: String, b: Option<BackingName>, st: libc::stat) -> Resolved {
         Resolved {
             adir,
             file,
             b,
             exists: true,
-            stamp,
+            checked: true,
+            stamp: stamp_of(&st),
+            dir_st: st,
         }
     }
 }

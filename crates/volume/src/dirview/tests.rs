@@ -15,7 +15,10 @@ const WHO: Caller = Caller { uid: 0, gid: 0 };
 fn volume(dir: &Path) -> Volume {
     let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
     Volume::init_root(dir).unwrap();
-    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+    let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
+    // As mounted: backing directories kept open for `*at` calls.
+    v.keep_dirs_open(crate::DIR_FD_TTL);
+    v
 }
 
 fn write(v: &Volume, dir: &str, name: &str, data: &[u8]) -> String {
@@ -95,7 +98,10 @@ fn a_fresh_lookup_finds_a_copy_without_a_listing() {
 fn volume_again(_v: &Volume, dir: &Path) -> Volume {
     let cfg = Config::load(dir).unwrap();
     let master = cfg.unlock(b"pw").unwrap();
-    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+    let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
+    // As mounted: backing directories kept open for `*at` calls.
+    v.keep_dirs_open(crate::DIR_FD_TTL);
+    v
 }
 
 /// A directory `D` made on both sides of a sync: this side's IV and entry
@@ -260,7 +266,10 @@ fn bound_volume(dir: &Path) -> Volume {
     )
     .unwrap();
     Volume::init_root(dir).unwrap();
-    Volume::open(dir, &cfg, &master, Options::default()).unwrap()
+    let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
+    // As mounted: backing directories kept open for `*at` calls.
+    v.keep_dirs_open(crate::DIR_FD_TTL);
+    v
 }
 
 fn link(v: &Volume, dir: &str, name: &str, target: &str) -> String {
@@ -314,4 +323,82 @@ fn a_bound_symlinks_conflict_copy_and_a_symlink_under_another_iv_keep_their_targ
     fs::remove_file(backing(&v3, &mine)).unwrap();
     std::os::unix::fs::symlink(sealed, backing(&v3, &mine)).unwrap();
     assert!(v3.readlink(Path::new(&mine)).is_err());
+}
+
+#[test]
+fn a_directory_moved_or_removed_is_not_reached_through_its_old_descriptor() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    let who = WHO;
+    let (ca, _) = v.mkdir(Path::new(""), OsStr::new("a"), 0o755, who).unwrap();
+    write(&v, &ca, "x", b"in a");
+    // Moved: a new "a" gets what is made there next, the moved one keeps x.
+    v.rename(Path::new(""), OsStr::new("a"), Path::new(""), OsStr::new("b"), 0)
+        .unwrap();
+    let (ca2, _) = v.mkdir(Path::new(""), OsStr::new("a"), 0o755, who).unwrap();
+    assert_eq!(ca, ca2, "same name, same backing name");
+    write(&v, &ca2, "y", b"in the new a");
+    let (cb, _) = v.lookup(Path::new(""), OsStr::new("b")).unwrap();
+    assert_eq!(names(&v, &cb), [s("x")]);
+    assert_eq!(names(&v, &ca2), [s("y")]);
+    // Removed and made again: the new directory, not the removed one.
+    v.unlink(Path::new(&ca2), OsStr::new("y")).unwrap();
+    v.rmdir(Path::new(""), OsStr::new("a")).unwrap();
+    v.mkdir(Path::new(""), OsStr::new("a"), 0o755, who).unwrap();
+    write(&v, &ca2, "z", b"again");
+    assert_eq!(names(&v, &ca2), [s("z")]);
+    assert_eq!(read(&v, &ca2, "z"), b"again");
+    // A directory renamed over an empty one takes its path.
+    v.mkdir(Path::new(""), OsStr::new("c"), 0o755, who).unwrap();
+    let (cc, _) = v.lookup(Path::new(""), OsStr::new("c")).unwrap();
+    assert!(names(&v, &cc).is_empty());
+    v.rename(Path::new(""), OsStr::new("b"), Path::new(""), OsStr::new("c"), 0)
+        .unwrap();
+    assert_eq!(names(&v, &cc), [s("x")]);
+}
+
+#[test]
+fn making_and_removing_without_a_lookup_first_keeps_every_answer() {
+    let t = tempfile::tempdir().unwrap();
+    let v = volume(t.path());
+    write(&v, "", "f", b"1");
+    // O_EXCL on a taken name; without O_EXCL the existing file, truncated.
+    let excl = libc::O_RDWR | libc::O_EXCL;
+    let e = v.create(Path::new(""), OsStr::new("f"), 0o644, excl, WHO, "f".into());
+    assert_eq!(e.err(), Some(crate::Error(libc::EEXIST)));
+    let (_, attr, _, existed) = v
+        .create(
+            Path::new(""),
+            OsStr::new("f"),
+            0o644,
+            libc::O_RDWR | libc::O_TRUNC,
+            WHO,
+            "f".into(),
+        )
+        .unwrap();
+    assert!(existed);
+    assert_eq!(attr.size, 0);
+    let (_, attr, _, existed) = v
+        .create(Path::new(""), OsStr::new("g"), 0o600, libc::O_RDWR, WHO, "g".into())
+        .unwrap();
+    assert!(!existed);
+    assert_eq!((attr.perm, attr.size), (0o600, 0));
+    assert_eq!(
+        v.mkdir(Path::new(""), OsStr::new("f"), 0o755, WHO).err(),
+        Some(crate::Error(libc::EEXIST))
+    );
+    assert_eq!(
+        v.unlink(Path::new(""), OsStr::new("nothing")).err(),
+        Some(crate::Error(libc::ENOENT))
+    );
+    assert_eq!(
+        v.rmdir(Path::new(""), OsStr::new("nothing")).err(),
+        Some(crate::Error(libc::ENOENT))
+    );
+    assert_eq!(
+        v.rmdir(Path::new(""), OsStr::new("f")).err(),
+        Some(crate::Error(libc::ENOTDIR))
+    );
+    v.unlink(Path::new(""), OsStr::new("f")).unwrap();
+    assert_eq!(names(&v, ""), [s("g")]);
 }

@@ -405,7 +405,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
         (cfg, master)
     };
-    let vol = Volume::open(
+    let mut vol = Volume::open(
         &a.cipherdir,
         &cfg,
         &master,
@@ -414,6 +414,11 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         },
     )
     .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    // Backing directories kept open for *at calls, except where another
+    // mount may move them (docs/decisions/0070-backing-directory-descriptors.md).
+    if !a.shared_storage {
+        vol.keep_dirs_open(warpfs_volume::DIR_FD_TTL);
+    }
     if a.masterkey.is_some() {
         super::masterkey::check(&vol, &a.cipherdir)?;
     }

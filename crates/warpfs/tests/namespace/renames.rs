@@ -3,7 +3,12 @@
 
 use super::*;
 
-mode_tests!(rename, rename_dir_over_empty_dir, renameat2_flags);
+mode_tests!(
+    rename,
+    rename_dir_over_empty_dir,
+    renameat2_flags,
+    a_reused_directory_name_is_the_new_directory
+);
 
 fn rename(mode: Mode) {
     require_fuse!();
@@ -124,4 +129,35 @@ fn renameat2_flags(mode: Mode) {
     let before = snapshot(&v.mnt);
     v.remount();
     assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
+}
+
+/// A directory's name given to a new directory (after a rename or rmdir, or
+/// by a directory moved over an empty one) leads to the new directory at
+/// once: what is made there lands there, in the backing tree too.
+fn a_reused_directory_name_is_the_new_directory(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::new(mode);
+    fs::create_dir(v.p("d")).unwrap();
+    write_file(&v.p("d/x"), b"first d");
+    fs::rename(v.p("d"), v.p("e")).unwrap();
+    fs::create_dir(v.p("d")).unwrap();
+    write_file(&v.p("d/y"), b"second d");
+    assert_eq!(names(&v.p("e")), set(&["x"]));
+    assert_eq!(names(&v.p("d")), set(&["y"]));
+    fs::remove_file(v.p("d/y")).unwrap();
+    fs::remove_dir(v.p("d")).unwrap();
+    fs::create_dir(v.p("d")).unwrap();
+    write_file(&v.p("d/z"), b"third d");
+    assert_eq!(names(&v.p("d")), set(&["z"]));
+    // e moved over an empty c: c's name now leads to e's contents.
+    fs::create_dir(v.p("c")).unwrap();
+    assert!(names(&v.p("c")).is_empty());
+    fs::rename(v.p("e"), v.p("c")).unwrap();
+    write_file(&v.p("c/w"), b"in the moved e");
+    assert_eq!(names(&v.p("c")), set(&["w", "x"]));
+    let before = snapshot(&v.mnt);
+    v.remount();
+    assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
+    assert_eq!(fs::read(v.p("c/x")).unwrap(), b"first d");
+    assert_eq!(fs::read(v.p("d/z")).unwrap(), b"third d");
 }

@@ -47,6 +47,9 @@ impl WarpFs {
             return Err(Errno::EBADF);
         };
         let dir = self.loc(ino)?;
+        let first = (offset as usize).max(2) - 2;
+        let names = list.iter().skip(first).map(|e| e.cname.as_str());
+        let mut attrs = self.vol.getattrs_in(&dir.backing, names);
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
@@ -61,7 +64,7 @@ impl WarpFs {
                 _ => {
                     let e = &list[i - 2];
                     // An entry that vanished since opendir is skipped.
-                    let Ok(attr) = self.vol.getattr(&dir.backing.join(&e.cname)) else {
+                    let Some(Ok(attr)) = attrs.next() else {
                         i += 1;
                         continue;
                     };
