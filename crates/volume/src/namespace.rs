@@ -83,7 +83,7 @@ impl Volume {
         };
         if !existed {
             self.ivs.touched(adir, r.stamp);
-            self.own(&p, &r.dir_st, who)?;
+            self.own_file(&p, &r.dir_st, who, mode)?;
         }
         let of = self.files.open(f, true, &self.keys, label)?;
         if existed && flags & libc::O_TRUNC != 0 {
@@ -161,7 +161,7 @@ impl Volume {
             return Err(e);
         }
         self.ivs.touched(adir, r.stamp);
-        self.own(&p, &r.dir_st, who)?;
+        self.own_file(&p, &r.dir_st, who, mode)?;
         let attr = self.stat_at(&p)?;
         Ok((file, attr))
     }

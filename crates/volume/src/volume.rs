@@ -240,6 +240,18 @@ impl Volume {
         };
         crate::sys::lchown(entry, Some(who.uid), Some(gid))
     }
+
+    /// [`own`](Self::own) a new regular file or node made with `mode`: a
+    /// chown clears the set-user-ID and set-group-ID bits of a
+    /// non-directory (also for root), so the ones the caller asked for
+    /// (the kernel already dropped those it may not set) are put back.
+    pub(crate) fn own_file(&self, entry: &Loc, pst: &libc::stat, who: Caller, mode: u32) -> Result<()> {
+        self.own(entry, pst, who)?;
+        if self.chown_new && mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
+            crate::sys::chmod(entry, mode & 0o7777)?;
+        }
+        Ok(())
+    }
 }
 
 fn io(e: Error) -> std::io::Error {

@@ -321,3 +321,41 @@ fn root_keeps_set_id_bits_on_writes_and_loses_them_on_chown() {
     assert_eq!(unsafe { libc::chown(c.as_ptr(), NOBODY, u32::MAX) }, 0);
     assert_eq!(mode(&f), 0o755, "after chown");
 }
+
+#[test]
+fn set_id_bits_asked_for_at_creation_are_kept() {
+    require_fuse!();
+    let v = Volume::new(Mode::Gcm);
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    // The daemon gives each new entry to its caller with a chown, which
+    // clears set-id bits of a non-directory: they must come back.
+    let f = v.p("suid");
+    let c = CString::new(f.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string; the fd is closed at once.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL,
+            0o4755 as libc::c_uint,
+        )
+    };
+    assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: an fd this test opened.
+    unsafe { libc::close(fd) };
+    assert_eq!(mode(&f), 0o4755 & !umask(), "created with O_CREAT");
+    let n = v.p("sgid");
+    let c = CString::new(n.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mknod(c.as_ptr(), libc::S_IFREG | 0o2755, 0) }, 0);
+    assert_eq!(mode(&n), 0o2755 & !umask(), "made with mknod");
+    // Plain files keep plain modes.
+    write_file(&v.p("plain"), b"x");
+    assert_eq!(mode(&v.p("plain")), 0o666 & !umask());
+}
+
+/// The process's umask (read, not set: tests run in parallel).
+fn umask() -> u32 {
+    let s = fs::read_to_string("/proc/self/status").unwrap();
+    let m = s.lines().find_map(|l| l.strip_prefix("Umask:")).unwrap().trim();
+    u32::from_str_radix(m, 8).unwrap()
+}
