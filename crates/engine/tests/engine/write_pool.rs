@@ -60,7 +60,11 @@ fn write_pool_concurrent_seals_use_distinct_nonces_and_match_direct() {
         }
         assert_eq!(results.len(), 8 * per_thread);
         // Nonces come from each epoch in order: within an epoch (a new one
-        // may begin by time) the counters are consecutive.
+        // may begin by time) the counters are consecutive without
+        // speculation; with it, the seals took a ready front or the back
+        // of the pool, so the counters the pool still holds (at most Z plus
+        // a refill batch) may be missing between them.
+        let slack = if speculation { 16 + REFILL_BATCH as u32 } else { 0 };
         let mut by_epoch: std::collections::HashMap<[u8; 8], Vec<u32>> = Default::default();
         for r in &results {
             let ep: [u8; 8] = r.0[..8].try_into().unwrap();
@@ -71,8 +75,12 @@ fn write_pool_concurrent_seals_use_distinct_nonces_and_match_direct() {
         }
         for ctrs in by_epoch.values_mut() {
             ctrs.sort_unstable();
-            let base = ctrs[0];
-            assert!(ctrs.iter().enumerate().all(|(i, c)| *c == base + i as u32));
+            let span = ctrs[ctrs.len() - 1] - ctrs[0] + 1;
+            assert!(
+                span <= ctrs.len() as u32 + slack,
+                "speculation {speculation}: {} nonces over {span} counters",
+                ctrs.len()
+            );
         }
         let s = e.stats();
         assert_eq!(s.applies, 8 * per_thread as u64);
