@@ -83,17 +83,25 @@ cleanup() {
         wf_unmount "$WORK/$p/backing"
     done
     rm -rf "$WORK"
+    [[ -z ${DISKWORK:-} ]] || rm -rf "$DISKWORK"
     exit "$rc"
 }
 
-# peer_setup P — a tmpfs backing dir, a new volume, a mount, a round trip
+# peer_setup P — a backing dir (a tmpfs of its own, or with --backing disk a
+# directory under DISK_DIR), a new volume, a mount, a round trip
 # (4 MiB random data read back after a cold remount; for crypto peers, a
 # plaintext marker must not appear in the backing dir), then the read file
 # read.dat of SIZE_MIB (written once, not timed).
 peer_setup() {
     local p="$1" marker
-    mkdir -p "$WORK/$p/backing" "$WORK/$p/mnt"
-    mount -t tmpfs -o "size=$((SIZE_MIB * 2 + 1024))m" "$PEER_TAG-$p" "$WORK/$p/backing"
+    mkdir -p "$WORK/$p/mnt"
+    if [[ ${BACKING:-tmpfs} == disk ]]; then
+        mkdir -p "$DISKWORK/$p"
+        ln -s "$DISKWORK/$p" "$WORK/$p/backing"
+    else
+        mkdir -p "$WORK/$p/backing"
+        mount -t tmpfs -o "size=$((SIZE_MIB * 2 + 1024))m" "$PEER_TAG-$p" "$WORK/$p/backing"
+    fi
     mkdir "$WORK/$p/backing/vol"
     printf '%s-%s-%s\n' "$PEER_TAG" "$p" "$RANDOM$RANDOM" >"$WORK/$p/passfile"
     chmod 0600 "$WORK/$p/passfile"
@@ -152,6 +160,10 @@ parse_common() {
     --runtime) RUNTIME="$2"; NARGS=2 ;;
     --size-mib) SIZE_MIB="$2"; NARGS=2 ;;
     --out) OUT="$2"; NARGS=2 ;;
+    --backing)
+        [[ $2 == tmpfs || $2 == disk ]] || wf_die "--backing takes tmpfs or disk"
+        BACKING="$2" NARGS=2
+        ;;
     --render) RENDER="$2"; NARGS=2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) wf_die "unknown argument $1 (see --help)" ;;
@@ -167,6 +179,13 @@ work_setup() {
     RAW="$WF_REPO/target/bench/$WF_NAME-raw"
     rm -rf "$RAW"
     mkdir -p "$RAW"
+    if [[ ${BACKING:-tmpfs} == disk ]]; then
+        DISKWORK="$(mktemp -d "${DISK_DIR:-/var/tmp}/warpfs-$PEER_TAG.XXXXXX")"
+        BACKING_DESC="disk ($(findmnt -n -o FSTYPE,SOURCE -T "$DISKWORK" | tr -s ' '))"
+        [[ $BACKING_DESC != *tmpfs* ]] || wf_die "--backing disk: ${DISK_DIR:-/var/tmp} is on a tmpfs (set DISK_DIR)"
+    else
+        BACKING_DESC="tmpfs"
+    fi
     trap cleanup EXIT
     trap 'exit 130' INT TERM
 }

@@ -77,7 +77,7 @@ render_md() {
           "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes), AVX-512F \(.machine.cpu_flags.avx512f)",
           (if .machine.cpu_busy_pct_before == null then "CPU use by other work before the run: not recorded"
        else "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (well above 0: other work competed for them)" end),
-          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) repetitions, cold cache before every job · fio on CPU \(.settings.pinning.fio_cpu), daemon on CPU \(.settings.pinning.daemon_cpus)\n",
+          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · \(.settings.backing // "tmpfs") backing · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) repetitions, cold cache before every job · fio on CPU \(.settings.pinning.fio_cpu), daemon on CPU \(.settings.pinning.daemon_cpus)\n",
           "MiB/s, median (min–max)\(if $ratio then "; ratio = warpfs median / gocryptfs median" else "" end).\n",
           "| workload | " + ($peers | join(" | ")) + (if $ratio then " | warpfs/gocryptfs" else "" end) + " |",
           "|---|" + ($peers | map("---:") | join("|")) + (if $ratio then "|---:" else "" end) + "|",
@@ -174,6 +174,7 @@ jq -R -s \
     --arg fio "$(fio --version)" --arg fuse "$(fusermount3 -V 2>&1 | head -n 1)" \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" \
+    --arg backing "$BACKING_DESC" \
     --argjson versions "$VERSIONS_JSON" '
     [split("\n")[] | select(length > 0) | split("\t")
      | {peer: .[0], workload: .[1], rw: .[2], bs: .[3], rep: (.[4] | tonumber),
@@ -185,7 +186,7 @@ jq -R -s \
                   cpu_flags: {aes: $aes, vaes: $vaes, avx512f: $avx512f},
                   cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
-        settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps,
+        settings: {backing: $backing, file_mib: $size, runtime_s: $runtime, repetitions: $reps,
                    fio: $fio, fusermount3: $fuse, ioengine: "psync", iodepth: 1, direct: 0,
                    cold_cache: "unmount + drop_caches + mount before every job",
                    pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset"}},

@@ -85,7 +85,7 @@ render_md() {
           "\(.date) · \(.machine.cpu_model), \(.machine.cores) cores, kernel \(.machine.kernel) · AES-NI \(.machine.cpu_flags.aes), VAES \(.machine.cpu_flags.vaes)",
           "CPUs \(.machine.cpu_busy_pct_before)% busy just before the run (other work on a shared machine makes the numbers noisy)",
           (if (.settings.warpfs_mount_args // "") != "" then "Every warpfs peer, the no-crypto ceiling included, mounted with `\(.settings.warpfs_mount_args)` (WARPFS_MOUNT_ARGS).\n" else empty end),
-          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · tmpfs backing · warpfs volumes in \($mode) · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job\n",
+          "git \(.git.commit[0:12])\(if .git.dirty then " (dirty)" else "" end) · \(.settings.backing // "tmpfs") backing · warpfs volumes in \($mode) · fio psync, iodepth 1, direct=0, \(.settings.file_mib) MiB file, \(.settings.runtime_s) s per job, \(.settings.repetitions) rep(s), cold cache before every job\n",
           "Placement (taskset): fio on CPU \(.settings.pinning.fio_cpu); every daemon on CPU \(.settings.pinning.daemon_cpus) (FUSE threads); "
             + "keystream workers of warpfs-specon "
             + ((.settings.pinning.engine_cpus // "") | if . == "" then "with them (no --engine-cpus)" else "on CPU \(.) (--engine-cpus \(.))" end) + ", "
@@ -243,6 +243,7 @@ jq -s \
     --arg commit "$GIT_COMMIT" --argjson dirty "$GIT_DIRTY" --arg fio "$(fio --version)" \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --arg engine_cpus "$ENGINE_CPUS" --arg mode "$MODE" \
+    --arg backing "$BACKING_DESC" \
     --argjson soft_aes "$SOFT_AES" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
     --argjson versions "$VERSIONS_JSON" \
     --rawfile panics "$PANICS" '
@@ -251,7 +252,7 @@ jq -s \
         machine: {cpu_model: $cpu, cores: $cores, kernel: $kernel, cpu_flags: {aes: $aes, vaes: $vaes},
                   cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
-        settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
+        settings: {backing: $backing, file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
                    ioengine: "psync", iodepth: 1, direct: 0, mode: $mode, software_aes: $soft_aes,
                    warpfs_mount_args: $margs,
                    cold_cache: "unmount + drop_caches + mount before every job",

@@ -6,10 +6,11 @@
 #
 #   sudo bash bench/transport.sh [--quick] [--reps N] [--runtime S] [--size-mib M]
 #        [--peers warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-uring-farwake,warpfs-dev-shared,gocryptfs,securefs,bindfs]
-#        [--jobs randread-4k,...] [--out DIR]
+#        [--jobs randread-4k,...] [--backing tmpfs|disk] [--out DIR]
 #   bash bench/transport.sh --render bench/results/transport.json     (redo .md and plot)
 #
-# Per peer: a tmpfs backing dir, a new volume, a mount, a round trip check
+# Per peer: a tmpfs backing dir (--backing disk: a directory under DISK_DIR,
+# default /var/tmp, which must not be a tmpfs), a new volume, a mount, a round trip check
 # (bench/lib-peers.sh), a read file of --size-mib. Jobs, each after
 # unmount + drop_caches + mount, peers interleaved within every repetition:
 #   fio (psync, iodepth 1, direct=0, time based, --runtime s):
@@ -239,12 +240,13 @@ jq -s \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --argjson tree "$(cat "$WORK/tree.json")" --argjson storm "$STORM_FILES" --argjson msecs "$MACRO_SECS" \
     --arg fs_cpus "$FS_CPUS" --arg client_cpus "$CLIENT_CPUS" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
+    --arg backing "$BACKING_DESC" \
     --argjson versions "$(versions_json)" --rawfile notes "$NOTES" '
     . as $rows | {
         benchmark: "transport", date: $date,
         machine: {cpu_model: $cpu, cores: $cores, kernel: $kernel, cpu_busy_pct_before: $busy0},
         git: {commit: $commit, dirty: $dirty},
-        settings: {backing: "tmpfs", file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
+        settings: {backing: $backing, file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
                    tree: $tree, storm_files: $storm, macro_seconds: $msecs, warpfs_mount_args: $margs,
                    cold: "unmount + drop_caches + mount before every job and tree step",
                    pinning: {daemon_cpus: $fs_cpus, client_cpus: $client_cpus, tool: "taskset"}},

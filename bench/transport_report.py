@@ -51,7 +51,7 @@ def main():
         "# FUSE transports and kernel caches: warpfs io_uring vs /dev/fuse vs peers\n",
         f"{d['date']} · {m['cpu_model']}, {m['cores']} cores, kernel {m['kernel']} · "
         f"CPUs {m['cpu_busy_pct_before']}% busy just before the run",
-        f"git {d['git']['commit'][:12]}{' (dirty)' if d['git']['dirty'] else ''} · tmpfs backing · "
+        f"git {d['git']['commit'][:12]}{' (dirty)' if d['git']['dirty'] else ''} · {s.get('backing', 'tmpfs')} backing · "
         f"fio psync iodepth 1, {s['file_mib']} MiB file, {s['runtime_s']} s per job · "
         f"{s['repetitions']} repetitions, peers interleaved, cold (unmount, drop caches, mount) before every job · "
         f"daemons on CPUs {s['pinning']['daemon_cpus']}, clients on {s['pinning']['client_cpus']}\n",

@@ -452,8 +452,38 @@ fn read_cold_on(path: &Path, cpu: usize) -> Vec<u8> {
     .unwrap()
 }
 
+/// One page at `at`, read cold on `cpu` with read-ahead off (one small
+/// READ).
+fn read_page_on(path: &Path, cpu: usize, at: u64) -> Vec<u8> {
+    let path = path.to_path_buf();
+    std::thread::spawn(move || {
+        use std::os::unix::fs::FileExt;
+        // SAFETY: a zeroed cpu_set_t with one CPU set, for this thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+        let f = fs::File::open(&path).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        // SAFETY: a valid open fd.
+        unsafe {
+            assert_eq!(libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED), 0);
+            assert_eq!(libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM), 0);
+        }
+        let mut buf = vec![0u8; 4096];
+        f.read_exact_at(&mut buf, at).unwrap();
+        buf
+    })
+    .join()
+    .unwrap()
+}
+
 #[test]
-fn large_writes_let_ring_threads_roam_and_reads_pin_them_back() {
+fn large_transfers_let_ring_threads_roam_and_small_reads_pin_them_back() {
     require_fuse!();
     if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
@@ -487,12 +517,33 @@ fn large_writes_let_ring_threads_roam_and_reads_pin_them_back() {
         } else {
             assert_eq!(out, 0, "a ring thread left its CPU: {threads:?}");
         }
-        // Reads from every CPU bring every thread home.
+        // Small reads from every CPU bring every thread home.
+        for cpu in 0..ncpu {
+            let at = ((cpu as u64 * 1_000_003) % (data.len() as u64 - 4096)) & !4095;
+            let got = read_page_on(&path, cpu, at);
+            assert_bytes_eq(
+                &got,
+                &data[at as usize..at as usize + 4096],
+                &format!("{roam}: page on CPU {cpu}"),
+            );
+        }
+        let threads = ring_cpus(pid);
+        assert!(
+            threads.iter().all(at_home),
+            "{roam}: not home after small reads: {threads:?}"
+        );
+        // A sequential reader's read-ahead (READs of up to 1 MiB) lets the
+        // threads that serve it leave again.
         for cpu in 0..ncpu {
             assert_bytes_eq(&read_cold_on(&path, cpu), &data, &format!("{roam}: read on CPU {cpu}"));
         }
         let threads = ring_cpus(pid);
-        assert!(threads.iter().all(at_home), "{roam}: not home after reads: {threads:?}");
+        let out = threads.iter().filter(|t| !at_home(t)).count();
+        if roam == "on" {
+            assert!(out >= 1, "no ring thread left its CPU for read-ahead: {threads:?}");
+        } else {
+            assert_eq!(out, 0, "a ring thread left its CPU: {threads:?}");
+        }
         v.unmount();
         let log = v.log();
         match roam {

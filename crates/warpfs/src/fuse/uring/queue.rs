@@ -86,6 +86,8 @@ struct Slot {
     commit_id: u64,
     /// The answer is a small READ, whose reader waits on a page lock.
     small_read: bool,
+    /// The size of the last answer's payload.
+    answer: usize,
 }
 
 impl Slot {
@@ -118,6 +120,7 @@ impl Slot {
             last: CMD_REGISTER,
             commit_id: 0,
             small_read: false,
+            answer: 0,
         })
     }
 }
@@ -224,6 +227,7 @@ fn serve<T: Operations>(ops: &T, acl: Acl, s: &mut Slot) -> Option<u32> {
     s.commit_id = commit_id;
     s.last = CMD_COMMIT_AND_FETCH;
     s.small_read = inh.opcode == abi::op::READ && len <= stay::MAX_READ;
+    s.answer = len;
     Some(CMD_COMMIT_AND_FETCH)
 }
 
@@ -314,8 +318,9 @@ pub fn run<T: Operations>(
                 0 => {
                     counts.served.fetch_add(1, Ordering::Relaxed);
                     let (opcode, size) = s.request_kind();
-                    batch.note(opcode, size);
-                    serve(&*ops, acl, s)
+                    let cmd = serve(&*ops, acl, s);
+                    batch.note(opcode, size, s.answer);
+                    cmd
                 }
                 r if r == -libc::EINTR || r == -libc::EAGAIN => Some(s.last),
                 r => {

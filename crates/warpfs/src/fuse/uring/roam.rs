@@ -1,11 +1,13 @@
-//! Letting a ring thread leave its CPU while it serves large writes. The
-//! kernel queues a request on the ring of the CPU it was made on; for
+//! Letting a ring thread leave its CPU while it serves large transfers.
+//! The kernel queues a request on the ring of the CPU it was made on; for
 //! writes that is the writeback worker's CPU, which the writer and the
-//! worker keep busy, so a queue thread pinned there shares it with them
-//! while the other CPU idles. Large WRITEs have no caller waiting on this
-//! CPU, so after serving one the thread may run anywhere its process may
-//! ([`Roam::after`]); the next READ pins it home again, where a reader's
-//! answer is best made (the reader waits on this CPU: `super::stay`).
+//! worker keep busy, and for a sequential reader's read-ahead it is the
+//! reader's, so a queue thread pinned there shares that CPU while the
+//! other idles. Large WRITEs and large READs (read-ahead) have no caller
+//! waiting on this CPU for that very answer, so after serving one the
+//! thread may run anywhere its process may ([`Roam::after`]); the next
+//! small READ pins it home again, where its reader's answer is best made
+//! (the reader waits on this CPU: `super::stay`).
 //! docs/decisions/0007-fuse-over-io-uring.md.
 
 /// WRITE requests of at least this many bytes let the thread roam: the
@@ -18,14 +20,18 @@ pub const BIG_WRITE: usize = 64 * 1024;
 pub struct Batch {
     /// A WRITE of at least [`BIG_WRITE`] bytes.
     pub big_write: bool,
-    /// A READ.
+    /// A small READ (a reader waits on this CPU: `super::stay`).
     pub read: bool,
+    /// A READ answer larger than [`super::stay::MAX_READ`].
+    pub big_read: bool,
 }
 
 impl Batch {
-    /// Note one served request.
-    pub fn note(&mut self, opcode: u32, payload: usize) {
+    /// Note one served request: its opcode, its payload size (a WRITE's
+    /// data) and its answer's size (a READ's data).
+    pub fn note(&mut self, opcode: u32, payload: usize, answer: usize) {
         match opcode {
+            super::abi::op::READ if answer > super::stay::MAX_READ => self.big_read = true,
             super::abi::op::READ => self.read = true,
             super::abi::op::WRITE if payload >= BIG_WRITE => self.big_write = true,
             _ => {}
@@ -34,11 +40,12 @@ impl Batch {
 }
 
 /// Where the thread should be after a batch: `Some(true)` home,
-/// `Some(false)` anywhere, `None` where it is. A READ wins over a write.
+/// `Some(false)` anywhere, `None` where it is. A small READ wins over
+/// large transfers.
 pub fn decide(home_now: bool, b: Batch) -> Option<bool> {
     if b.read && !home_now {
         Some(true)
-    } else if b.big_write && !b.read && home_now {
+    } else if (b.big_write || b.big_read) && !b.read && home_now {
         Some(false)
     } else {
         None
@@ -132,20 +139,28 @@ impl Roam {
 mod tests {
     use super::*;
     use crate::fuse::uring::abi::op;
+    use crate::fuse::uring::stay::MAX_READ;
 
     fn batch(ops: &[(u32, usize)]) -> Batch {
         let mut b = Batch::default();
         for &(o, n) in ops {
-            b.note(o, n);
+            b.note(o, n, n);
         }
         b
     }
 
     #[test]
-    fn big_writes_send_the_thread_out_and_reads_bring_it_home() {
+    fn big_transfers_send_the_thread_out_and_small_reads_bring_it_home() {
         let big = batch(&[(op::WRITE, BIG_WRITE)]);
         let small = batch(&[(op::WRITE, BIG_WRITE - 1)]);
         let read = batch(&[(op::READ, 0)]);
+        let ahead = batch(&[(op::READ, MAX_READ + 1)]);
+        let page = batch(&[(op::READ, MAX_READ)]);
+        let mixed = batch(&[(op::READ, 1 << 20), (op::READ, 4096)]);
+        assert_eq!(decide(true, ahead), Some(false), "read-ahead leaves home");
+        assert_eq!(decide(false, ahead), None);
+        assert_eq!(decide(false, page), Some(true), "a small read comes home");
+        assert_eq!(decide(true, mixed), None, "a small read keeps it home");
         let both = batch(&[(op::WRITE, 1 << 20), (op::READ, 4096)]);
         let other = batch(&[(op::GETATTR, 0), (op::LOOKUP, 0)]);
         assert_eq!(decide(true, big), Some(false));
