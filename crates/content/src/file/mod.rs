@@ -321,4 +321,6 @@ mod sum;
 mod write;
 
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod tests;
