@@ -48,19 +48,6 @@ pub(crate) fn write_all_at_progress(f: &File, buf: &[u8], off: u64) -> Result<()
     Ok(())
 }
 
-/// Whether `[from, to)` of `f` lies below its end with no hole in it
-/// (`SEEK_HOLE`): bytes already written or allocated, which a write can
-/// overwrite without new space on a file system that writes in place.
-/// False where it cannot tell.
-pub(crate) fn no_hole(f: &File, from: u64, to: u64) -> bool {
-    let Ok(start) = libc::off_t::try_from(from) else {
-        return false;
-    };
-    // SAFETY: plain syscall on an owned fd.
-    let hole = unsafe { libc::lseek(f.as_raw_fd(), start, libc::SEEK_HOLE) };
-    hole >= 0 && hole as u64 >= to
-}
-
 /// Allocate `[from, to)` without changing the size, so writes there cannot
 /// fail for lack of space part-way; file systems without `fallocate` are
 /// fine (the write then takes its chance).
