@@ -96,6 +96,8 @@ pub struct Engine {
     /// Decrypt-ahead threads (speculation on or `ahead_without_speculation`,
     /// and `read_ahead > 0`).
     ahead: Mutex<Option<AheadPool>>,
+    /// See [`Engine::mask_cpus`].
+    mask_cpus: Vec<usize>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -123,6 +125,13 @@ impl Engine {
             (false, _) => 0,
             (true, Some(n)) => n.max(1),
             (true, None) => cfg.effective_threads(),
+        };
+        // Where cpu workers will make masks: their list, else wherever this
+        // (the mounting) thread may run. A device's driver threads mostly wait.
+        let mask_cpus = match (threads, backend.driver_threads(), cfg.cpus.is_empty()) {
+            (0, _, _) | (_, Some(_), _) => Vec::new(),
+            (_, None, true) => thread_cpus(),
+            (_, None, false) => cfg.cpus.clone(),
         };
         // A device backend takes whole launches per work unit.
         cfg.batch_max = cfg.batch_max.max(backend.chunk());
@@ -179,6 +188,7 @@ impl Engine {
             shared: shared.clone(),
             workers: Mutex::new(Vec::new()),
             ahead: Mutex::new(ahead),
+            mask_cpus,
         });
         for i in 0..threads {
             let sh = shared.clone();
@@ -273,6 +283,14 @@ impl Engine {
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.shared.threads
+    }
+
+    /// The CPUs this engine's workers make masks on, known when it starts
+    /// (`--engine-cpus`, else the CPUs the starting thread may use); empty
+    /// without cpu workers (speculation off, or a device backend). FUSE
+    /// work should leave them to the workers: that is where speculation pays.
+    pub fn mask_cpus(&self) -> &[usize] {
+        &self.mask_cpus
     }
 
     /// Whether masks are made on a device (keys should then be added as

@@ -108,3 +108,42 @@ fn decrypt_ahead_follows_speculation_and_depth() {
     assert!(alone.run_ahead(Box::new(move || tx.send(7).unwrap())));
     assert_eq!(rx.recv().unwrap(), 7);
 }
+
+#[test]
+fn mask_cpus_are_the_listed_cpus_or_the_starters_and_none_without_workers() {
+    let off = Engine::new(EngineConfig {
+        speculation: false,
+        ahead_without_speculation: true,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert!(off.mask_cpus().is_empty(), "no workers, no mask CPUs");
+    let listed = Engine::new(EngineConfig {
+        threads: 1,
+        speculation: true,
+        cpus: vec![0],
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert_eq!(listed.mask_cpus(), &[0]);
+    // Without a list: where the starting thread may run (this one, pinned).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: a zeroed cpu_set_t is valid; CPU 0 exists on every machine.
+        let pinned = unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut s);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
+        };
+        let e = Engine::new(EngineConfig {
+            threads: 1,
+            speculation: true,
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        tx.send((pinned, e.mask_cpus().to_vec())).unwrap();
+    });
+    let (pinned, cpus) = rx.recv().unwrap();
+    assert!(pinned, "cannot pin the test thread to CPU 0");
+    assert_eq!(cpus, vec![0]);
+}

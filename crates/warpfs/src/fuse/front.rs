@@ -81,6 +81,9 @@ impl<T: Operations> Operations for Front<T> {
     fn transport_started(&self, transport: &'static str) {
         self.inner.transport_started(transport)
     }
+    fn busy_cpus(&self) -> Vec<usize> {
+        self.inner.busy_cpus()
+    }
     fn lookup(&self, ctx: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
         let _g = self.req();
         self.inner.lookup(ctx, parent, name).map(|e| self.entry(e))

@@ -162,6 +162,11 @@ pub trait Operations: Send + Sync + 'static {
     fn destroy(&self) {}
     /// The mount is served by `transport` ("uring" or "dev").
     fn transport_started(&self, transport: &'static str) {}
+    /// CPUs the file system's own threads keep busy (speculation's keystream
+    /// workers): FUSE threads are not moved there (`uring::roam`).
+    fn busy_cpus(&self) -> Vec<usize> {
+        Vec::new()
+    }
     fn lookup(&self, ctx: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
         nosys()
     }

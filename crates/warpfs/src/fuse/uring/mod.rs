@@ -155,6 +155,13 @@ impl Ring {
                 }
             }
         }
+        let busy: Arc<[usize]> = ops.busy_cpus().into();
+        if ring.options.roam && !busy.is_empty() {
+            tracing::info!(
+                "io_uring: ring threads never roam onto the keystream workers' CPUs ({})",
+                warpfs_engine::format_cpu_list(&busy)
+            );
+        }
         for qid in 0..queues {
             for t in 0..options.threads.max(1) {
                 let wake = match eventfd() {
@@ -168,6 +175,7 @@ impl Ring {
                     payload: PAYLOAD,
                     local_wake: ring.options.local_wake,
                     roam: ring.options.roam,
+                    busy: busy.clone(),
                     idle: ring.idle.as_ref().map(|s| s.flags.clone()),
                 };
                 let (devfd, wakefd, ops, tx) = (ring._dev.as_raw_fd(), wake.as_raw_fd(), ops.clone(), tx.clone());

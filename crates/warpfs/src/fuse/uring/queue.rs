@@ -36,6 +36,8 @@ pub struct Spec {
     pub local_wake: bool,
     /// Leave the CPU while serving large writes ([`super::roam`]).
     pub roam: bool,
+    /// CPUs never to roam to (the file system's busy ones).
+    pub busy: Arc<[usize]>,
     /// Which CPUs were idle lately (only with `local_wake`).
     pub idle: Option<Arc<super::idle::Flags>>,
 }
@@ -262,7 +264,7 @@ pub fn run<T: Operations>(
     ready: Sender<Result<(), String>>,
     counts: Arc<Counts>,
 ) {
-    let mut roam = spec.cpu.and_then(Roam::pin);
+    let mut roam = spec.cpu.and_then(|c| Roam::pin(c, &spec.busy));
     let (mut ring, mut slots, early) = match setup(dev, wake, &spec) {
         Ok(r) => {
             let _ = ready.send(Ok(()));

@@ -7,7 +7,10 @@
 //! waiting on this CPU for that very answer, so after serving one the
 //! thread may run anywhere its process may ([`Roam::after`]); the next
 //! small READ pins it home again, where its reader's answer is best made
-//! (the reader waits on this CPU: `super::stay`).
+//! (the reader waits on this CPU: `super::stay`). It never roams onto the
+//! CPUs of speculation's keystream workers (the file system's busy CPUs):
+//! masks are made ahead of need only on cores the FUSE work leaves idle,
+//! so with workers on every other CPU the thread stays home.
 //! docs/decisions/0007-fuse-over-io-uring.md.
 
 /// WRITE requests of at least this many bytes let the thread roam: the
@@ -78,6 +81,25 @@ impl Set {
         }
     }
 
+    fn has(&self, cpu: usize) -> bool {
+        // SAFETY: CPU_ISSET on an index checked against the set's size.
+        cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() && unsafe { libc::CPU_ISSET(cpu, &self.0) }
+    }
+
+    /// Where a thread at home on `cpu` may roam: this set less `busy`,
+    /// `None` when that leaves no CPU but home.
+    fn roam_set(mut self, home: usize, busy: &[usize]) -> Option<Set> {
+        for &c in busy {
+            if self.has(c) {
+                // SAFETY: `has` checked the index against the set's size.
+                unsafe { libc::CPU_CLR(c, &mut self.0) };
+            }
+        }
+        (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+            .any(|c| c != home && self.has(c))
+            .then_some(self)
+    }
+
     fn apply(&self) -> bool {
         // SAFETY: a valid cpu_set_t of the size passed.
         unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) == 0 }
@@ -85,10 +107,11 @@ impl Set {
 }
 
 /// A queue thread's CPU: home (pinned) or roaming over the CPUs its
-/// process may use.
+/// process may use, less the busy ones.
 pub struct Roam {
     home: Set,
-    wide: Set,
+    /// `None`: nowhere to go but home.
+    wide: Option<Set>,
     at_home: bool,
     /// Times the thread left home.
     pub roams: u64,
@@ -96,10 +119,10 @@ pub struct Roam {
 
 impl Roam {
     /// Pin the calling thread to `cpu`, remembering the CPUs it may use
-    /// now as where it may roam. `None` when it cannot be pinned (the
-    /// thread is left where it is).
-    pub fn pin(cpu: usize) -> Option<Roam> {
-        let wide = Set::current()?;
+    /// now, less `busy`, as where it may roam. `None` when it cannot be
+    /// pinned (the thread is left where it is).
+    pub fn pin(cpu: usize, busy: &[usize]) -> Option<Roam> {
+        let wide = Set::current()?.roam_set(cpu, busy);
         let home = Set::one(cpu)?;
         if !home.apply() {
             tracing::debug!(
@@ -116,6 +139,12 @@ impl Roam {
         })
     }
 
+    /// Whether there is anywhere to roam to.
+    #[cfg(test)]
+    pub fn can_roam(&self) -> bool {
+        self.wide.is_some()
+    }
+
     /// Whether the thread is pinned home.
     #[cfg(test)]
     pub fn at_home(&self) -> bool {
@@ -126,7 +155,7 @@ impl Roam {
     pub fn after(&mut self, b: Batch) {
         match decide(self.at_home, b) {
             Some(true) if self.home.apply() => self.at_home = true,
-            Some(false) if self.wide.apply() => {
+            Some(false) if self.wide.is_some_and(|w| w.apply()) => {
                 self.at_home = false;
                 self.roams += 1;
             }
@@ -191,7 +220,7 @@ mod tests {
             let home = (0..8 * std::mem::size_of::<libc::cpu_set_t>())
                 .find(|&c| unsafe { libc::CPU_ISSET(c, &cur.0) })
                 .unwrap();
-            let mut r = Roam::pin(home).expect("an allowed CPU");
+            let mut r = Roam::pin(home, &[]).expect("an allowed CPU");
             assert_eq!(allowed(), home.to_string());
             r.after(batch(&[(op::WRITE, 1 << 20)]));
             assert!(!r.at_home());
@@ -199,6 +228,56 @@ mod tests {
             r.after(batch(&[(op::READ, 4096)]));
             assert!(r.at_home());
             assert_eq!((allowed(), r.roams), (home.to_string(), 1));
+        })
+        .join()
+        .unwrap();
+    }
+
+    fn set(cpus: &[usize]) -> Set {
+        // SAFETY: a zeroed cpu_set_t is valid; test indices are small.
+        unsafe {
+            let mut s: libc::cpu_set_t = std::mem::zeroed();
+            for &c in cpus {
+                libc::CPU_SET(c, &mut s);
+            }
+            Set(s)
+        }
+    }
+
+    fn cpus(s: Option<Set>) -> Option<Vec<usize>> {
+        s.map(|s| (0..64).filter(|&c| s.has(c)).collect())
+    }
+
+    #[test]
+    fn the_busy_cpus_are_no_place_to_roam() {
+        let all = set(&[0, 1, 2, 3]);
+        assert_eq!(cpus(all.roam_set(0, &[])), Some(vec![0, 1, 2, 3]));
+        assert_eq!(cpus(all.roam_set(0, &[2, 3])), Some(vec![0, 1]));
+        assert_eq!(cpus(all.roam_set(0, &[1, 2, 3])), None, "only home is left");
+        assert_eq!(cpus(all.roam_set(1, &[0, 1, 2, 3])), None, "workers everywhere");
+        assert_eq!(cpus(all.roam_set(0, &[0])), Some(vec![1, 2, 3]), "off a busy home");
+        // A process kept to CPU 1 (taskset) with its workers there: a
+        // thread at home on CPU 0 stays there.
+        assert_eq!(cpus(set(&[1]).roam_set(0, &[1])), None);
+        assert_eq!(cpus(set(&[1]).roam_set(0, &[])), Some(vec![1]));
+        assert_eq!(
+            cpus(all.roam_set(0, &[7, 99, 1 << 20])),
+            Some(vec![0, 1, 2, 3]),
+            "unknown CPUs"
+        );
+    }
+
+    #[test]
+    fn a_thread_with_nowhere_to_go_stays_home() {
+        std::thread::spawn(|| {
+            let cur = Set::current().unwrap();
+            let home = (0..64).find(|&c| cur.has(c)).unwrap();
+            let busy: Vec<usize> = (0..1024).filter(|&c| c != home).collect();
+            let mut r = Roam::pin(home, &busy).expect("an allowed CPU");
+            assert!(!r.can_roam());
+            r.after(batch(&[(op::WRITE, 1 << 20)]));
+            assert!(r.at_home());
+            assert_eq!((allowed(), r.roams), (home.to_string(), 0));
         })
         .join()
         .unwrap();

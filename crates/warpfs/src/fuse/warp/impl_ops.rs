@@ -18,6 +18,9 @@ impl Operations for WarpFs {
     fn transport_started(&self, transport: &'static str) {
         self.set_transport(transport)
     }
+    fn busy_cpus(&self) -> Vec<usize> {
+        self.vol.engine().map(|e| e.mask_cpus().to_vec()).unwrap_or_default()
+    }
     fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
         WarpFs::lookup(self, parent, name)
     }
