@@ -223,11 +223,12 @@ mod tests {
             let mut r = Roam::pin(home, &[]).expect("an allowed CPU");
             assert_eq!(allowed(), home.to_string());
             r.after(batch(&[(op::WRITE, 1 << 20)]));
-            assert!(!r.at_home());
-            assert_eq!((allowed(), r.roams), (wide.clone(), 1));
+            // A process allowed one CPU has nowhere to go.
+            let moved = u64::from(wide != home.to_string());
+            assert_eq!((r.at_home(), allowed(), r.roams), (moved == 0, wide.clone(), moved));
             r.after(batch(&[(op::READ, 4096)]));
             assert!(r.at_home());
-            assert_eq!((allowed(), r.roams), (home.to_string(), 1));
+            assert_eq!((allowed(), r.roams), (home.to_string(), moved));
         })
         .join()
         .unwrap();
