@@ -164,7 +164,11 @@ type Completions = Vec<(u64, i32)>;
 /// entry as soon as it is registered.
 fn setup(dev: RawFd, wake: RawFd, spec: &Spec) -> std::io::Result<(Ring, Vec<Slot>, Completions)> {
     let n = u32::try_from(spec.depth + 1).map_err(std::io::Error::other)?;
-    let mut ring: Ring = IoUring::builder().setup_cqsize(2 * n).build(n)?;
+    let mut ring: Ring = IoUring::builder()
+        .setup_cqsize(2 * n)
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(n)?;
     ring.submitter().register_files(&[dev])?;
     let slots = (0..spec.depth)
         .map(|_| Slot::new(spec.payload))
