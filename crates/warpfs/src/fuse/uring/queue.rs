@@ -253,8 +253,8 @@ pub struct Counts {
 /// Submit what is queued with the thread at idle priority, so the reader
 /// the commits wake stays on this CPU ([`stay`]); the policy is back before
 /// the thread waits again.
-fn submit_idle(ring: &mut Ring) -> std::io::Result<usize> {
-    let _idle = stay::Idle::enter();
+fn submit_idle(ring: &mut Ring, home: i32) -> std::io::Result<usize> {
+    let _idle = stay::Idle::enter_from(home);
     ring.submit()
 }
 
@@ -269,6 +269,7 @@ pub fn run<T: Operations>(
     counts: Arc<Counts>,
 ) {
     let mut roam = spec.cpu.and_then(|c| Roam::pin(c, &spec.busy));
+    let home = stay::home();
     let (mut ring, mut slots, early) = match setup(dev, wake, &spec) {
         Ok(r) => {
             let _ = ready.send(Ok(()));
@@ -313,7 +314,7 @@ pub fn run<T: Operations>(
             (Some(f), Some(me)) => f.another_idle(me),
             _ => true,
         };
-        let idle_ok = spec.local_wake && another_idle && governor.allows(Instant::now());
+        let idle_ok = spec.local_wake && home.is_some() && another_idle && governor.allows(Instant::now());
         for &(ud, res) in &done {
             if ud == WAKE {
                 woken = true;
@@ -367,9 +368,9 @@ pub fn run<T: Operations>(
                 counts.roams.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if local {
+        if let (true, Some(home)) = (local, home) {
             let t0 = Instant::now();
-            let r = submit_idle(&mut ring);
+            let r = submit_idle(&mut ring, home);
             let t1 = Instant::now();
             let before = governor.backoffs;
             governor.observe(t1 - t0, t1);

@@ -103,14 +103,18 @@ pub struct Idle {
     back: i32,
 }
 
+/// The calling thread's policy when it is one [`probe`] vouches for
+/// (SCHED_OTHER or SCHED_BATCH): read once when a ring thread starts, so
+/// a commit at idle priority costs two policy changes, not a third call.
+pub fn home() -> Option<i32> {
+    let p = policy();
+    (p == libc::SCHED_OTHER || p == libc::SCHED_BATCH).then_some(p)
+}
+
 impl Idle {
-    /// Lower the calling thread to SCHED_IDLE; `None` (nothing changed)
-    /// when its policy is not one [`probe`] vouched for.
-    pub fn enter() -> Option<Idle> {
-        let back = policy();
-        if back != libc::SCHED_OTHER && back != libc::SCHED_BATCH {
-            return None;
-        }
+    /// Lower the calling thread, whose policy is `back` (from [`home`]),
+    /// to SCHED_IDLE until dropped.
+    pub fn enter_from(back: i32) -> Option<Idle> {
         set(libc::SCHED_IDLE).then_some(Idle { back })
     }
 }
@@ -203,8 +207,10 @@ mod tests {
                 // which the probe exists to prevent.
                 return;
             }
+            let home = home().expect("a policy the probe vouched for");
+            assert_eq!(home, before);
             {
-                let _g = Idle::enter().expect("SCHED_IDLE");
+                let _g = Idle::enter_from(home).expect("SCHED_IDLE");
                 assert_eq!(policy(), libc::SCHED_IDLE);
             }
             assert_eq!(policy(), before, "policy put back");
@@ -236,7 +242,7 @@ mod tests {
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
                 return; // not allowed here: nothing to check
             }
-            assert!(Idle::enter().is_none());
+            assert!(home().is_none(), "no home policy to come back to");
             assert_eq!(policy(), libc::SCHED_FIFO);
         })
         .join()
