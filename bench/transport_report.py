@@ -40,7 +40,9 @@ def main():
     src, out = sys.argv[1], sys.argv[2]
     d = json.load(open(src))
     cells = {(r["peer"], r["job"]): r for r in d["results"]}
+    # Known peers in their order, then any other peer of the run (never dropped).
     peers = [p for p in ORDER if any(k[0] == p for k in cells)]
+    peers += sorted({k[0] for k in cells} - set(peers))
     jobs = [j for j in JOBS if any(k[1] == j for k in cells)]
     val = lambda p, j: med(cells[(p, j)]["value"]) if (p, j) in cells else None
     cpu = lambda p, j: med(cells[(p, j)]["cpu_us_per_op"]) if (p, j) in cells else None
