@@ -68,6 +68,8 @@ done
 mkdir -p "$RAW/$NAME$TAG"
 cp "${files[@]}" "$RAW/$NAME$TAG/"
 python3 "$WF_REPO/bench/cipher_spec_report.py" "$NAME" "$OUT/$NAME$TAG" "${files[@]}"
+# The per-mode results are kept in $RAW/$NAME$TAG/ only.
+rm -f "${files[@]}" "${files[@]/%.json/.md}"
 NAME="$NAME$TAG"
 cat "$OUT/$NAME.md"
 wf_log "wrote $OUT/$NAME.json and $OUT/$NAME.md"
