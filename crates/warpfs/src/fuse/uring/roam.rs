@@ -11,7 +11,7 @@
 //! CPUs of speculation's keystream workers (the file system's busy CPUs):
 //! masks are made ahead of need only on cores the FUSE work leaves idle,
 //! so with workers on every other CPU the thread stays home.
-//! docs/decisions/0007-fuse-over-io-uring.md.
+//! docs/decisions/0072-ring-threads-roam.md.
 
 /// WRITE requests of at least this many bytes let the thread roam: the
 /// writeback of a sequential writer (small random writes stay home, where

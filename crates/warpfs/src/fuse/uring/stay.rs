@@ -13,7 +13,7 @@
 //! notices the long way back and stops committing at idle priority for a
 //! while. And it is done only while another CPU was idle lately
 //! ([`super::idle`]): otherwise the reader stays anyway.
-//! docs/decisions/0007-fuse-over-io-uring.md.
+//! docs/decisions/0071-ring-readers-stay-on-their-cpu.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
