@@ -16,6 +16,9 @@
 #       (--engine-threads 1) and warpfs-split2 (--engine-threads 2)
 #       -> DIR/xts-split.{json,md}
 #
+# BDI_MAX_BYTES=N: every mount's dirty limit (bdi max_bytes) for the run, in
+# place of the daemon's 128 MiB (bench/lib-peers.sh), e.g. a limit the
+# write pool's masks cover (docs/decisions/0013).
 # --tag T: name the outputs cipher-spec-T / xts-split-T (e.g. for a run with
 # WARPFS_MOUNT_ARGS="--transport dev", which every warpfs peer then gets).
 # Each mode is one bench/spec-fio.sh run (its peers interleaved, cold cache

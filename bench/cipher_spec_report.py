@@ -60,6 +60,9 @@ def main():
             + (f" Every warpfs mount with `{s['warpfs_mount_args']}`." if s.get("warpfs_mount_args") else
                " Default transport (FUSE over io_uring where the kernel offers it: a request is served on the CPU"
                " that issued it, so FUSE work also runs on fio's CPU)."))
+    if s.get("bdi_max_bytes"):
+        head += (f" Every mount's dirty limit (bdi `max_bytes`) set to {int(s['bdi_max_bytes']) >> 20} MiB"
+                 " after mounting (BDI_MAX_BYTES), in place of warpfs's 128 MiB.")
     if kind == "cipher-spec":
         md += ["# Speculation where the cipher is the bottleneck: on vs off", "", head,
                f"warpfs-specon's keystream workers on CPU {s['pinning']['engine_cpus'] or s['pinning']['daemon_cpus']}.", "",
@@ -81,6 +84,7 @@ def main():
             parts = "–" if pw is None and pc is None else f"{pw or 0:.0f} / {pc or 0:.0f}"
             md.append(f"| {r['volume']} | {r['job']} | {f1(a)} | {f1(t1)} | {f1(t2)} | {ratio(t1, a)} | {ratio(t2, a)} | {parts} |")
     env = f"WARPFS_MOUNT_ARGS=\"{s['warpfs_mount_args']}\" " if s.get("warpfs_mount_args") else ""
+    env += f"BDI_MAX_BYTES={s['bdi_max_bytes']} " if s.get("bdi_max_bytes") else ""
     tag = prefix.rsplit("/", 1)[-1][len(kind):]
     tag = f" --tag {tag[1:]}" if tag.startswith("-") else ""
     md += ["", f"Reproduce: `sudo {env}flock /work/bench.lock bash bench/cipher-spec.sh{' --split' if kind == 'xts-split' else ''}{tag}`."]

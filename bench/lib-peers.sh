@@ -26,6 +26,13 @@ t() { timeout -k 5 120 "$@"; }
 # over io_uring a request is served on its caller's CPU, so the workers go
 # to $FS_CPUS. ENGINE_CPUS=none keeps them with the FUSE threads). Sets
 # NCPU too.
+# Each daemon starts in a session of its own (setsid), as a file system
+# that daemonizes or runs under systemd does: with autogroup scheduling
+# (sched_autogroup_enabled, on in most distributions' kernels) a session is
+# a scheduling group, and a daemon started in the client's session shares
+# the client's group, which no deployment does
+# (docs/decisions/0071-ring-readers-stay-on-their-cpu.md).
+# DAEMON_SESSION=shared starts them in the benchmark's session instead.
 pin_setup() {
     NCPU=$(nproc)
     FIO_CPU="${FIO_CPU:-0}"
@@ -43,7 +50,17 @@ pin_setup() {
     export ENGINE_CPUS
     # shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
     PIN=(taskset -c "$FS_CPUS")
+    [[ ${DAEMON_SESSION:-own} == shared ]] || PIN=(setsid "${PIN[@]}")
     FIO_PIN=(taskset -c "$FIO_CPU")
+}
+
+# How the daemons were started, for the results' settings.
+daemon_session() {
+    if [[ ${DAEMON_SESSION:-own} == shared ]]; then
+        echo "the benchmark's own session (DAEMON_SESSION=shared)"
+    else
+        echo "a session of its own per daemon (setsid)"
+    fi
 }
 
 peer_umount() {
@@ -63,6 +80,12 @@ peer_mount() {
         wf_die "$p: mount failed"
     }
     t stat "$WORK/$p/mnt" >/dev/null || wf_die "$p: the mount does not answer"
+    # BDI_MAX_BYTES: every mount's dirty limit (its bdi's max_bytes, root
+    # only) for the run, in place of what the daemon chose.
+    if [[ -n ${BDI_MAX_BYTES:-} ]]; then
+        echo "$BDI_MAX_BYTES" >"/sys/class/bdi/$(mountpoint -d "$WORK/$p/mnt")/max_bytes" ||
+            wf_die "$p: cannot set the dirty limit (BDI_MAX_BYTES)"
+    fi
 }
 
 # Unmount, drop the page cache, mount again: reads go through the daemon,

@@ -244,7 +244,7 @@ jq -s \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --arg fio_cpu "$FIO_CPU" --arg fs_cpus "$FS_CPUS" --arg engine_cpus "$ENGINE_CPUS" --arg mode "$MODE" \
     --arg backing "$BACKING_DESC" \
-    --argjson soft_aes "$SOFT_AES" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
+    --argjson soft_aes "$SOFT_AES" --arg margs "${WARPFS_MOUNT_ARGS:-}" --arg bdi "${BDI_MAX_BYTES:-}" --arg session "$(daemon_session)" \
     --argjson versions "$VERSIONS_JSON" \
     --rawfile panics "$PANICS" '
     . as $rows | {
@@ -254,7 +254,7 @@ jq -s \
         git: {commit: $commit, dirty: $dirty},
         settings: {backing: $backing, file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
                    ioengine: "psync", iodepth: 1, direct: 0, mode: $mode, software_aes: $soft_aes,
-                   warpfs_mount_args: $margs,
+                   warpfs_mount_args: $margs, bdi_max_bytes: $bdi, daemon_session: $session,
                    cold_cache: "unmount + drop_caches + mount before every job",
                    pinning: {fio_cpu: $fio_cpu, daemon_cpus: $fs_cpus, tool: "taskset",
                              engine_cpus: $engine_cpus,

@@ -240,7 +240,7 @@ jq -s \
     --argjson runtime "$RUNTIME" --argjson reps "$REPS" --argjson size "$SIZE_MIB" \
     --argjson tree "$(cat "$WORK/tree.json")" --argjson storm "$STORM_FILES" --argjson msecs "$MACRO_SECS" \
     --arg fs_cpus "$FS_CPUS" --arg client_cpus "$CLIENT_CPUS" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
-    --arg backing "$BACKING_DESC" \
+    --arg backing "$BACKING_DESC" --arg session "$(daemon_session)" \
     --argjson versions "$(versions_json)" --rawfile notes "$NOTES" '
     . as $rows | {
         benchmark: "transport", date: $date,
@@ -249,7 +249,8 @@ jq -s \
         settings: {backing: $backing, file_mib: $size, runtime_s: $runtime, repetitions: $reps, fio: $fio,
                    tree: $tree, storm_files: $storm, macro_seconds: $msecs, warpfs_mount_args: $margs,
                    cold: "unmount + drop_caches + mount before every job and tree step",
-                   pinning: {daemon_cpus: $fs_cpus, client_cpus: $client_cpus, tool: "taskset"}},
+                   pinning: {daemon_cpus: $fs_cpus, client_cpus: $client_cpus, tool: "taskset"},
+                   daemon_session: $session},
         notes: ($notes | split("\n") | map(select(length > 0))),
         results: ($rows | group_by([.peer, .job]) | map({
             peer: .[0].peer, version: $versions[.[0].peer], job: .[0].job, unit: .[0].unit,

@@ -56,7 +56,9 @@ def main():
         f"git {d['git']['commit'][:12]}{' (dirty)' if d['git']['dirty'] else ''} · {s.get('backing', 'tmpfs')} backing · "
         f"fio psync iodepth 1, {s['file_mib']} MiB file, {s['runtime_s']} s per job · "
         f"{s['repetitions']} repetitions, peers interleaved, cold (unmount, drop caches, mount) before every job · "
-        f"daemons on CPUs {s['pinning']['daemon_cpus']}, clients on {s['pinning']['client_cpus']}\n",
+        f"daemons on CPUs {s['pinning']['daemon_cpus']}, clients on {s['pinning']['client_cpus']}"
+        + (f" · each daemon started in {s['daemon_session']}" if s.get("daemon_session") else
+           " · daemons started in the benchmark's session") + "\n",
         "Median (min–max). fio jobs in MiB/s; storm, fileserver, webserver in operations/s; the tree steps "
         f"(a tree of {s['tree']['files']} files, {s['tree']['bytes'] / 1048576:.0f} MiB) in files/s. "
         "uring/dev: warpfs io_uring over warpfs /dev/fuse; /best: over the better of gocryptfs and securefs; "

@@ -17,9 +17,10 @@
 //!   just looked it up in vain (no negative entry). That a caching mount
 //!   does not see it cannot be asserted: the kernel may evict a negative
 //!   dentry at any time (memory pressure, drop_caches).
-//! - `small_reads_keep_the_reader_on_its_cpu`: small READ answers are
-//!   committed with the ring thread at idle priority (counted at unmount),
-//!   the thread is back at its own policy once the reads are done, and
+//! - `answers_keep_their_waiter_on_its_cpu`: small READ answers and the
+//!   answers callers wait for (opens, stats) are committed with the ring
+//!   thread at idle priority (each kind counted at unmount), the thread is
+//!   back at its own policy once the requests are done, and
 //!   `--uring-local-wake off` turns it off.
 //! - `container_open_serves_on_either_transport`: `container open
 //!   --transport uring|dev` mounts, and the exposed volume reads back what
@@ -311,18 +312,19 @@ fn ring_policies(pid: i32) -> Vec<(String, u32)> {
 }
 
 /// The count in "at unmount: N small read answer(s) committed ...".
-fn local_commits(log: &str) -> Option<u64> {
+/// The number in the log line "at unmount: N `what` committed with ...".
+fn local_commits(log: &str, what: &str) -> Option<u64> {
     log.lines().find_map(|l| {
         let rest = l.split("at unmount: ").nth(1)?;
-        rest.strip_suffix(" small read answer(s) committed with the reader kept on its CPU")?
-            .trim()
-            .parse()
-            .ok()
+        let (n, tail) = rest.split_once(' ')?;
+        tail.starts_with(&format!("{what} committed with the "))
+            .then(|| n.parse().ok())
+            .flatten()
     })
 }
 
 #[test]
-fn small_reads_keep_the_reader_on_its_cpu() {
+fn answers_keep_their_waiter_on_its_cpu() {
     require_fuse!();
     if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
@@ -352,6 +354,8 @@ fn small_reads_keep_the_reader_on_its_cpu() {
         v.mount_with(&["--transport", "uring", "--uring-local-wake", local]);
         for (i, d) in files.iter().enumerate() {
             assert_bytes_eq(&fs::read(v.p(format!("f{i}"))).unwrap(), d, &format!("{local}: f{i}"));
+            let md = fs::metadata(v.p(format!("f{i}"))).unwrap();
+            assert_eq!(md.len(), d.len() as u64, "{local}: f{i}");
         }
         let pid = v.daemon_pids()[0];
         // A thread may still be between its commit and taking its policy
@@ -371,15 +375,20 @@ fn small_reads_keep_the_reader_on_its_cpu() {
         }
         v.unmount();
         let log = v.log();
-        let n = local_commits(&log);
+        let reads = local_commits(&log, "small read answer(s)");
+        let calls = local_commits(&log, "other answer(s)");
         if expect {
-            // Each read of a 3,000-byte file is one small READ; a thread
-            // that waited behind other tasks pauses this for a while, so
-            // not every one need count.
-            let n = n.unwrap_or_else(|| panic!("no count of reads kept local\n{log}"));
+            // Each read of a 3,000-byte file is one small READ, and its
+            // OPEN an answer the caller waits for; a thread that waited
+            // behind other tasks pauses this for a while, so not every one
+            // need count.
+            let n = reads.unwrap_or_else(|| panic!("no count of reads kept local\n{log}"));
             assert!(n >= 1, "{n} small read(s) kept local\n{log}");
+            let n = calls.unwrap_or_else(|| panic!("no count of callers kept local\n{log}"));
+            assert!(n >= 1, "{n} answer(s) to callers kept local\n{log}");
         } else {
-            assert_eq!(n, None, "{local}: committed at idle priority\n{log}");
+            assert_eq!(reads, None, "{local}: reads committed at idle priority\n{log}");
+            assert_eq!(calls, None, "{local}: answers committed at idle priority\n{log}");
             if local == "on" {
                 assert!(log.contains("may move to another CPU"), "no word why\n{log}");
             }
@@ -483,7 +492,7 @@ fn read_page_on(path: &Path, cpu: usize, at: u64) -> Vec<u8> {
 }
 
 #[test]
-fn large_transfers_let_ring_threads_roam_and_small_reads_pin_them_back() {
+fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
     require_fuse!();
     if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
@@ -505,20 +514,28 @@ fn large_transfers_let_ring_threads_roam_and_small_reads_pin_them_back() {
         let pid = v.daemon_pids()[0];
         assert!(ring_cpus(pid).iter().all(at_home), "{roam}: {:?}", ring_cpus(pid));
         // Writeback sends WRITEs of up to 1 MiB: the thread that serves
-        // one may leave its CPU, and stays out until it serves a READ.
+        // one may leave its CPU, and stays out until it serves an answer
+        // somebody waits for. sync_file_range starts the writeback and
+        // waits for it without an FSYNC request (whose caller waits, so
+        // its answer would bring the thread home).
         let path = v.p(format!("big-{roam}"));
         {
             use std::io::Write;
             let mut f = fs::File::create(&path).unwrap();
             f.write_all(&data).unwrap();
-            f.sync_all().unwrap();
-        }
-        let threads = ring_cpus(pid);
-        let out = threads.iter().filter(|t| !at_home(t)).count();
-        if moves {
-            assert!(out >= 1, "no ring thread left its CPU: {threads:?}");
-        } else {
-            assert_eq!(out, 0, "a ring thread left its CPU: {threads:?}");
+            let flags =
+                libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+            // SAFETY: a valid open fd; the whole file.
+            let r = unsafe { libc::sync_file_range(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, flags) };
+            assert_eq!(r, 0, "sync_file_range: {}", std::io::Error::last_os_error());
+            // Looked at before the close, whose FLUSH a caller waits for.
+            let threads = ring_cpus(pid);
+            let out = threads.iter().filter(|t| !at_home(t)).count();
+            if moves {
+                assert!(out >= 1, "no ring thread left its CPU: {threads:?}");
+            } else {
+                assert_eq!(out, 0, "a ring thread left its CPU: {threads:?}");
+            }
         }
         // Small reads from every CPU bring every thread home.
         for cpu in 0..ncpu {

@@ -161,10 +161,11 @@ pub struct MountArgs {
     /// its thread) [default: 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     uring_threads: Option<u16>,
-    /// After answering a read of up to 32 KiB, the ring thread commits at
-    /// SCHED_IDLE priority, so the scheduler wakes the reader on this CPU
-    /// rather than on an idle one (whose wake-up the reader would wait for)
-    /// and its next request comes back to the same queue. The thread takes
+    /// After answering a read of up to 32 KiB or any request a caller
+    /// waits for (a lookup, a stat, a create...), the ring thread commits
+    /// at SCHED_IDLE priority, so the scheduler wakes the reader or caller
+    /// on this CPU rather than on an idle one (whose wake-up it would wait
+    /// for) and its next request comes back to the same queue. The thread takes
     /// its policy back before it waits again [default: on where it can
     /// leave SCHED_IDLE: root, CAP_SYS_NICE or RLIMIT_NICE 20].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]

@@ -41,8 +41,9 @@ pub struct RingOptions {
     /// Threads per queue (each with its own entries): a request that blocks
     /// holds up only its thread.
     pub threads: usize,
-    /// Keep a reader woken by a small READ answer on its CPU ([`stay`]),
-    /// where the threads can leave idle priority again.
+    /// Keep a reader woken by a small READ answer, or a caller woken by
+    /// its answer, on its CPU ([`stay`]), where the threads can leave idle
+    /// priority again.
     pub local_wake: bool,
     /// Let a thread leave its CPU while it serves large writes ([`roam`]).
     pub roam: bool,
@@ -226,6 +227,10 @@ impl Ring {
             tracing::info!(
                 "at unmount: {} small read answer(s) committed with the reader kept on its CPU",
                 self.counts.local.load(Ordering::Relaxed)
+            );
+            tracing::info!(
+                "at unmount: {} other answer(s) committed with the caller waiting for it kept on its CPU",
+                self.counts.local_calls.load(Ordering::Relaxed)
             );
             tracing::info!(
                 "at unmount: {} pause(s) of that while other tasks shared a ring thread's CPU",

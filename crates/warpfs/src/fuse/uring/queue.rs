@@ -8,7 +8,7 @@
 use super::abi::{self, Le, CMD_COMMIT_AND_FETCH, CMD_REGISTER, HEADER_SZ, IN_HEADER_SZ, OP_IN_OFF, OP_IN_SZ};
 use super::dispatch::{handle, Acl};
 use super::roam::{Batch, Roam};
-use super::stay;
+use super::stay::{self, Waiter};
 use crate::fuse::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::alloc::Layout;
@@ -32,7 +32,7 @@ pub struct Spec {
     pub depth: usize,
     /// Bytes of each payload buffer (at least the kernel's max payload).
     pub payload: usize,
-    /// Commit small READ answers at idle priority ([`stay`]).
+    /// Commit answers somebody waits for at idle priority ([`stay`]).
     pub local_wake: bool,
     /// Leave the CPU while serving large writes ([`super::roam`]).
     pub roam: bool,
@@ -86,8 +86,8 @@ struct Slot {
     /// The command to submit again after -EINTR/-EAGAIN.
     last: u32,
     commit_id: u64,
-    /// The answer is a small READ, whose reader waits on a page lock.
-    small_read: bool,
+    /// Who waits for the answer.
+    waiter: Waiter,
     /// The size of the last answer's payload.
     answer: usize,
 }
@@ -121,7 +121,7 @@ impl Slot {
             iov,
             last: CMD_REGISTER,
             commit_id: 0,
-            small_read: false,
+            waiter: Waiter::Nobody,
             answer: 0,
         })
     }
@@ -232,7 +232,7 @@ fn serve<T: Operations>(ops: &T, acl: Acl, s: &mut Slot) -> Option<u32> {
     hdr[abi::PAYLOAD_SZ_OFF..abi::PAYLOAD_SZ_OFF + 4].copy_from_slice(&(len as u32).to_le_bytes());
     s.commit_id = commit_id;
     s.last = CMD_COMMIT_AND_FETCH;
-    s.small_read = inh.opcode == abi::op::READ && len <= stay::MAX_READ;
+    s.waiter = Waiter::of(inh.opcode, len);
     s.answer = len;
     Some(CMD_COMMIT_AND_FETCH)
 }
@@ -244,6 +244,8 @@ pub struct Counts {
     pub served: AtomicU64,
     /// Small READ answers committed at idle priority.
     pub local: AtomicU64,
+    /// Other answers a caller waited for, committed at idle priority.
+    pub local_calls: AtomicU64,
     /// Pauses of idle-priority commits after a slow way back.
     pub backoffs: AtomicU64,
     /// Moves of a thread off its CPU for large writes.
@@ -251,7 +253,7 @@ pub struct Counts {
 }
 
 /// Submit what is queued with the thread at idle priority, so the reader
-/// the commits wake stays on this CPU ([`stay`]); the policy is back before
+/// or caller the commits wake stays on this CPU ([`stay`]); the policy is back before
 /// the thread waits again.
 fn submit_idle(ring: &mut Ring, home: i32) -> std::io::Result<usize> {
     let _idle = stay::Idle::enter_from(home);
@@ -345,8 +347,13 @@ pub fn run<T: Operations>(
                 live -= 1;
                 continue;
             };
-            if idle_ok && cmd == CMD_COMMIT_AND_FETCH && s.small_read {
-                counts.local.fetch_add(1, Ordering::Relaxed);
+            if idle_ok && cmd == CMD_COMMIT_AND_FETCH && s.waiter != Waiter::Nobody {
+                let c = if s.waiter == Waiter::Reader {
+                    &counts.local
+                } else {
+                    &counts.local_calls
+                };
+                c.fetch_add(1, Ordering::Relaxed);
                 local = true;
             }
             let iov = (cmd == CMD_REGISTER).then_some(&*s.iov);

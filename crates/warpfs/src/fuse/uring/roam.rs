@@ -6,8 +6,9 @@
 //! other idles. Large WRITEs and large READs (read-ahead) have no caller
 //! waiting on this CPU for that very answer, so after serving one the
 //! thread may run anywhere its process may ([`Roam::after`]); the next
-//! small READ pins it home again, where its reader's answer is best made
-//! (the reader waits on this CPU: `super::stay`). It never roams onto the
+//! answer somebody waits for (a small READ, a lookup, an open) pins it
+//! home again, where that answer is best made (its reader or caller waits
+//! on this CPU: `super::stay`). It never roams onto the
 //! CPUs of speculation's keystream workers (the file system's busy CPUs):
 //! masks are made ahead of need only on cores the FUSE work leaves idle,
 //! so with workers on every other CPU the thread stays home.
@@ -23,8 +24,9 @@ pub const BIG_WRITE: usize = 64 * 1024;
 pub struct Batch {
     /// A WRITE of at least [`BIG_WRITE`] bytes.
     pub big_write: bool,
-    /// A small READ (a reader waits on this CPU: `super::stay`).
-    pub read: bool,
+    /// An answer a reader or caller waits for on this CPU
+    /// (`super::stay::Waiter`).
+    pub waited: bool,
     /// A READ answer larger than [`super::stay::MAX_READ`].
     pub big_read: bool,
 }
@@ -35,20 +37,22 @@ impl Batch {
     pub fn note(&mut self, opcode: u32, payload: usize, answer: usize) {
         match opcode {
             super::abi::op::READ if answer > super::stay::MAX_READ => self.big_read = true,
-            super::abi::op::READ => self.read = true,
             super::abi::op::WRITE if payload >= BIG_WRITE => self.big_write = true,
             _ => {}
+        }
+        if super::stay::Waiter::of(opcode, answer) != super::stay::Waiter::Nobody {
+            self.waited = true;
         }
     }
 }
 
 /// Where the thread should be after a batch: `Some(true)` home,
-/// `Some(false)` anywhere, `None` where it is. A small READ wins over
-/// large transfers.
+/// `Some(false)` anywhere, `None` where it is. An answer somebody waits
+/// for wins over large transfers.
 pub fn decide(home_now: bool, b: Batch) -> Option<bool> {
-    if b.read && !home_now {
+    if b.waited && !home_now {
         Some(true)
-    } else if (b.big_write || b.big_read) && !b.read && home_now {
+    } else if (b.big_write || b.big_read) && !b.waited && home_now {
         Some(false)
     } else {
         None
@@ -179,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn big_transfers_send_the_thread_out_and_small_reads_bring_it_home() {
+    fn big_transfers_send_the_thread_out_and_waited_answers_bring_it_home() {
         let big = batch(&[(op::WRITE, BIG_WRITE)]);
         let small = batch(&[(op::WRITE, BIG_WRITE - 1)]);
         let read = batch(&[(op::READ, 0)]);
@@ -200,7 +204,11 @@ mod tests {
         assert_eq!(decide(true, both), None, "a read keeps it home");
         assert_eq!(decide(false, both), Some(true));
         assert_eq!(decide(true, other), None);
-        assert_eq!(decide(false, other), None);
+        assert_eq!(decide(false, other), Some(true), "a caller waits for a stat");
+        let release = batch(&[(op::RELEASE, 0), (op::RELEASEDIR, 0)]);
+        assert_eq!(decide(false, release), None, "nobody waits for a release");
+        let open_and_write = batch(&[(op::WRITE, 1 << 20), (op::OPEN, 32)]);
+        assert_eq!(decide(true, open_and_write), None, "an open keeps it home");
     }
 
     fn allowed() -> String {

@@ -1,19 +1,21 @@
-//! Keeping a woken reader on its CPU. The kernel wakes a caller waiting in
-//! `request_wait_answer` on the ring thread's CPU, but a reader waiting on a
-//! page lock (every READ through the page cache) is woken by an unlock, and
-//! the scheduler moves it to an idle CPU because the ring thread still runs
-//! on this one; its next request then lands on the other queue, and every
-//! read pays for waking an idle CPU (in a VM, a halted vCPU). A thread whose
-//! policy is SCHED_IDLE makes its CPU count as idle to the scheduler, so a
-//! ring thread that commits a small READ answer as SCHED_IDLE keeps the
-//! reader here; it takes its own policy back before it waits for the next
-//! request, so it never waits for work at idle priority. Where other tasks
-//! share the CPU, the reader preempts the thread before it takes its policy
-//! back and the thread then waits behind them at idle weight: [`Governor`]
-//! notices the long way back and stops committing at idle priority for a
-//! while. And it is done only while another CPU was idle lately
-//! ([`super::idle`]): otherwise the reader stays anyway.
-//! docs/decisions/0071-ring-readers-stay-on-their-cpu.md.
+//! Keeping a woken caller on its CPU. A request is queued on the ring of
+//! its caller's CPU, but the answer is committed while the ring thread
+//! still runs there, so the scheduler wakes the caller on an idle CPU:
+//! its next request then lands on the other queue, and every request pays
+//! for waking an idle CPU (in a VM, a halted vCPU). That holds for a
+//! caller waiting in the kernel for its answer (a lookup, a stat, a
+//! create; the create/stat/unlink storm moved CPUs on every request) and
+//! for a reader waiting on a page lock (every READ through the page
+//! cache). A thread whose policy is SCHED_IDLE makes its CPU count as idle
+//! to the scheduler, so a ring thread that commits such an answer as
+//! SCHED_IDLE keeps the waiter here ([`Waiter`]); it takes its own policy
+//! back before it waits for the next request, so it never waits for work
+//! at idle priority. Where other tasks share the CPU, the waiter preempts
+//! the thread before it takes its policy back and the thread then waits
+//! behind them at idle weight: [`Governor`] notices the long way back and
+//! stops committing at idle priority for a while. And it is done only
+//! while another CPU was idle lately ([`super::idle`]): otherwise the
+//! waiter stays anyway. docs/decisions/0071-ring-readers-stay-on-their-cpu.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -60,6 +62,33 @@ impl Governor {
 /// small random read. Larger ones (read-ahead of a sequential reader) are
 /// better served while the reader runs on the other CPU.
 pub const MAX_READ: usize = 32 * 1024;
+
+/// Who waits for an answer, which a commit at idle priority keeps on the
+/// ring thread's CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiter {
+    /// Nobody: read-ahead (a READ answer over [`MAX_READ`]: the reader is
+    /// better served while it runs on the other CPU), writeback (WRITE), a
+    /// release.
+    Nobody,
+    /// A reader waiting on a page lock: a READ answer of up to [`MAX_READ`].
+    Reader,
+    /// A caller waiting in the kernel for the answer: any other request.
+    Caller,
+}
+
+impl Waiter {
+    /// The waiter of the answer to a request of `opcode` whose reply
+    /// carries `len` bytes.
+    pub fn of(opcode: u32, len: usize) -> Waiter {
+        use super::abi::op;
+        match opcode {
+            op::READ if len <= MAX_READ => Waiter::Reader,
+            op::READ | op::WRITE | op::RELEASE | op::RELEASEDIR => Waiter::Nobody,
+            _ => Waiter::Caller,
+        }
+    }
+}
 
 fn policy() -> i32 {
     // SAFETY: no pointer arguments.
@@ -136,6 +165,32 @@ impl Drop for Idle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiters_by_request() {
+        use super::super::abi::op;
+        assert_eq!(Waiter::of(op::READ, 4096), Waiter::Reader);
+        assert_eq!(Waiter::of(op::READ, MAX_READ), Waiter::Reader);
+        assert_eq!(Waiter::of(op::READ, 0), Waiter::Reader, "a read at end of file");
+        assert_eq!(Waiter::of(op::READ, MAX_READ + 1), Waiter::Nobody);
+        for o in [op::WRITE, op::RELEASE, op::RELEASEDIR] {
+            assert_eq!(Waiter::of(o, 0), Waiter::Nobody, "opcode {o}");
+        }
+        for o in [
+            op::LOOKUP,
+            op::GETATTR,
+            op::SETATTR,
+            op::CREATE,
+            op::UNLINK,
+            op::OPEN,
+            op::OPENDIR,
+            op::READDIRPLUS,
+            op::GETXATTR,
+            op::FSYNC,
+        ] {
+            assert_eq!(Waiter::of(o, 64), Waiter::Caller, "opcode {o}");
+        }
+    }
 
     #[test]
     fn a_slow_way_back_pauses_idle_commits_for_a_while() {
