@@ -311,7 +311,6 @@ fn ring_policies(pid: i32) -> Vec<(String, u32)> {
     out
 }
 
-/// The count in "at unmount: N small read answer(s) committed ...".
 /// The number in the log line "at unmount: N `what` committed with ...".
 fn local_commits(log: &str, what: &str) -> Option<u64> {
     log.lines().find_map(|l| {
