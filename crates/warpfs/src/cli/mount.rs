@@ -174,7 +174,8 @@ pub struct MountArgs {
     /// sequential writer, queued on the busy CPU of the writer's flush) or
     /// a read of more than 32 KiB (read-ahead, queued on the reader's busy
     /// CPU), a ring thread may run on any CPU but the keystream workers'
-    /// until it serves a small read, which pins it back to its own [default: on].
+    /// until it serves an answer somebody waits for (a small read, a
+    /// lookup, an open), which pins it back to its own [default: on].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     uring_roam: Option<bool>,
     /// Mount with the master key instead of the password (recovery): `stdin`
