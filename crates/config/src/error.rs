@@ -15,6 +15,15 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// The file is not a regular file with one link (a symlink, FIFO,
+    /// device, directory or hard link planted in its place): never read.
+    #[error("{}: refused: {why}", path.display())]
+    Refused {
+        /// The file concerned.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
     /// The file is not a well-formed warpfs config (corrupt or not ours).
     #[error("warpfs.conf is corrupt: {0}")]
     Parse(String),

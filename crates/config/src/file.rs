@@ -6,8 +6,7 @@
 
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
-use crate::{Config, ContentMode, MAX_CONFIG_SIZE};
-use std::io::Read;
+use crate::{Config, ContentMode};
 use std::path::{Path, PathBuf};
 use warpfs_crypto::kdf::KdfParams;
 use warpfs_crypto::MasterKey;
@@ -29,12 +28,7 @@ impl Config {
     /// Read and validate the config at `path` (hostile input, as
     /// [`Config::load`]).
     pub fn load_file(path: &Path) -> Result<Config> {
-        let f = std::fs::File::open(path).map_err(|e| ConfigError::io(path, e))?;
-        let mut buf = Vec::new();
-        f.take(MAX_CONFIG_SIZE as u64 + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| ConfigError::io(path, e))?;
-        Self::from_json(&buf)
+        Self::from_json(&crate::read::read_path(path)?)
     }
 
     /// [`Config::create`] writing the config to `path`; refuses if it exists.
@@ -99,7 +93,7 @@ impl Config {
     /// `PATH.bak.N`, the first free N), which is returned.
     pub fn reset_password(&self, path: &Path, master: &MasterKey, new: &[u8]) -> Result<PathBuf> {
         let cfg = self.rewrapped(master, new, (self.key_generation(), self.rekey_target()))?;
-        let old = std::fs::read(path).map_err(|e| ConfigError::io(path, e))?;
+        let old = crate::read::read_path(path)?;
         let (dir, name) = split(path)?;
         let mut n = 0u32;
         let backup = loop {

@@ -9,6 +9,7 @@ mod config;
 mod error;
 mod file;
 mod mode;
+mod read;
 mod write;
 
 #[cfg(test)]

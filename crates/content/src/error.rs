@@ -45,6 +45,12 @@ impl ContentError {
     }
 }
 
+impl From<ContentError> for warpfs_backing::Errno {
+    fn from(e: ContentError) -> Self {
+        warpfs_backing::Errno(e.errno())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

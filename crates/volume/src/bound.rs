@@ -14,9 +14,9 @@
 //!
 //! Volumes without the flag (version 1) keep format 1's unbound seals.
 
-use crate::at::Loc;
 use crate::error::{Error, Result};
 use crate::volume::Volume;
+use warpfs_backing::Loc;
 
 /// Associated data of format 1 (unbound) symlink targets.
 pub(crate) const SYMLINK_AD: &[u8] = b"warpfs symlink";
@@ -92,7 +92,7 @@ impl Volume {
     /// Whether the backing entry at `p` is a symlink whose target must be
     /// sealed again when it moves.
     pub(crate) fn bound_symlink(&self, p: &Loc) -> bool {
-        self.bound_seals && crate::sys::lstat(p).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
+        self.bound_seals && warpfs_backing::lstat(p).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFLNK)
     }
 
     /// A new backing symlink in `to`'s directory holding `target` sealed
@@ -102,10 +102,10 @@ impl Volume {
         let sealed = self.seal_symlink(to, target)?;
         let tmp = format!("{TMP_PREFIX}{:016x}", warpfs_crypto::rand::u64());
         let tl = to.parent().entry(tmp.as_ref());
-        crate::sys::symlink(sealed.as_bytes(), &tl)?;
-        let _ = crate::sys::lchown(&tl, Some(like.st_uid), Some(like.st_gid));
+        warpfs_backing::symlink(sealed.as_bytes(), &tl)?;
+        let _ = warpfs_backing::lchown(&tl, Some(like.st_uid), Some(like.st_gid));
         let t = |s: i64, ns: i64| Some(Some((s, ns)));
-        let _ = crate::sys::utimens(
+        let _ = warpfs_backing::utimens(
             &tl,
             t(like.st_atime, like.st_atime_nsec),
             t(like.st_mtime, like.st_mtime_nsec),
@@ -119,13 +119,13 @@ impl Volume {
         if !self.bound_seals {
             return Ok(VALUE_AD.to_vec());
         }
-        let id = match crate::sysxattr::lgetxattr(p, ID_XATTR) {
+        let id = match warpfs_backing::lgetxattr(p, ID_XATTR) {
             Ok(id) => id,
             Err(Error(libc::ENODATA)) if create => {
                 let id: [u8; 16] = warpfs_crypto::rand::array();
-                match crate::sysxattr::lsetxattr(p, ID_XATTR, &id, libc::XATTR_CREATE) {
+                match warpfs_backing::lsetxattr(p, ID_XATTR, &id, libc::XATTR_CREATE) {
                     Ok(()) => id.to_vec(),
-                    Err(Error(libc::EEXIST)) => crate::sysxattr::lgetxattr(p, ID_XATTR)?,
+                    Err(Error(libc::EEXIST)) => warpfs_backing::lgetxattr(p, ID_XATTR)?,
                     Err(e) => return Err(e),
                 }
             }
@@ -155,11 +155,11 @@ impl Volume {
     /// target, owner and times.
     pub(crate) fn copy_symlink(&self, from: &Loc, to: &Loc) -> Result<()> {
         let target = self.readlink_at(from)?;
-        let st = crate::sys::lstat(from)?;
+        let st = warpfs_backing::lstat(from)?;
         let tmp = self.symlink_for(to, &target, &st)?;
         let tl = to.parent().entry(tmp.as_ref());
-        crate::sys::renameat2(&tl, to, libc::RENAME_NOREPLACE).inspect_err(|_| {
-            let _ = crate::sys::unlink(&tl);
+        warpfs_backing::rename(&tl, to, libc::RENAME_NOREPLACE).inspect_err(|_| {
+            let _ = warpfs_backing::unlink(&tl);
         })
     }
 
@@ -169,36 +169,36 @@ impl Volume {
     /// removed: a crash in between leaves both names, never neither. An
     /// exchange swaps first and then seals both sides again in place.
     pub(crate) fn rename_entry(&self, from: &Loc, to: &Loc, flags: u32) -> Result<()> {
-        let same = crate::sys::lstat(from)
+        let same = warpfs_backing::lstat(from)
             .ok()
-            .zip(crate::sys::lstat(to).ok())
+            .zip(warpfs_backing::lstat(to).ok())
             .is_some_and(|(a, b)| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino));
         let (fb, tb) = (self.bound_symlink(from), self.bound_symlink(to));
         if same || !(fb || (tb && flags & libc::RENAME_EXCHANGE != 0)) {
-            return crate::sys::renameat2(from, to, flags);
+            return warpfs_backing::rename(from, to, flags);
         }
         if flags & libc::RENAME_EXCHANGE != 0 {
             let a = if fb { Some(self.readlink_at(from)?) } else { None };
             let b = if tb { Some(self.readlink_at(to)?) } else { None };
-            crate::sys::renameat2(from, to, flags)?;
+            warpfs_backing::rename(from, to, flags)?;
             for (loc, target) in [(to, a), (from, b)] {
                 if let Some(t) = target {
-                    let st = crate::sys::lstat(loc)?;
+                    let st = warpfs_backing::lstat(loc)?;
                     let tmp = self.symlink_for(loc, &t, &st)?;
-                    crate::sys::renameat2(&loc.parent().entry(tmp.as_ref()), loc, 0)?;
+                    warpfs_backing::rename(&loc.parent().entry(tmp.as_ref()), loc, 0)?;
                 }
             }
             return Ok(());
         }
         let target = self.readlink_at(from)?;
-        let st = crate::sys::lstat(from)?;
+        let st = warpfs_backing::lstat(from)?;
         let tmp = self.symlink_for(to, &target, &st)?;
         let tl = to.parent().entry(tmp.as_ref());
-        if let Err(e) = crate::sys::renameat2(&tl, to, flags) {
-            let _ = crate::sys::unlink(&tl);
+        if let Err(e) = warpfs_backing::rename(&tl, to, flags) {
+            let _ = warpfs_backing::unlink(&tl);
             return Err(e);
         }
-        crate::sys::unlink(from)
+        warpfs_backing::unlink(from)
     }
 }
 

@@ -1,20 +1,19 @@
 //! Backing directories kept open for a short while (docs/decisions/
 //! 0070-backing-directory-descriptors.md), so that an operation on an entry
-//! names it relative to its directory's descriptor (`*at` calls: one name
-//! looked up by the kernel) instead of walking the whole backing path from
-//! `/` again. Keyed by the directory's backing path relative to CIPHERDIR;
+//! reuses its directory's descriptor instead of walking the backing path
+//! beneath CIPHERDIR again. Keyed by the directory's backing path relative to CIPHERDIR;
 //! a descriptor is used for at most [`DirFds::ttl`] after it was opened, and
 //! dropped at once when the volume itself moves or removes the directory or
 //! one above it. A directory moved in CIPHERDIR behind the mount's back is
 //! thus followed for at most the TTL (the kernel's own entry cache keeps old
 //! names longer); `--shared-storage` mounts keep none.
 
-use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use warpfs_backing::Dir;
 
 /// How long a directory's descriptor stands for its path when caching is on.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
@@ -42,11 +41,11 @@ impl DirFds {
         self.lock().clear();
     }
 
-    /// The directory at relative path `rel` (absolute `abs`): the one kept
-    /// if it is younger than the TTL, else opened now (and kept).
-    pub(crate) fn get(&self, rel: &Path, abs: impl FnOnce() -> PathBuf) -> Result<Dir> {
+    /// The directory at relative path `rel`: the one kept if it is younger
+    /// than the TTL, else opened now by `open` (and kept).
+    pub(crate) fn get(&self, rel: &Path, open: impl Fn() -> Result<Dir>) -> Result<Dir> {
         if self.ttl.is_zero() {
-            return Dir::open(abs());
+            return open();
         }
         let now = Instant::now();
         if let Some((d, at)) = self.lock().get(rel) {
@@ -54,13 +53,13 @@ impl DirFds {
                 return Ok(d.share());
             }
         }
-        let abs = abs();
-        let d = match Dir::opened(abs.clone()) {
+        let d = match open() {
             Ok(d) => d,
-            // Out of descriptors: give back those kept, name this one by path.
+            // Out of descriptors: give back those kept, and try once more
+            // without keeping this one.
             Err(Error(libc::EMFILE | libc::ENFILE)) => {
                 self.lock().clear();
-                return Dir::open(abs);
+                return open();
             }
             Err(e) => return Err(e),
         };
@@ -94,6 +93,7 @@ impl DirFds {
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+    use warpfs_backing::Root;
 
     fn cache(ttl: Duration) -> DirFds {
         let mut c = DirFds::default();
@@ -105,49 +105,54 @@ mod tests {
     fn a_kept_directory_follows_its_inode_until_forgotten() {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("a/b")).unwrap();
+        let root = Root::open(t.path()).unwrap();
         let c = cache(Duration::from_secs(3600));
         let abs = |r: &str| t.path().join(r);
-        let d = c.get(Path::new("a/b"), || abs("a/b")).unwrap();
-        assert!(d.has_fd());
+        let open = |r: &'static str| {
+            let root = root.clone();
+            move || root.dir(Path::new(r))
+        };
+        let d = c.get(Path::new("a/b"), open("a/b")).unwrap();
         let ino = d.stat().unwrap().st_ino;
         // Moved behind the cache's back: the kept descriptor still names the
         // old directory (what forget_under is for).
         std::fs::rename(abs("a"), abs("x")).unwrap();
         std::fs::create_dir_all(abs("a/b")).unwrap();
         assert_eq!(
-            c.get(Path::new("a/b"), || abs("a/b")).unwrap().stat().unwrap().st_ino,
+            c.get(Path::new("a/b"), open("a/b")).unwrap().stat().unwrap().st_ino,
             ino
         );
         // Forgetting a directory above drops it; a sibling path stays.
-        c.get(Path::new("ab"), || abs("x")).unwrap();
+        c.get(Path::new("ab"), open("x")).unwrap();
         c.forget_under(Path::new("a"));
-        let now = c.get(Path::new("a/b"), || abs("a/b")).unwrap();
+        let now = c.get(Path::new("a/b"), open("a/b")).unwrap();
         assert_ne!(now.stat().unwrap().st_ino, ino);
         assert_eq!(c.lock().len(), 2, "a/b again, and ab (not under a)");
         // Entries are reached relative to the descriptor.
         std::fs::write(abs("a/b/f"), b"x").unwrap();
-        assert!(crate::sys::lstat(&now.entry(OsStr::new("f"))).is_ok());
+        assert!(warpfs_backing::lstat(&now.entry(OsStr::new("f"))).is_ok());
     }
 
     #[test]
     fn an_expired_directory_is_opened_again() {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir(t.path().join("a")).unwrap();
+        let root = Root::open(t.path()).unwrap();
         let c = cache(Duration::from_nanos(1));
-        let abs = || t.path().join("a");
-        let ino = c.get(Path::new("a"), abs).unwrap().stat().unwrap().st_ino;
+        let open = || root.dir(Path::new("a"));
+        let ino = c.get(Path::new("a"), open).unwrap().stat().unwrap().st_ino;
         std::fs::rename(t.path().join("a"), t.path().join("old")).unwrap();
         std::fs::create_dir(t.path().join("a")).unwrap();
         std::thread::yield_now();
-        assert_ne!(c.get(Path::new("a"), abs).unwrap().stat().unwrap().st_ino, ino);
+        assert_ne!(c.get(Path::new("a"), open).unwrap().stat().unwrap().st_ino, ino);
     }
 
     #[test]
     fn without_a_ttl_nothing_is_kept() {
         let t = tempfile::tempdir().unwrap();
+        let root = Root::open(t.path()).unwrap();
         let c = cache(Duration::ZERO);
-        let d = c.get(Path::new(""), || t.path().to_path_buf()).unwrap();
-        assert!(!d.has_fd());
+        c.get(Path::new(""), || root.dir(Path::new(""))).unwrap();
         assert!(c.lock().is_empty());
     }
 
@@ -156,8 +161,9 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::fs::create_dir(t.path().join("real")).unwrap();
         std::os::unix::fs::symlink("real", t.path().join("link")).unwrap();
+        let root = Root::open(t.path()).unwrap();
         let c = cache(Duration::from_secs(60));
-        let e = c.get(Path::new("link"), || t.path().join("link")).unwrap_err();
-        assert_eq!(e, crate::error::Error(libc::ENOTDIR));
+        let e = c.get(Path::new("link"), || root.dir(Path::new("link"))).unwrap_err();
+        assert_eq!(e, crate::error::Error(libc::ELOOP));
     }
 }

@@ -1,9 +1,9 @@
 //! Per-directory name IVs: `warpfs.diriv` (16 random bytes) in every backing
 //! directory (cached with the directory's other state in `dirview`).
 
-use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::ffi::OsStr;
+use warpfs_backing::Dir;
 
 /// File name of the directory IV inside each backing directory.
 pub const DIRIV_NAME: &str = warpfs_crypto::names::DIRIV_FILE;
@@ -12,7 +12,11 @@ pub const DIRIV_LEN: usize = warpfs_crypto::names::DIRIV_LEN;
 
 /// Read and check a directory's IV file.
 pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
-    let data = match crate::sys::read_small(&dir.entry(OsStr::new(DIRIV_NAME)), DIRIV_LEN) {
+    let data = match warpfs_backing::read_small(
+        &dir.entry(OsStr::new(DIRIV_NAME)),
+        DIRIV_LEN,
+        warpfs_backing::Expect::Reserved,
+    ) {
         Ok(d) => d,
         // A fault of the backing FS (permission denied, I/O error) keeps
         // its errno; a missing IV file is a corrupt directory.
@@ -38,7 +42,8 @@ pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
 /// Read a copy of the IV file a sync tool made (`name` in `dir`), for
 /// trying its IV too: the IV, or why it cannot be used.
 pub(crate) fn read_named(dir: &Dir, name: &OsStr) -> std::result::Result<[u8; DIRIV_LEN], String> {
-    let data = crate::sys::read_small(&dir.entry(name), DIRIV_LEN + 1).map_err(|e| e.to_string())?;
+    let data = warpfs_backing::read_small(&dir.entry(name), DIRIV_LEN + 1, warpfs_backing::Expect::Reserved)
+        .map_err(|e| e.to_string())?;
     data.as_slice()
         .try_into()
         .map_err(|_| format!("{} bytes, expected {DIRIV_LEN}", data.len()))
@@ -50,7 +55,7 @@ pub(crate) fn read_named(dir: &Dir, name: &OsStr) -> std::result::Result<[u8; DI
 /// POSIX) must not leave a directory without its IV after a power loss.
 pub(crate) fn create(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     let iv: [u8; DIRIV_LEN] = warpfs_crypto::rand::array();
-    crate::sys::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, &iv, true)?;
+    warpfs_backing::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, &iv, true)?;
     match dir.reopen()?.sync_all() {
         // Backing file systems that cannot fsync a directory (some FUSE
         // and network ones) say so with EINVAL.
@@ -61,5 +66,5 @@ pub(crate) fn create(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
 
 /// Write a known IV (used to restore one after a failed rmdir).
 pub(crate) fn restore(dir: &Dir, iv: &[u8; DIRIV_LEN]) -> Result<()> {
-    crate::sys::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, iv, false)
+    warpfs_backing::create_file(&dir.entry(OsStr::new(DIRIV_NAME)), 0o444, iv, false)
 }

@@ -43,7 +43,7 @@ impl FileTable {
         label: String,
         relabel: bool,
     ) -> Result<OpenFile> {
-        let st = crate::sys::fstat(&file)?;
+        let st = warpfs_backing::fstat(&file)?;
         let key = (st.st_dev, st.st_ino);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((w, was_writable)) = map.get(&key) {

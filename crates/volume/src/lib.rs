@@ -4,9 +4,7 @@
 //! and testable without a mount. Directories are addressed by their backing
 //! path relative to CIPHERDIR; entries by their plaintext name.
 
-mod at;
 mod attr;
-mod beneath;
 mod bound;
 mod dirfds;
 mod diriv;
@@ -22,8 +20,6 @@ mod pathnames;
 pub mod rekey;
 pub mod reverse;
 mod synced;
-mod sys;
-mod sysxattr;
 mod volume;
 mod xattr;
 

@@ -1,15 +1,15 @@
 //! Attributes: getattr with plaintext sizes, chmod, chown, utimens,
 //! truncate, statfs.
 
-use crate::at::Loc;
 use crate::attr::{Attr, Kind};
 use crate::error::{Error, Result};
 use crate::files::OpenFile;
 use crate::volume::Volume;
 use std::path::Path;
+use warpfs_backing::Loc;
 use warpfs_content::plain_size_of;
 
-pub use crate::sys::TimeSpec;
+pub use warpfs_backing::TimeSpec;
 
 /// File-system statistics (statvfs of the backing directory).
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +35,7 @@ pub struct StatFs {
 impl Volume {
     /// Attributes of a backing entry.
     pub(crate) fn stat_at(&self, p: &Loc) -> Result<Attr> {
-        let st = crate::sys::lstat(p)?;
+        let st = warpfs_backing::lstat(p)?;
         self.attr_of(&st, Some(p))
     }
 
@@ -82,7 +82,7 @@ impl Volume {
 
     /// Attributes through an open file (works after unlink).
     pub fn getattr_open(&self, f: &OpenFile) -> Result<Attr> {
-        let st = crate::sys::fstat(f.backing())?;
+        let st = warpfs_backing::fstat(f.backing())?;
         let mut a = Attr::from_stat(&st).ok_or(Error::EIO)?;
         a.size = f.size();
         Ok(a)
@@ -96,14 +96,14 @@ impl Volume {
             self.writable()?;
         }
         let (d, n) = self.at(path)?;
-        crate::sys::access(&d.entry(&n), mask)
+        warpfs_backing::access(&d.entry(&n), mask)
     }
 
     /// chmod.
     pub fn chmod(&self, path: &Path, mode: u32) -> Result<()> {
         self.writable()?;
         let (d, n) = self.at(path)?;
-        crate::sys::chmod(&d.entry(&n), mode & 0o7777)
+        warpfs_backing::chmod(&d.entry(&n), mode & 0o7777)
     }
 
     /// Clear set-user-ID, and set-group-ID when the group may execute, of
@@ -141,7 +141,7 @@ impl Volume {
     pub fn chown(&self, path: &Path, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         self.writable()?;
         let (d, n) = self.at(path)?;
-        crate::sys::lchown(&d.entry(&n), uid, gid)
+        warpfs_backing::lchown(&d.entry(&n), uid, gid)
     }
 
     /// fchown through an open file.
@@ -155,13 +155,13 @@ impl Volume {
     pub fn utimens(&self, path: &Path, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
         self.writable()?;
         let (d, n) = self.at(path)?;
-        crate::sys::utimens(&d.entry(&n), atime, mtime)
+        warpfs_backing::utimens(&d.entry(&n), atime, mtime)
     }
 
     /// futimens through an open file.
     pub fn utimens_open(&self, f: &OpenFile, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
         self.writable()?;
-        crate::sys::futimens(f.backing(), atime, mtime)
+        warpfs_backing::futimens(f.backing(), atime, mtime)
     }
 
     /// Truncate the file at `path` to `size` plaintext bytes.
@@ -180,7 +180,7 @@ impl Volume {
 
     /// statfs of the backing file system.
     pub fn statfs(&self) -> Result<StatFs> {
-        let s = crate::sys::statvfs(&self.root)?;
+        let s = self.root.top().statvfs()?;
         Ok(StatFs {
             blocks: s.f_blocks,
             bfree: s.f_bfree,

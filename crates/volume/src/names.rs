@@ -2,10 +2,10 @@
 //! long names (hashed backing name + `.name` sidecar holding the full
 //! encrypted name).
 
-use crate::at::Dir;
 use crate::error::{Error, Result};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use warpfs_backing::Dir;
 use warpfs_crypto::names::{is_long_file, is_reserved, long_sidecar, BackingName, NameCipher, MAX_NAME};
 
 /// Longest plaintext name accepted (as on ext4/tmpfs).
@@ -41,7 +41,7 @@ pub(crate) fn write_sidecar(dir: &Dir, b: &BackingName) -> Result<bool> {
         return Ok(false);
     };
     let side = long_sidecar(file);
-    match crate::sys::create_file(&dir.entry(OsStr::new(&side)), 0o444, encoded.as_bytes(), true) {
+    match warpfs_backing::create_file(&dir.entry(OsStr::new(&side)), 0o444, encoded.as_bytes(), true) {
         Ok(()) => Ok(true),
         Err(Error(libc::EEXIST)) => Ok(false),
         Err(e) => Err(e),
@@ -51,7 +51,7 @@ pub(crate) fn write_sidecar(dir: &Dir, b: &BackingName) -> Result<bool> {
 /// Remove the sidecar of a long name (best effort: a leftover sidecar is harmless).
 pub(crate) fn remove_sidecar(dir: &Dir, b: &BackingName) {
     if let BackingName::Long { file, .. } = b {
-        let _ = crate::sys::unlink(&dir.entry(OsStr::new(&long_sidecar(file))));
+        let _ = warpfs_backing::unlink(&dir.entry(OsStr::new(&long_sidecar(file))));
     }
 }
 

@@ -2,7 +2,6 @@
 //! unlink, rmdir, rename, readdir. Directories are backing paths relative to
 //! CIPHERDIR; the returned `String` is the entry's backing file name.
 
-use crate::at::{Dir, Loc};
 use crate::attr::{Attr, Kind};
 use crate::dirview::{How, Resolved};
 use crate::error::{Error, Result};
@@ -12,6 +11,7 @@ use crate::volume::{Caller, Volume};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use warpfs_backing::{Dir, Expect, Loc};
 
 /// One plaintext directory entry.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ impl Volume {
             // Only the name under the directory's IV can be taken: a new
             // file unless it exists (then as if looked up first).
             let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
-            match crate::sys::open(&r.adir.entry(r.file.as_ref()), oflags, mode & 0o7777) {
+            match warpfs_backing::open_file(&r.adir.entry(r.file.as_ref()), oflags, mode & 0o7777, Expect::File) {
                 Ok(made) => f = Some(made),
                 Err(Error(libc::EEXIST)) if !excl => r = self.resolve(dir, name)?,
                 Err(e) => return Err(e),
@@ -72,7 +72,7 @@ impl Volume {
             None => {
                 let made_sidecar = self.new_sidecar(&r)?;
                 let oflags = libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | if excl { libc::O_EXCL } else { 0 };
-                match crate::sys::open(&p, oflags, mode & 0o7777) {
+                match warpfs_backing::open_file(&p, oflags, mode & 0o7777, Expect::File) {
                     Ok(f) => f,
                     Err(e) => {
                         self.undo_sidecar(&r, made_sidecar);
@@ -102,10 +102,10 @@ impl Volume {
         }
         let (d, n) = self.at(path)?;
         let p = d.entry(&n);
-        let (f, writable) = match crate::sys::open(&p, libc::O_RDWR | libc::O_NOFOLLOW, 0) {
+        let (f, writable) = match warpfs_backing::open_file(&p, libc::O_RDWR, 0, Expect::File) {
             Ok(f) => (f, true),
             Err(Error(libc::EACCES | libc::EROFS | libc::EPERM)) if !wants_write => {
-                (crate::sys::open(&p, libc::O_RDONLY | libc::O_NOFOLLOW, 0)?, false)
+                (warpfs_backing::open_file(&p, libc::O_RDONLY, 0, Expect::File)?, false)
             }
             Err(e) => return Err(e),
         };
@@ -123,7 +123,7 @@ impl Volume {
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let made_sidecar = self.new_sidecar(&r)?;
-        if let Err(e) = crate::sys::mkdir(&p, (mode & 0o7777) | 0o700) {
+        if let Err(e) = warpfs_backing::mkdir(&p, (mode & 0o7777) | 0o700) {
             self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
@@ -132,16 +132,16 @@ impl Volume {
             crate::diriv::create(&p.as_dir()?)?;
             if mode & 0o700 != 0o700 {
                 // Keep the set-group-ID bit inherited from a setgid parent.
-                let inherited = crate::sys::lstat(&p)?.st_mode & libc::S_ISGID;
-                crate::sys::chmod(&p, (mode & 0o7777) | inherited)?;
+                let inherited = warpfs_backing::lstat(&p)?.st_mode & libc::S_ISGID;
+                warpfs_backing::chmod(&p, (mode & 0o7777) | inherited)?;
             }
             self.own(&p, &r.dir_st, who)
         };
         if let Err(e) = finish() {
             if let Ok(d) = p.as_dir() {
-                let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
+                let _ = warpfs_backing::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
             }
-            let _ = crate::sys::rmdir(&p);
+            let _ = warpfs_backing::rmdir(&p);
             self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
@@ -156,7 +156,7 @@ impl Volume {
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
         let made_sidecar = self.new_sidecar(&r)?;
-        if let Err(e) = crate::sys::mknod(&p, mode, rdev) {
+        if let Err(e) = warpfs_backing::mknod(&p, mode, rdev) {
             self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
@@ -174,7 +174,7 @@ impl Volume {
         let p = adir.entry(file.as_ref());
         let sealed = self.seal_symlink(&p, target.as_bytes())?;
         let made_sidecar = self.new_sidecar(&r)?;
-        if let Err(e) = crate::sys::symlink(sealed.as_bytes(), &p) {
+        if let Err(e) = warpfs_backing::symlink(sealed.as_bytes(), &p) {
             self.undo_sidecar(&r, made_sidecar);
             return Err(e);
         }
@@ -191,7 +191,7 @@ impl Volume {
     }
 
     pub(crate) fn readlink_at(&self, p: &Loc) -> Result<Vec<u8>> {
-        let sealed = crate::sys::readlink(p)?;
+        let sealed = warpfs_backing::readlink(p)?;
         self.open_symlink(p, &sealed).inspect_err(|_| {
             tracing::error!(
                 "corrupt symlink target in {} (tampered, or moved from another entry)",
@@ -214,7 +214,7 @@ impl Volume {
         let res = if self.bound_symlink(&src) {
             self.copy_symlink(&src, &p)
         } else {
-            crate::sys::link(&src, &p)
+            warpfs_backing::link(&src, &p)
         };
         if let Err(e) = res {
             self.undo_sidecar(&r, made_sidecar);
@@ -229,7 +229,7 @@ impl Volume {
     pub fn unlink(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
         let r = self.resolve_for_change(dir, name)?;
-        crate::sys::unlink(&r.adir.entry(r.file.as_ref()))?;
+        warpfs_backing::unlink(&r.adir.entry(r.file.as_ref()))?;
         self.ivs.touched(&r.adir, r.stamp);
         self.drop_sidecar(&r.adir, &r.b);
         Ok(r.file)
@@ -241,7 +241,7 @@ impl Volume {
         let r = self.resolve_for_change(dir, name)?;
         let (adir, file) = (&r.adir, r.file.clone());
         let p = adir.entry(file.as_ref());
-        let st = crate::sys::lstat(&p)?;
+        let st = warpfs_backing::lstat(&p)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(Error(libc::ENOTDIR));
         }
@@ -250,11 +250,11 @@ impl Volume {
             return Err(Error(libc::ENOTEMPTY));
         }
         let iv = crate::diriv::read(&pd).ok();
-        match crate::sys::unlink(&pd.entry(crate::diriv::DIRIV_NAME.as_ref())) {
+        match warpfs_backing::unlink(&pd.entry(crate::diriv::DIRIV_NAME.as_ref())) {
             Ok(()) | Err(Error(libc::ENOENT)) => {}
             Err(e) => return Err(e),
         }
-        if let Err(e) = crate::sys::rmdir(&p) {
+        if let Err(e) = warpfs_backing::rmdir(&p) {
             if let Some(iv) = iv {
                 let _ = crate::diriv::restore(&pd, &iv);
             }
@@ -291,7 +291,7 @@ impl Volume {
             None
         };
         if let Some((d, _)) = &target_iv {
-            let _ = crate::sys::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
+            let _ = warpfs_backing::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
         }
         if let Err(e) = self.rename_entry(&from, &to, flags) {
             if let Some((d, iv)) = target_iv {
@@ -330,7 +330,7 @@ impl Volume {
                 );
             }
             let kind = match e.d_type {
-                libc::DT_UNKNOWN => crate::sys::lstat(&adir.entry(&e.backing))
+                libc::DT_UNKNOWN => warpfs_backing::lstat(&adir.entry(&e.backing))
                     .ok()
                     .and_then(|st| Kind::from_mode(st.st_mode))
                     .unwrap_or(Kind::File),
@@ -377,7 +377,7 @@ impl Volume {
 /// but its IV file: that directory and its IV (so the rename can replace
 /// the empty directory).
 fn empty_dir_iv(from: &Loc, to: &Loc) -> Option<(Dir, [u8; crate::diriv::DIRIV_LEN])> {
-    let (f, t) = (crate::sys::lstat(from).ok()?, crate::sys::lstat(to).ok()?);
+    let (f, t) = (warpfs_backing::lstat(from).ok()?, warpfs_backing::lstat(to).ok()?);
     if f.st_mode & libc::S_IFMT != libc::S_IFDIR || t.st_mode & libc::S_IFMT != libc::S_IFDIR {
         return None;
     }

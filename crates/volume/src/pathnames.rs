@@ -3,10 +3,10 @@
 //! plaintext path it had, and a plaintext path to the backing path to look
 //! for (FORMAT.md 13.6).
 
-use crate::at::RawEntry;
 use crate::volume::Volume;
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
+use warpfs_backing::RawEntry;
 
 /// Sync tools' version folders at the top of CIPHERDIR, skipped at the
 /// start of a backing path (Syncthing keeps old versions under
@@ -41,10 +41,10 @@ impl Volume {
         for (i, c) in comps.iter().enumerate() {
             let dir = self
                 .dir(&rel)
-                .map_err(|e| format!("{}: {e}", self.root().join(&rel).display()))?;
+                .map_err(|e| format!("{}: {e}", self.shown(&rel).display()))?;
             let view = self
                 .view(&dir)
-                .map_err(|e| format!("{}: {e}", self.root().join(&rel).display()))?;
+                .map_err(|e| format!("{}: {e}", self.shown(&rel).display()))?;
             let shown = match view.shown.into_iter().find(|s| s.backing == *c) {
                 Some(s) => s,
                 None => {

@@ -1,6 +1,5 @@
 //! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
 
-use crate::at::{Dir, Loc};
 use crate::dirfds::DirFds;
 use crate::dirview::DirCache;
 use crate::error::{Error, Result};
@@ -9,6 +8,7 @@ use crate::keysource::KeySource;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use warpfs_backing::{Dir, Expect, Loc, Root};
 use warpfs_config::{Config, ContentMode};
 use warpfs_content::{Cipher, Keyring, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
@@ -25,7 +25,8 @@ pub struct Options {
 
 /// An unlocked volume.
 pub struct Volume {
-    pub(crate) root: PathBuf,
+    /// CIPHERDIR, held open: every backing entry is reached beneath it.
+    pub(crate) root: Root,
     pub(crate) names: NameCipher,
     pub(crate) ivs: DirCache,
     /// Backing directories kept open for `*at` calls.
@@ -70,10 +71,14 @@ impl Volume {
         master: &MasterKey,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
-        let root = std::fs::canonicalize(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
-        Dir::open(root.clone())
-            .and_then(|d| crate::diriv::read(&d))
-            .map_err(|_| format!("{}: missing or corrupt {}", root.display(), crate::diriv::DIRIV_NAME))?;
+        let root = Root::open(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
+        crate::diriv::read(root.top()).map_err(|e| {
+            format!(
+                "{}: missing or corrupt {} ({e})",
+                root.path().display(),
+                crate::diriv::DIRIV_NAME
+            )
+        })?;
         let write = config.write_generation();
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let mode = content_mode(config.content_mode());
@@ -98,7 +103,7 @@ impl Volume {
             engine: None,
             files: Arc::new(FileTable::default()),
             opts,
-            chown_new: crate::sys::euid() == 0,
+            chown_new: warpfs_backing::euid() == 0,
             online: Default::default(),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
         })
@@ -157,26 +162,27 @@ impl Volume {
     }
 
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).
-    pub fn init_root(cipherdir: &Path) -> std::io::Result<()> {
-        Dir::open(cipherdir.to_path_buf())
-            .and_then(|d| crate::diriv::create(&d))
+    pub fn init_root(cipherdir: &Root) -> std::io::Result<()> {
+        crate::diriv::create(cipherdir.top())
             .map(|_| ())
             .map_err(|e| std::io::Error::from_raw_os_error(e.0))
     }
 
-    /// The backing root (canonical CIPHERDIR).
+    /// The backing root's canonical path (for messages and the mount
+    /// table; never used to reach a backing file).
     pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// CIPHERDIR, held open (the door every backing entry is reached
+    /// through).
+    pub fn backing(&self) -> &Root {
         &self.root
     }
 
-    /// Absolute backing path of a relative one (may be longer than
-    /// PATH_MAX: system calls go through [`Volume::dir`] and [`Volume::at`]).
-    pub(crate) fn abs(&self, rel: &Path) -> PathBuf {
-        if rel.as_os_str().is_empty() {
-            self.root.clone()
-        } else {
-            self.root.join(rel)
-        }
+    /// A backing path relative to CIPHERDIR as a path for messages.
+    pub(crate) fn shown(&self, rel: &Path) -> PathBuf {
+        self.root.shown(rel)
     }
 
     /// Keep backing directories open for `ttl` after they were opened, and
@@ -189,33 +195,31 @@ impl Volume {
 
     /// The backing directory at `rel`.
     pub(crate) fn dir(&self, rel: &Path) -> Result<Dir> {
-        self.dirfds.get(rel, || self.abs(rel))
+        self.dirfds.get(rel, || self.root.dir(rel))
     }
 
     /// The backing entry at `rel`, as its directory and its name (use
     /// `dir.entry(&name)`).
     pub(crate) fn at(&self, rel: &Path) -> Result<(Dir, OsString)> {
         if let (Some(p), Some(n)) = (rel.parent(), rel.file_name()) {
-            return Ok((self.dir(p)?, n.to_owned()));
+            if warpfs_backing::is_plain(rel.as_os_str().as_encoded_bytes()) {
+                return Ok((self.dir(p)?, n.to_owned()));
+            }
         }
-        let abs = self.abs(rel);
-        match (abs.parent(), abs.file_name()) {
-            (Some(p), Some(n)) => Ok((Dir::open(p.to_path_buf())?, n.to_owned())),
-            // CIPHERDIR is `/`: the entry `.` of itself.
-            _ => Ok((Dir::open(abs)?, OsString::from("."))),
-        }
+        // The root: the entry `.` of itself (anything else is refused).
+        self.root.entry(rel)
     }
 
-    /// Open the backing file at `rel` with open(2) `flags`.
+    /// Open the backing cipher file at `rel` with open(2) `flags`.
     pub(crate) fn open_backing(&self, rel: &Path, flags: i32) -> std::io::Result<std::fs::File> {
         let (d, n) = self.at(rel).map_err(io)?;
-        crate::sys::open(&d.entry(&n), flags, 0).map_err(io)
+        warpfs_backing::open_file(&d.entry(&n), flags, 0, Expect::File).map_err(io)
     }
 
     /// Remove the backing non-directory at `rel`.
     pub(crate) fn unlink_backing(&self, rel: &Path) -> std::io::Result<()> {
         let (d, n) = self.at(rel).map_err(io)?;
-        crate::sys::unlink(&d.entry(&n)).map_err(io)
+        warpfs_backing::unlink(&d.entry(&n)).map_err(io)
     }
 
     pub(crate) fn writable(&self) -> Result<()> {
@@ -238,7 +242,7 @@ impl Volume {
         } else {
             who.gid
         };
-        crate::sys::lchown(entry, Some(who.uid), Some(gid))
+        warpfs_backing::lchown(entry, Some(who.uid), Some(gid))
     }
 
     /// [`own`](Self::own) a new regular file or node made with `mode`: a
@@ -248,7 +252,7 @@ impl Volume {
     pub(crate) fn own_file(&self, entry: &Loc, pst: &libc::stat, who: Caller, mode: u32) -> Result<()> {
         self.own(entry, pst, who)?;
         if self.chown_new && mode & (libc::S_ISUID | libc::S_ISGID) != 0 {
-            crate::sys::chmod(entry, mode & 0o7777)?;
+            warpfs_backing::chmod(entry, mode & 0o7777)?;
         }
         Ok(())
     }

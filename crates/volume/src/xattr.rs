@@ -32,7 +32,7 @@ impl Volume {
         let (d, f) = self.at(path)?;
         let p = d.entry(&f);
         let sealed = self.sealer.seal(&self.value_ad(&p, name, true)?, value);
-        crate::sysxattr::lsetxattr(&p, &n, &sealed, flags)
+        warpfs_backing::lsetxattr(&p, &n, &sealed, flags)
     }
 
     /// getxattr.
@@ -44,7 +44,7 @@ impl Volume {
         };
         let (d, f) = self.at(path)?;
         let p = d.entry(&f);
-        let sealed = crate::sysxattr::lgetxattr(&p, &n)?;
+        let sealed = warpfs_backing::lgetxattr(&p, &n)?;
         self.value_ad(&p, name, false)
             .and_then(|ad| self.sealer.open(&ad, &sealed).map_err(|_| Error::EIO))
             .inspect_err(|_| {
@@ -59,7 +59,7 @@ impl Volume {
     /// listxattr: plaintext names, NUL-separated.
     pub fn listxattr(&self, path: &Path) -> Result<Vec<u8>> {
         let (d, f) = self.at(path)?;
-        let raw = crate::sysxattr::llistxattr(&d.entry(&f))?;
+        let raw = warpfs_backing::llistxattr(&d.entry(&f))?;
         let mut out = Vec::new();
         for n in raw.split(|&b| b == 0).filter(|n| !n.is_empty()) {
             let Some(enc) = n.strip_prefix(BACKING_PREFIX.as_bytes()) else {
@@ -83,6 +83,6 @@ impl Volume {
             Err(e) => return Err(e),
         };
         let (d, f) = self.at(path)?;
-        crate::sysxattr::lremovexattr(&d.entry(&f), &n)
+        warpfs_backing::lremovexattr(&d.entry(&f), &n)
     }
 }

@@ -9,7 +9,6 @@ use crate::{BLOCK_SIZE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 use std::path::Path;
 use warpfs_crypto::kdf::{KdfParams, SALT_LEN};
 use warpfs_crypto::wrap::{Wrapped, WRAPPED_LEN, WRAP_NONCE_LEN};
@@ -71,13 +70,8 @@ fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
 impl Config {
     /// Read and validate `dir/warpfs.conf` (treated as hostile input).
     pub fn load(dir: &Path) -> Result<Config> {
-        let path = crate::config_path(dir);
-        let f = std::fs::File::open(&path).map_err(|e| ConfigError::io(&path, e))?;
-        let mut buf = Vec::new();
-        f.take(MAX_CONFIG_SIZE as u64 + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| ConfigError::io(&path, e))?;
-        Self::from_json(&buf)
+        let root = warpfs_backing::Root::open(dir).map_err(|e| ConfigError::io(dir, e.into()))?;
+        Self::from_json(&crate::read::read_in(&root, std::ffi::OsStr::new(crate::CONFIG_FILE))?)
     }
 
     /// Parse and validate the bytes of a `warpfs.conf`. Never panics.

@@ -5,8 +5,7 @@
 use super::{Config, ContentMode, FeatureFlag};
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
-use crate::{MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
-use std::io::Read;
+use crate::V1_FEATURE_FLAGS;
 use std::path::Path;
 use warpfs_crypto::{KdfParams, MasterKey};
 
@@ -37,11 +36,7 @@ impl Config {
     /// Read and validate the config file at `path` (hostile input), and
     /// its bytes as they are (a reverse view shows them).
     pub fn load_file_bytes(path: &Path) -> Result<(Config, Vec<u8>)> {
-        let f = std::fs::File::open(path).map_err(|e| ConfigError::io(path, e))?;
-        let mut buf = Vec::new();
-        f.take(MAX_CONFIG_SIZE as u64 + 1)
-            .read_to_end(&mut buf)
-            .map_err(|e| ConfigError::io(path, e))?;
+        let buf = crate::read::read_path(path)?;
         let cfg = Self::from_json(&buf)?;
         Ok((cfg, buf))
     }

@@ -5,7 +5,6 @@
 //! never. Also the per-directory cache behind lookups ([`DirCache`]) and the
 //! resolution of a plaintext name to its backing entry ([`Volume::resolve`]).
 
-use crate::at::{Dir, RawEntry};
 use crate::error::Result;
 use crate::names;
 use crate::synced::{self, Copy};
@@ -15,6 +14,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use warpfs_backing::{Dir, RawEntry};
 use warpfs_crypto::names::{is_reserved, BackingName, DIRIV_LEN};
 
 /// What changes when a directory's entries change (mtime, ctime, links, size).
@@ -171,7 +171,12 @@ fn sidecar_reader(dir: &Dir) -> impl FnMut(&str) -> std::result::Result<Vec<u8>,
                 return r.clone();
             }
         }
-        let r = crate::sys::read_small(&dir.entry(OsStr::new(side)), names::MAX_SIDECAR).map_err(|e| e.0);
+        let r = warpfs_backing::read_small(
+            &dir.entry(OsStr::new(side)),
+            names::MAX_SIDECAR,
+            warpfs_backing::Expect::Reserved,
+        )
+        .map_err(|e| e.0);
         cache = Some((side.to_string(), r.clone()));
         r
     }
@@ -385,14 +390,14 @@ impl Volume {
         let encoded = names::encode(&self.names, &state.primary, name);
         if let Ok(b) = &encoded {
             let file = names::file_of(b).to_string();
-            if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
+            if warpfs_backing::lstat(&adir.entry(file.as_ref())).is_ok() {
                 return Ok(Resolved::found(adir, file, Some(b.clone()), st));
             }
         }
         for (_, iv) in &state.alts {
             if let Ok(b) = names::encode(&self.names, iv, name) {
                 let file = names::file_of(&b).to_string();
-                if crate::sys::lstat(&adir.entry(file.as_ref())).is_ok() {
+                if warpfs_backing::lstat(&adir.entry(file.as_ref())).is_ok() {
                     return Ok(Resolved::found(adir, file, Some(b), st));
                 }
             }
@@ -400,7 +405,7 @@ impl Volume {
         let find = |marked: &[(OsString, String, Option<BackingName>)]| {
             marked
                 .iter()
-                .find(|(shown, file, _)| shown == name && crate::sys::lstat(&adir.entry(file.as_ref())).is_ok())
+                .find(|(shown, file, _)| shown == name && warpfs_backing::lstat(&adir.entry(file.as_ref())).is_ok())
                 .map(|(_, f, s)| (f.clone(), s.clone()))
         };
         let mut hit = find(&state.marked);

@@ -14,7 +14,7 @@ const WHO: Caller = Caller { uid: 0, gid: 0 };
 
 fn volume(dir: &Path) -> Volume {
     let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
-    Volume::init_root(dir).unwrap();
+    Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
     let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
     // As mounted: backing directories kept open for `*at` calls.
     v.keep_dirs_open(crate::DIR_FD_TTL);
@@ -265,7 +265,7 @@ fn bound_volume(dir: &Path) -> Volume {
         &[warpfs_config::FeatureFlag::BoundSeals],
     )
     .unwrap();
-    Volume::init_root(dir).unwrap();
+    Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
     let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
     // As mounted: backing directories kept open for `*at` calls.
     v.keep_dirs_open(crate::DIR_FD_TTL);

@@ -4,11 +4,11 @@
 //! copies are removed. Nothing is lost: a rename never replaces an entry,
 //! and a copy of the IV stays until every entry it decrypts was moved.
 
-use crate::at::Dir;
 use crate::dirview::{How, View};
 use crate::names;
 use crate::volume::Volume;
 use std::ffi::OsStr;
+use warpfs_backing::Dir;
 
 /// Merge the directory `dir` (decoded as `view`) into its primary IV.
 pub(super) fn merge(vol: &Volume, dir: &Dir, view: &View) -> Result<(), String> {
@@ -31,7 +31,7 @@ pub(super) fn merge(vol: &Volume, dir: &Dir, view: &View) -> Result<(), String> 
         return Err(format!("entries not moved (IV copies kept): {}", failed.join("; ")));
     }
     for (n, _) in &view.alt_files {
-        crate::sys::unlink(&dir.entry(n)).map_err(|e| format!("{}: {e}", n.to_string_lossy()))?;
+        warpfs_backing::unlink(&dir.entry(n)).map_err(|e| format!("{}: {e}", n.to_string_lossy()))?;
     }
     dir.reopen().and_then(|f| Ok(f.sync_all()?)).map_err(|e| e.to_string())
 }
@@ -61,7 +61,7 @@ fn move_entry(
     }
     if owns_sidecar {
         let side = warpfs_crypto::names::long_sidecar(&from.to_string_lossy());
-        let _ = crate::sys::unlink(&dir.entry(OsStr::new(&side)));
+        let _ = warpfs_backing::unlink(&dir.entry(OsStr::new(&side)));
     }
     Ok(())
 }

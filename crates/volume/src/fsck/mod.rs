@@ -166,7 +166,7 @@ mod tests {
 
     fn volume(dir: &Path, mode: ContentMode) -> Volume {
         let (cfg, master) = Config::create(dir, b"pw", mode, 256, KdfParams::MIN).unwrap();
-        Volume::init_root(dir).unwrap();
+        Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
         Volume::open(dir, &cfg, &master, VolOptions::default()).unwrap()
     }
 

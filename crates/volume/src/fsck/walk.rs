@@ -5,7 +5,6 @@
 
 use super::report::{Finding, Fix, Kind, Report};
 use super::Repairs;
-use crate::at::{Dir, Loc};
 use crate::dirview::{How, View};
 use crate::synced::{self, Copy};
 use crate::volume::Volume;
@@ -13,6 +12,7 @@ use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
+use warpfs_backing::{Dir, Loc};
 use warpfs_crypto::names::{is_sidecar, DIRIV_FILE};
 
 /// A regular file to scan.
@@ -98,7 +98,7 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
         for Entry { bname, path } in entries {
             let erel = rel.join(&bname);
             let eloc = dir.entry(&bname);
-            let md = match crate::sys::lstat(&eloc) {
+            let md = match warpfs_backing::lstat(&eloc) {
                 Ok(m) => m,
                 Err(e) => {
                     report.findings.push(finding(path, erel, Kind::Io(e.to_string())));
@@ -184,7 +184,7 @@ fn shown(report: &mut Report, rel: &std::path::Path, plain: &str, view: View) ->
 /// A directory whose IV cannot be read: reported, and its entries walked
 /// under their backing names.
 fn unreadable_iv(report: &mut Report, dir: &Dir, rel: &std::path::Path, plain: &str) -> Option<Vec<Entry>> {
-    let why = match crate::sys::lstat(&dir.entry(DIRIV_FILE.as_ref())) {
+    let why = match warpfs_backing::lstat(&dir.entry(DIRIV_FILE.as_ref())) {
         Ok(m) => format!("{} has {} bytes, not 16", DIRIV_FILE, m.st_size),
         Err(e) => format!("{DIRIV_FILE}: {e}"),
     };
@@ -233,7 +233,7 @@ fn sidecars(report: &mut Report, dir: &Dir, rel: &std::path::Path, plain: &str) 
         let b = bname.as_bytes();
         let entry = &b[..b.len() - warpfs_crypto::names::SIDECAR_SUFFIX.len()];
         let used = copied.contains(&*String::from_utf8_lossy(entry));
-        if !used && crate::sys::lstat(&dir.entry(OsStr::from_bytes(entry))).is_err() {
+        if !used && warpfs_backing::lstat(&dir.entry(OsStr::from_bytes(entry))).is_err() {
             report.findings.push(finding(
                 join(plain, &format!("?{}", lossy(bname))),
                 rel.join(bname),
@@ -244,7 +244,7 @@ fn sidecars(report: &mut Report, dir: &Dir, rel: &std::path::Path, plain: &str) 
 }
 
 fn symlink_ok(vol: &Volume, p: &Loc) -> bool {
-    let Ok(t) = crate::sys::readlink(p) else {
+    let Ok(t) = warpfs_backing::readlink(p) else {
         return false;
     };
     vol.open_symlink(p, &t).is_ok()

@@ -7,13 +7,13 @@
 //! and left for the user to decide (`warpfs fsck`).
 
 use super::Event;
-use crate::beneath::open_beneath;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use warpfs_backing::{Expect, Root};
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{RekeyIo, Stage};
 use warpfs_content::undo::{self, Content, Journal, JournalError, Record};
@@ -25,7 +25,8 @@ pub const JOURNAL_PREFIX: &str = "warpfs.rekey.undo-";
 /// One worker's journal, and which file it is moving.
 pub(crate) struct JournalIo {
     journal: Journal,
-    path: PathBuf,
+    root: Root,
+    name: PathBuf,
     key: Arc<JournalKey>,
     /// The key generation the rekey moves files to.
     generation: u32,
@@ -36,38 +37,37 @@ pub(crate) struct JournalIo {
     on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+fn sync_dir(root: &Root) -> io::Result<()> {
+    Ok(root.top().sync()?)
 }
 
-/// Open journal `name` of `root` beneath it, never through a symlink, and
-/// only if it is a regular file (O_NONBLOCK: a planted FIFO cannot hang us).
-fn open_journal(root: &Path, name: &Path, flags: i32) -> io::Result<File> {
-    let f = open_beneath(root, name, flags | libc::O_NONBLOCK, 0o600).map_err(|e| {
-        if e.raw_os_error() == Some(libc::ELOOP) {
-            io::Error::new(io::ErrorKind::InvalidData, "it is a symbolic link")
-        } else {
-            e
-        }
-    })?;
-    if !f.metadata()?.file_type().is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "it is not a regular file"));
-    }
-    Ok(f)
+/// Open journal `name` of `root` through the door: beneath it, never
+/// through a symlink, never blocking, only a regular file with one link.
+fn open_journal(root: &Root, name: &Path, flags: i32) -> io::Result<File> {
+    root.open_file(name, flags, 0o600, Expect::Reserved)
+        .map_err(|e| match e.0 {
+            libc::ELOOP => io::Error::new(io::ErrorKind::InvalidData, "it is a symbolic link"),
+            libc::EMLINK => io::Error::new(
+                io::ErrorKind::InvalidData,
+                "it has a second link (it may be a file outside CIPHERDIR)",
+            ),
+            libc::EISDIR | libc::EINVAL => io::Error::new(io::ErrorKind::InvalidData, "it is not a regular file"),
+            _ => e.into(),
+        })
 }
 
 impl JournalIo {
     /// Create (or take over, empty) worker `k`'s journal in `root`, for a
     /// rekey to key generation `generation`.
     pub(crate) fn create(
-        root: &Path,
+        root: &Root,
         k: usize,
         key: Arc<JournalKey>,
         generation: u32,
         on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
     ) -> Result<Self, String> {
         let name = PathBuf::from(format!("{JOURNAL_PREFIX}{k}"));
-        let path = root.join(&name);
+        let path = root.shown(&name);
         let f =
             open_journal(root, &name, libc::O_RDWR | libc::O_CREAT).map_err(|e| format!("{}: {e}", path.display()))?;
         let journal = Journal::new(f);
@@ -82,10 +82,11 @@ impl JournalIo {
             }
         }
         journal.clear().map_err(|e| format!("{}: {e}", path.display()))?;
-        sync_dir(root).map_err(|e| format!("{}: {e}", root.display()))?;
+        sync_dir(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
         Ok(Self {
             journal,
-            path,
+            root: root.clone(),
+            name,
             key,
             generation,
             ino: 0,
@@ -110,7 +111,7 @@ impl JournalIo {
     /// Remove the (empty) journal at the end of a run.
     pub(crate) fn remove(self) {
         if matches!(self.journal.load(&self.key), Ok(Content::Empty)) {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = warpfs_backing::unlink(&self.root.top().entry(self.name.as_os_str()));
         }
     }
 }
@@ -139,14 +140,14 @@ impl RekeyIo for JournalIo {
 }
 
 /// Every journal name in `root` (any file type), sorted.
-fn journals(root: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir(root)? {
-        let e = e?;
-        if e.file_name().as_bytes().starts_with(JOURNAL_PREFIX.as_bytes()) {
-            v.push(PathBuf::from(e.file_name()));
-        }
-    }
+fn journals(root: &Root) -> io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = root
+        .top()
+        .list()?
+        .into_iter()
+        .filter(|e| e.name.as_bytes().starts_with(JOURNAL_PREFIX.as_bytes()))
+        .map(|e| PathBuf::from(e.name))
+        .collect();
     v.sort();
     Ok(v)
 }
@@ -262,27 +263,32 @@ fn has_id(f: &File, id: &[u8; 16]) -> bool {
 /// else found by its file ID anywhere under `root` (it was renamed), all
 /// opened beneath `root` without following symlinks. A symlink on the
 /// recorded path refuses the record.
-fn find(root: &Path, rec: &Record, flags: i32) -> Result<Option<File>, String> {
-    let open = |rel: &Path| open_beneath(root, rel, flags | libc::O_NONBLOCK, 0);
+fn find(root: &Root, rec: &Record, flags: i32) -> Result<Option<File>, String> {
+    let open = |rel: &Path| root.open_file(rel, flags, 0, Expect::File);
     let hint = Path::new(std::ffi::OsStr::from_bytes(&rec.path));
     if !rec.path.is_empty() {
         match open(hint) {
             Ok(f) if has_id(&f, &rec.file_id) => return Ok(Some(f)),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(e) if e.0 == libc::ELOOP => {
                 return Err(format!(
                     "its file's path {} leads through a symbolic link",
                     hint.display()
                 ))
             }
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => return Err(e.to_string()),
+            Err(e) if e.0 == libc::EINVAL => {
+                return Err(format!(
+                    "its file's path {} is not a plain path beneath CIPHERDIR",
+                    hint.display()
+                ))
+            }
             _ => {}
         }
     }
-    let files = super::content_files(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let files = super::content_files(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
     for pass in [true, false] {
         for rel in &files {
             // First the files with the recorded inode; then any (a copy).
-            let Ok(md) = crate::beneath::lstat_beneath(root, rel) else {
+            let Ok(md) = root.lstat(rel) else {
                 continue;
             };
             if pass && (rec.ino == 0 || md.st_ino != rec.ino) {
@@ -299,7 +305,7 @@ fn find(root: &Path, rec: &Record, flags: i32) -> Result<Option<File>, String> {
 }
 
 /// Judge one journal: its state, and for a record the file it applies to.
-fn judge(root: &Path, name: &Path, key: &JournalKey, expected: Option<u32>, flags: i32) -> (State, Option<File>) {
+fn judge(root: &Root, name: &Path, key: &JournalKey, expected: Option<u32>, flags: i32) -> (State, Option<File>) {
     let loaded = open_journal(root, name, libc::O_RDONLY)
         .map_err(JournalError::Io)
         .and_then(|f| Journal::new(f).load(key));
@@ -330,23 +336,23 @@ fn judge(root: &Path, name: &Path, key: &JournalKey, expected: Option<u32>, flag
     }
 }
 
-fn inspect_in(root: &Path, key: &JournalKey, expected: Option<u32>) -> Result<Vec<Found>, String> {
-    let names = journals(root).map_err(|e| format!("{}: {e}", root.display()))?;
+fn inspect_in(root: &Root, key: &JournalKey, expected: Option<u32>) -> Result<Vec<Found>, String> {
+    let names = journals(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
     Ok(names
         .into_iter()
         .map(|n| Found {
             state: judge(root, &n, key, expected, libc::O_RDONLY).0,
-            path: root.join(n),
+            path: root.shown(&n),
         })
         .collect())
 }
 
-fn recover_in(root: &Path, key: &JournalKey, expected: Option<u32>, d: Decisions) -> Result<Recovered, String> {
+fn recover_in(root: &Root, key: &JournalKey, expected: Option<u32>, d: Decisions) -> Result<Recovered, String> {
     let e = |p: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", p.display());
     let mut out = Recovered::default();
     let mut changed = false;
-    for name in journals(root).map_err(|x| e(root, &x))? {
-        let path = root.join(&name);
+    for name in journals(root).map_err(|x| e(root.path(), &x))? {
+        let path = root.shown(&name);
         let (state, file) = judge(root, &name, key, expected, libc::O_RDWR);
         let (apply, why) = match &state {
             State::Empty | State::Torn => (None, None),
@@ -391,11 +397,11 @@ fn recover_in(root: &Path, key: &JournalKey, expected: Option<u32>, d: Decisions
                 }
             }
         }
-        std::fs::remove_file(&path).map_err(|x| e(&path, &x))?;
+        warpfs_backing::unlink(&root.top().entry(name.as_os_str())).map_err(|x| e(&path, &x))?;
         changed = true;
     }
     if changed {
-        sync_dir(root).map_err(|x| e(root, &x))?;
+        sync_dir(root).map_err(|x| e(root.path(), &x))?;
     }
     Ok(out)
 }

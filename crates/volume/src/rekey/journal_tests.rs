@@ -32,6 +32,11 @@ fn cipher_file(id: [u8; 16], fill: u8) -> Vec<u8> {
 }
 
 impl Fx {
+    /// CIPHERDIR through the door.
+    fn door(&self) -> warpfs_backing::Root {
+        warpfs_backing::Root::open(&self.root).unwrap()
+    }
+
     fn new() -> Fx {
         let t = tempfile::tempdir().unwrap();
         let root = t.path().join("cipher");
@@ -67,11 +72,11 @@ impl Fx {
     }
 
     fn recover(&self, d: Decisions) -> Recovered {
-        recover_in(&self.root, &self.key, Some(GEN), d).unwrap()
+        recover_in(&self.door(), &self.key, Some(GEN), d).unwrap()
     }
 
     fn states(&self) -> Vec<State> {
-        inspect_in(&self.root, &self.key, Some(GEN))
+        inspect_in(&self.door(), &self.key, Some(GEN))
             .unwrap()
             .into_iter()
             .map(|f| f.state)
@@ -104,7 +109,7 @@ impl Fx {
         assert_eq!(r.kept.len(), 1, "{r:?}");
         assert!(r.kept[0].1.contains(why), "{r:?}");
         assert!(r.kept_message().contains(JOURNAL_PREFIX) && r.kept_message().contains(why));
-        assert!(inspect_in(&self.root, &self.key, Some(GEN)).unwrap()[0]
+        assert!(inspect_in(&self.door(), &self.key, Some(GEN)).unwrap()[0]
             .describe()
             .unwrap()
             .contains("never applied"));
@@ -213,7 +218,7 @@ fn a_journal_that_is_a_symlink_is_refused_and_never_truncated() {
     fx.refused(&j, "symbolic link");
     // A rekey worker does not take it over (it would truncate the target).
     symlink(fx.out.join("secret"), &j).unwrap();
-    let e = JournalIo::create(&fx.root, 0, Arc::new(key(3)), GEN, None)
+    let e = JournalIo::create(&fx.door(), 0, Arc::new(key(3)), GEN, None)
         .err()
         .unwrap();
     assert!(e.contains("symbolic link"), "{e}");
@@ -224,7 +229,7 @@ fn a_journal_that_is_a_symlink_is_refused_and_never_truncated() {
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     fx.refused(&j, "not a regular file");
-    assert!(JournalIo::create(&fx.root, 1, Arc::new(key(3)), GEN, None).is_ok());
+    assert!(JournalIo::create(&fx.door(), 1, Arc::new(key(3)), GEN, None).is_ok());
 }
 
 #[test]
@@ -248,12 +253,12 @@ fn forged_and_stale_records_are_refused() {
     fx.refused(&j, "key generation 2");
     // And with no rekey under way at all.
     fx.plant(&fx.rec("d/f").encode(&fx.key));
-    let st = inspect_in(&fx.root, &fx.key, None).unwrap();
+    let st = inspect_in(&fx.door(), &fx.key, None).unwrap();
     assert!(
         matches!(&st[0].state, State::Refused(m) if m.contains("no rekey is under way")),
         "{st:?}"
     );
-    let r = recover_in(&fx.root, &fx.key, None, Decisions::automatic()).unwrap();
+    let r = recover_in(&fx.door(), &fx.key, None, Decisions::automatic()).unwrap();
     assert_eq!((r.restored, r.kept.len()), (0, 1));
     fx.outside_untouched();
     assert!(!fx.inside_restored());
@@ -335,12 +340,12 @@ fn an_old_unauthenticated_record_waits_for_a_decision() {
 fn a_rekey_worker_writes_authenticated_records() {
     let fx = Fx::new();
     let k = Arc::new(key(3));
-    let mut io = JournalIo::create(&fx.root, 0, k.clone(), GEN, None).unwrap();
+    let mut io = JournalIo::create(&fx.door(), 0, k.clone(), GEN, None).unwrap();
     io.target(0, Path::new("d/f"));
     io.save(&fx.id, &[(100, &[0xee; 64][..])]).unwrap();
     assert!(matches!(&fx.states()[..], [State::Ready(r)] if r.generation == GEN && r.path == b"d/f"));
     // A second worker may not take over a journal with a record.
-    assert!(JournalIo::create(&fx.root, 0, k.clone(), GEN, None).is_err());
+    assert!(JournalIo::create(&fx.door(), 0, k.clone(), GEN, None).is_err());
     let r = fx.recover(Decisions::automatic());
     assert_eq!(r.restored, 1);
     assert!(fx.inside_restored());

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use warpfs_backing::{Expect, Root};
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{Stage, Step};
 use warpfs_content::{Keyring, Mode};
@@ -73,7 +74,7 @@ pub struct Progress {
 /// What a rekey walk needs of a volume; shareable with a daemon thread.
 #[derive(Clone)]
 pub(crate) struct Walk {
-    pub(crate) root: PathBuf,
+    pub(crate) root: Root,
     pub(crate) files: Arc<FileTable>,
     pub(crate) keys: Arc<Keyring>,
     pub(crate) mode: Mode,
@@ -97,20 +98,22 @@ impl Walk {
 /// `warpfs.*` names excluded, long-name entries included), relative to
 /// `root`, in walk order. Leftover temporary copies of the older
 /// copy-and-rename rekey are removed.
-pub fn content_files(root: &Path) -> io::Result<Vec<PathBuf>> {
+pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![PathBuf::new()];
     let io = |e: crate::Error| io::Error::from_raw_os_error(e.0);
     while let Some(d) = dirs.pop() {
-        let dir = crate::at::Dir::open(root.join(&d)).map_err(io)?;
+        let dir = root.dir(&d).map_err(io)?;
         for e in dir.list().map_err(io)? {
             let name = e.name.to_string_lossy();
             let kind = match e.d_type {
-                libc::DT_UNKNOWN => match crate::sys::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {
-                    libc::S_IFDIR => libc::DT_DIR,
-                    libc::S_IFREG => libc::DT_REG,
-                    _ => libc::DT_UNKNOWN,
-                },
+                libc::DT_UNKNOWN => {
+                    match warpfs_backing::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {
+                        libc::S_IFDIR => libc::DT_DIR,
+                        libc::S_IFREG => libc::DT_REG,
+                        _ => libc::DT_UNKNOWN,
+                    }
+                }
                 t => t,
             };
             let rel = d.join(&e.name);
@@ -118,7 +121,7 @@ pub fn content_files(root: &Path) -> io::Result<Vec<PathBuf>> {
                 dirs.push(rel);
             } else if kind == libc::DT_REG {
                 if name.starts_with(OLD_TMP_PREFIX) {
-                    crate::sys::unlink(&dir.entry(&e.name)).map_err(io)?;
+                    warpfs_backing::unlink(&dir.entry(&e.name)).map_err(io)?;
                 } else if !name.starts_with("warpfs.") || (name.starts_with("warpfs.long.") && !name.ends_with(".name"))
                 {
                     out.push(rel);
@@ -159,11 +162,11 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     if !w.keys.rekeying() {
         return Err("no rekey under way".into());
     }
-    let e = |e: io::Error| format!("{}: {e}", w.root.display());
+    let e = |e: io::Error| format!("{}: {e}", w.root.path().display());
     let files = content_files(&w.root).map_err(e)?;
     let total: u64 = files
         .iter()
-        .filter_map(|p| crate::beneath::lstat_beneath(&w.root, p).ok())
+        .filter_map(|p| w.root.lstat(p).ok())
         .map(|m| plain_size_of(w.mode, m.st_size as u64))
         .sum();
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
@@ -202,13 +205,13 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
 
 /// Content files of `root` whose header is not at generation `target`
 /// with a finished watermark (empty files hold no key and are never behind).
-fn files_behind(root: &Path, target: u32) -> io::Result<Vec<PathBuf>> {
+fn files_behind(root: &Root, target: u32) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for rel in content_files(root)? {
-        let f = match crate::beneath::open_beneath(root, &rel, libc::O_RDONLY, 0) {
+        let f = match root.open_file(&rel, libc::O_RDONLY, 0, Expect::File) {
             Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
+            Err(e) if e.0 == libc::ENOENT => continue,
+            Err(e) => return Err(e.into()),
         };
         match file_generation(&f) {
             Ok(None) => {}
@@ -305,9 +308,9 @@ fn rekey_file(
 ) -> Result<bool, String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
     let target = w.keys.write_generation();
-    let f = match crate::beneath::open_beneath(&w.root, rel, libc::O_RDWR, 0) {
+    let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(e) if e.0 == libc::ENOENT => return Ok(true),
         Err(e) => return Err(err(&e)),
     };
     match file_generation(&f) {

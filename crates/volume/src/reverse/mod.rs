@@ -94,7 +94,7 @@ impl ReverseView {
         config: ConfigShown,
         opts: ReverseOptions,
     ) -> Result<Self> {
-        let tree = Tree::new(plaindir);
+        let tree = Tree::new(&plaindir)?;
         let st = tree.lstat(b"")?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
             return Err(Error(libc::ENOTDIR));

@@ -44,7 +44,10 @@ fn fixture() -> Fixture {
 fn view(f: &Fixture, opts: ReverseOptions) -> ReverseView {
     let path = f.plain.path().join(HIDDEN_CONFIG);
     let (_, bytes) = Config::load_file_bytes(&path).unwrap();
-    let stat = crate::sys::lstat_path(&path).unwrap();
+    let stat = warpfs_backing::Root::open(f.plain.path())
+        .unwrap()
+        .lstat(Path::new(HIDDEN_CONFIG))
+        .unwrap();
     ReverseView::new(
         f.plain.path().to_owned(),
         &f.master,

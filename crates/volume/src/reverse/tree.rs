@@ -1,20 +1,20 @@
-//! The plaintext tree of a reverse view, read beneath PLAINDIR only: every
-//! path is relative to it and no symbolic link is followed on the way
-//! (`beneath`), so a symlink swapped into the tree cannot make the daemon
-//! read or list anything outside it.
+//! The plaintext tree of a reverse view, read beneath PLAINDIR only,
+//! through the backing-store door: every path is relative to PLAINDIR's
+//! descriptor and no symbolic link is followed on the way, so a symlink
+//! swapped into the tree cannot make the daemon read or list anything
+//! outside it.
 
-use crate::beneath::{lstat_beneath, open_beneath};
-use crate::error::{Error, Result};
-use std::ffi::{CStr, CString, OsStr, OsString};
+use crate::error::Result;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::os::fd::{AsRawFd, IntoRawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use warpfs_backing::{Dir, Expect, Root};
 
-/// PLAINDIR.
+/// PLAINDIR, held open.
 #[derive(Debug, Clone)]
 pub(crate) struct Tree {
-    root: PathBuf,
+    root: Root,
 }
 
 fn rel_path(rel: &[u8]) -> &Path {
@@ -43,119 +43,69 @@ pub(crate) fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 impl Tree {
-    pub(crate) fn new(root: PathBuf) -> Self {
-        Self { root }
+    /// PLAINDIR at `plaindir` (the user's own path).
+    pub(crate) fn new(plaindir: &Path) -> Result<Self> {
+        Ok(Self {
+            root: Root::open(plaindir)?,
+        })
     }
 
     /// PLAINDIR's path.
     pub(crate) fn root(&self) -> &Path {
-        &self.root
+        self.root.path()
     }
 
     /// lstat of `rel` (empty: PLAINDIR itself).
     pub(crate) fn lstat(&self, rel: &[u8]) -> Result<libc::stat> {
-        if rel.is_empty() {
-            return crate::sys::lstat_path(&self.root);
-        }
-        Ok(lstat_beneath(&self.root, rel_path(rel))?)
+        self.root.lstat(rel_path(rel))
     }
 
-    fn open(&self, rel: &[u8], flags: i32) -> Result<File> {
-        if rel.is_empty() {
-            let c = CString::new(self.root.as_os_str().as_bytes()).map_err(|_| Error::EINVAL)?;
-            // SAFETY: valid C string.
-            let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC) };
-            if fd < 0 {
-                return Err(crate::at::errno());
-            }
-            // SAFETY: a new descriptor owned by nobody else.
-            return Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-        }
-        Ok(open_beneath(&self.root, rel_path(rel), flags, 0)?)
+    fn dir(&self, rel: &[u8]) -> Result<Dir> {
+        self.root.dir(rel_path(rel))
     }
 
-    /// Open the regular file `rel` for reading (never a FIFO or device:
-    /// `O_NONBLOCK`, and the type is checked on the open descriptor).
+    /// Open the regular file `rel` for reading (never a FIFO or device,
+    /// never through a symlink: the door checks its type before and after).
     pub(crate) fn open_file(&self, rel: &[u8]) -> Result<(File, libc::stat)> {
-        let f = self
-            .open(rel, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOATIME)
-            .or_else(|e| {
-                // O_NOATIME needs ownership (or CAP_FOWNER).
-                if e.0 == libc::EPERM {
-                    self.open(rel, libc::O_RDONLY | libc::O_NONBLOCK)
-                } else {
-                    Err(e)
-                }
-            })?;
-        let st = crate::sys::fstat(&f)?;
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(Error(libc::EINVAL));
-        }
+        let open = |flags| self.root.open_file(rel_path(rel), flags, 0, Expect::File);
+        // O_NOATIME needs ownership (or CAP_FOWNER).
+        let f = open(libc::O_RDONLY | libc::O_NOATIME).or_else(|e| {
+            if e.0 == libc::EPERM {
+                open(libc::O_RDONLY)
+            } else {
+                Err(e)
+            }
+        })?;
+        let st = warpfs_backing::fstat(&f)?;
         Ok((f, st))
     }
 
     /// The target of the symlink `rel`.
     pub(crate) fn readlink(&self, rel: &[u8]) -> Result<Vec<u8>> {
         let (dir, name) = split(rel);
-        let d = self.open(dir, libc::O_PATH | libc::O_DIRECTORY)?;
-        let c = CString::new(name).map_err(|_| Error::EINVAL)?;
-        let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-        // SAFETY: valid C string and a buffer of the length passed.
-        let n = unsafe { libc::readlinkat(d.as_raw_fd(), c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        let n = crate::sys::check_len(n)?;
-        buf.truncate(n);
-        Ok(buf)
+        let d = self.dir(dir)?;
+        warpfs_backing::readlink(&d.entry(OsStr::from_bytes(name)))
     }
 
-    /// The names in directory `rel` with their `DT_*` types, without `.`
-    /// and `..`.
+    /// The names in directory `rel` with their `DT_*` types and inode
+    /// numbers, without `.` and `..`.
     pub(crate) fn list(&self, rel: &[u8]) -> Result<Vec<(OsString, u8, u64)>> {
-        let f = self.open(rel, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let fd = f.into_raw_fd();
-        // SAFETY: `fd` is an open directory; fdopendir takes it over.
-        let d = unsafe { libc::fdopendir(fd) };
-        if d.is_null() {
-            let e = crate::at::errno();
-            // SAFETY: fdopendir failed, `fd` is still ours.
-            unsafe { libc::close(fd) };
-            return Err(e);
-        }
-        let mut out = Vec::new();
-        let res = loop {
-            // SAFETY: errno is thread-local; readdir tells end from error by it.
-            unsafe { *libc::__errno_location() = 0 };
-            // SAFETY: `d` is an open stream used by this thread only.
-            let e = unsafe { libc::readdir64(d) };
-            if e.is_null() {
-                let n = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                break if n == 0 { Ok(()) } else { Err(Error(n)) };
-            }
-            // SAFETY: a valid entry with a NUL-terminated name.
-            let (name, kind, ino) = unsafe {
-                let e = &*e;
-                (CStr::from_ptr(e.d_name.as_ptr()).to_bytes(), e.d_type, e.d_ino)
-            };
-            if name != b"." && name != b".." {
-                out.push((OsString::from_vec(name.to_vec()), kind, ino));
-            }
-        };
-        // SAFETY: open, not used after this.
-        unsafe { libc::closedir(d) };
-        res.map(|()| out)
+        Ok(self
+            .dir(rel)?
+            .list()?
+            .into_iter()
+            .map(|e| (e.name, e.d_type, e.ino))
+            .collect())
     }
 
     /// The entries of directory `rel` with their lstat (an entry that
     /// vanished meanwhile is left out).
     pub(crate) fn list_stat(&self, rel: &[u8]) -> Result<Vec<(OsString, libc::stat)>> {
-        let d = self.open(rel, libc::O_PATH | libc::O_DIRECTORY)?;
-        let names = self.list(rel)?;
-        let mut out = Vec::with_capacity(names.len());
-        for (name, _, _) in names {
-            let c = CString::new(name.as_bytes()).map_err(|_| Error::EINVAL)?;
-            // SAFETY: valid C string and out-pointer.
-            let mut st: libc::stat = unsafe { std::mem::zeroed() };
-            if unsafe { libc::fstatat(d.as_raw_fd(), c.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } == 0 {
-                out.push((name, st));
+        let d = self.dir(rel)?;
+        let mut out = Vec::new();
+        for e in d.list()? {
+            if let Ok(st) = warpfs_backing::lstat(&d.entry(&e.name)) {
+                out.push((e.name, st));
             }
         }
         Ok(out)
@@ -163,13 +113,14 @@ impl Tree {
 
     /// statvfs of PLAINDIR.
     pub(crate) fn statvfs(&self) -> Result<libc::statvfs> {
-        crate::sys::statvfs(&self.root)
+        self.root.top().statvfs()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn never_leaves_the_root() {
@@ -179,7 +130,7 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), d.path().join("link")).unwrap();
         std::fs::create_dir(d.path().join("sub")).unwrap();
         std::fs::write(d.path().join("sub/f"), b"hello").unwrap();
-        let t = Tree::new(d.path().to_owned());
+        let t = Tree::new(d.path()).unwrap();
         assert!(t.open_file(b"link/secret").is_err());
         assert!(t.list(b"link").is_err());
         assert!(t.lstat(b"link/secret").is_err());

@@ -124,7 +124,15 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     let _lock = if a.force {
         None
     } else {
-        super::mountx::lock_exclusive(&a.cipherdir).ok()
+        match super::lock::lock_exclusive(&a.cipherdir) {
+            Ok(l) => Some(l),
+            // Read-only media, or a lock file the door refused: checking
+            // needs no lock (repairs are still refused while mounted).
+            Err(e) => {
+                eprintln!("warpfs: warning: cannot lock CIPHERDIR: {e}; checking without the lock");
+                None
+            }
+        }
     };
     if matches!(_lock, Some(None)) {
         return Err(CliError::new(

@@ -124,26 +124,30 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         }
         features.push(FeatureFlag::FileSummary);
     }
-    match std::fs::read_dir(dir) {
-        Ok(mut it) => {
-            if it.next().is_some() {
-                return Err(CliError::new(
-                    NOT_EMPTY,
-                    format!("{} is not empty; init needs an empty directory", dir.display()),
-                ));
-            }
+    if let Err(e) = warpfs_backing::host::metadata(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(CliError::new(ERROR, format!("{}: {e}", dir.display())));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| CliError::new(ERROR, format!("cannot create {}: {e}", dir.display())))?;
-        }
-        Err(e) => return Err(CliError::new(ERROR, format!("{}: {e}", dir.display()))),
+        warpfs_backing::host::create_dir_all(dir)
+            .map_err(|e| CliError::new(ERROR, format!("cannot create {}: {e}", dir.display())))?;
+    }
+    let root = warpfs_backing::Root::open(dir).map_err(|e| CliError::new(ERROR, format!("{}: {e}", dir.display())))?;
+    if !root
+        .top()
+        .list()
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", dir.display())))?
+        .is_empty()
+    {
+        return Err(CliError::new(
+            NOT_EMPTY,
+            format!("{} is not empty; init needs an empty directory", dir.display()),
+        ));
     }
     let kdf = kdf_params(&a)?;
     let pw = a.pass.source().read("New password: ", true)?;
     let (_cfg, master) =
         Config::create_with_features_at(&a.config.path(dir), pw.bytes(), mode, a.key_bits, kdf, &features)?;
-    warpfs_volume::Volume::init_root(dir)
+    warpfs_volume::Volume::init_root(&root)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(
         "Created warpfs volume in {} (mode {}, {}-{}).",

@@ -23,12 +23,14 @@ pub fn read_stdin() -> Result<MasterKey, CliError> {
 /// refuse it when CIPHERDIR's root has entries and none of their names
 /// decrypts under it.
 pub fn check(vol: &Volume, cipherdir: &Path) -> Result<(), CliError> {
-    let entries = std::fs::read_dir(cipherdir)
+    let entries = vol
+        .backing()
+        .top()
+        .list()
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
-        .filter_map(|e| e.ok())
+        .into_iter()
         .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
+            let n = e.name.to_string_lossy();
             !n.starts_with("warpfs.") || (n.starts_with("warpfs.long.") && !n.ends_with(".name"))
         })
         .count();

@@ -7,6 +7,7 @@ mod fsck;
 mod gen;
 mod info;
 mod init;
+mod lock;
 mod logging;
 mod masterkey;
 mod mount;

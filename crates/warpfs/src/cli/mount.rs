@@ -390,7 +390,13 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     }
     // Held (shared) while mounted, so that an offline rekey or fsck sees
     // the mount even under another fsname; inherited by the daemon.
-    let lock = super::rekey::lock_cipherdir(&a.cipherdir, false);
+    let lock = super::lock::lock_cipherdir(&a.cipherdir, false);
+    if let Err(e) = &lock {
+        // A lock file that is not a regular file with one link was planted.
+        if e.kind() == std::io::ErrorKind::InvalidData {
+            return Err(CliError::new(MOUNT_FAILED, e.to_string()));
+        }
+    }
     if let Ok(None) = lock {
         return Err(CliError::new(
             MOUNT_FAILED,

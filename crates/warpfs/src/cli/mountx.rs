@@ -99,23 +99,6 @@ pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<(), CliErro
     }
 }
 
-/// How long an offline command waits for a just-unmounted daemon to exit
-/// and release its lock on CIPHERDIR (`umount && warpfs fsck` must work).
-const LOCK_WAIT: Duration = Duration::from_secs(3);
-
-/// The exclusive lock on CIPHERDIR (`rekey::lock_cipherdir`), waiting up to
-/// [`LOCK_WAIT`] while a mount or rekey holds it. `Ok(None)`: still held.
-pub fn lock_exclusive(dir: &Path) -> std::io::Result<Option<super::rekey::CipherdirLock>> {
-    let start = std::time::Instant::now();
-    loop {
-        match super::rekey::lock_cipherdir(dir, true)? {
-            Some(f) => return Ok(Some(f)),
-            None if start.elapsed() >= LOCK_WAIT => return Ok(None),
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

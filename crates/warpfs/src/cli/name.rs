@@ -61,7 +61,7 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
         NameCmd::Decrypt(p) => (true, p),
         NameCmd::Encrypt(p) => (false, p),
     };
-    let root = std::fs::canonicalize(&p.cipherdir)
+    let root = warpfs_backing::host::canonicalize(&p.cipherdir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", p.cipherdir.display())))?;
     let mount = if p.has_secret() {
         None
@@ -128,9 +128,11 @@ fn relative(root: &Path, path: &Path) -> Result<PathBuf, String> {
 
 /// Translate through the live mount `mnt` of `root`: a backing entry and
 /// its plaintext entry have the same inode number (the backing root's
-/// number and 1 swapped; FUSE node ids).
+/// number and 1 swapped; FUSE node ids). CIPHERDIR is walked through the
+/// backing-store door (no symlink followed), the mount by path.
 fn via_mount(root: &Path, mnt: &Path, path: &Path, decrypt: bool) -> Result<PathBuf, String> {
-    let root_ino = std::fs::metadata(root).map_err(|e| e.to_string())?.ino();
+    let door = warpfs_backing::Root::open(root).map_err(|e| format!("{}: {e}", root.display()))?;
+    let root_ino = door.top().stat().map_err(|e| e.to_string())?.st_ino;
     let swap = |ino: u64| {
         if ino == root_ino {
             1
@@ -140,32 +142,73 @@ fn via_mount(root: &Path, mnt: &Path, path: &Path, decrypt: bool) -> Result<Path
             ino
         }
     };
-    let (from_root, to_root, comps): (&Path, &Path, Vec<OsString>) = if decrypt {
-        let rel = relative(root, path)?;
-        (root, mnt, rel.iter().map(OsString::from).collect())
+    let comps: Vec<OsString> = if decrypt {
+        relative(root, path)?.iter().map(OsString::from).collect()
     } else {
-        let rel = path.strip_prefix("/").unwrap_or(path);
-        (mnt, root, rel.iter().map(OsString::from).collect())
+        path.strip_prefix("/")
+            .unwrap_or(path)
+            .iter()
+            .map(OsString::from)
+            .collect()
     };
-    let (mut from, mut to, mut out) = (from_root.to_path_buf(), to_root.to_path_buf(), PathBuf::new());
-    for c in comps {
-        from.push(&c);
-        let ino = std::fs::symlink_metadata(&from)
-            .map_err(|e| {
-                format!(
-                    "{}: {e} (through the mount only existing entries translate; give the password for others)",
-                    from.display()
-                )
-            })?
-            .ino();
-        let want = swap(ino);
-        let hit = std::fs::read_dir(&to)
-            .map_err(|e| format!("{}: {e}", to.display()))?
-            .filter_map(|e| e.ok())
-            .find(|e| e.ino() == want)
-            .ok_or_else(|| format!("{}: no entry with inode {want} in {}", from.display(), to.display()))?;
-        to.push(hit.file_name());
-        out.push(hit.file_name());
+    let mut cdir = door.top().share();
+    let (mut mpath, mut out) = (mnt.to_path_buf(), PathBuf::new());
+    let gone = |p: &Path, e: &dyn std::fmt::Display| {
+        format!(
+            "{}: {e} (through the mount only existing entries translate; give the password for others)",
+            p.display()
+        )
+    };
+    for (i, c) in comps.iter().enumerate() {
+        let cname = if decrypt {
+            let ino = warpfs_backing::lstat(&cdir.entry(c))
+                .map_err(|e| gone(&cdir.path().join(c), &e))?
+                .st_ino;
+            let want = swap(ino);
+            let hit = warpfs_backing::host::read_dir(&mpath)
+                .map_err(|e| format!("{}: {e}", mpath.display()))?
+                .filter_map(|e| e.ok())
+                .find(|e| e.ino() == want)
+                .ok_or_else(|| {
+                    format!(
+                        "{}: no entry with inode {want} in {}",
+                        c.to_string_lossy(),
+                        mpath.display()
+                    )
+                })?;
+            mpath.push(hit.file_name());
+            out.push(hit.file_name());
+            c.clone()
+        } else {
+            mpath.push(c);
+            let ino = warpfs_backing::host::symlink_metadata(&mpath)
+                .map_err(|e| gone(&mpath, &e))?
+                .ino();
+            let want = swap(ino);
+            let hit = cdir
+                .list()
+                .map_err(|e| format!("{}: {e}", cdir.path().display()))?
+                .into_iter()
+                .find(|e| e.ino == want)
+                .ok_or_else(|| {
+                    format!(
+                        "{}: no entry with inode {want} in {}",
+                        mpath.display(),
+                        cdir.path().display()
+                    )
+                })?;
+            out.push(&hit.name);
+            hit.name
+        };
+        if i + 1 < comps.len() {
+            cdir = cdir
+                .child(&cname)
+                .map_err(|e| format!("{}: {e}", cdir.path().join(&cname).display()))?;
+        }
     }
-    Ok(if decrypt { Path::new("/").join(out) } else { to })
+    Ok(if decrypt {
+        Path::new("/").join(out)
+    } else {
+        root.join(out)
+    })
 }

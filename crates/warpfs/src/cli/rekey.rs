@@ -70,102 +70,6 @@ pub fn kill_hook() -> Option<RekeyHook> {
     }))
 }
 
-/// Name of the lock file in CIPHERDIR (FORMAT.md 4.4). A network file
-/// system passes a lock on a regular file between its clients (GlusterFS
-/// does), not one on a directory; the directory is locked too, for
-/// warpfs builds that only check it.
-pub const LOCK_FILE: &str = "warpfs.lock";
-
-/// The lock an offline rekey holds on CIPHERDIR; the rekey's lock file is
-/// removed when it is dropped.
-pub struct CipherdirLock {
-    _dir: std::fs::File,
-    file: Option<std::fs::File>,
-    path: std::path::PathBuf,
-    exclusive: bool,
-}
-
-impl Drop for CipherdirLock {
-    fn drop(&mut self) {
-        if self.exclusive && self.file.is_some() {
-            // Still locked while it goes: whoever opened it meanwhile finds
-            // it held, then gone (and checks that below).
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// Whether `f` is still the file at `path` (not removed by a rekey that
-/// finished between our open and our lock).
-fn still_there(f: &std::fs::File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (f.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
-        _ => false,
-    }
-}
-
-/// `flock` `f` without waiting: `Ok(false)` when someone else holds it.
-fn try_flock(f: &std::fs::File, exclusive: bool) -> std::io::Result<bool> {
-    use std::os::fd::AsRawFd;
-    let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
-    // SAFETY: flock on a descriptor the caller owns.
-    if unsafe { libc::flock(f.as_raw_fd(), op) } == 0 {
-        return Ok(true);
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(e)
-    }
-}
-
-/// Lock CIPHERDIR (flock on the directory and on `warpfs.lock`; FORMAT.md
-/// 10) for an offline rekey: `warpfs mount` and a second offline `warpfs
-/// rekey` refuse while it is held, on this host and on other clients of a
-/// shared file system. `exclusive` is the rekey's lock (it creates the
-/// lock file); a mount only checks for one (shared, then released).
-/// `Ok(None)`: someone else holds the lock.
-pub fn lock_cipherdir(dir: &Path, exclusive: bool) -> std::io::Result<Option<CipherdirLock>> {
-    let d = std::fs::File::open(dir)?;
-    if !try_flock(&d, exclusive)? {
-        return Ok(None);
-    }
-    let path = dir.join(LOCK_FILE);
-    for _ in 0..3 {
-        let file = if exclusive {
-            Some(
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)?,
-            )
-        } else {
-            // No rekey running (or read-only media): nothing to check.
-            std::fs::File::open(&path).ok()
-        };
-        if let Some(f) = &file {
-            match try_flock(f, exclusive) {
-                Ok(true) if exclusive && !still_there(f, &path) => continue,
-                Ok(true) => {}
-                Ok(false) => return Ok(None),
-                Err(e) if exclusive => return Err(e),
-                Err(_) => {}
-            }
-        }
-        return Ok(Some(CipherdirLock {
-            _dir: d,
-            file,
-            path,
-            exclusive,
-        }));
-    }
-    Ok(None)
-}
-
 /// What [`begin`] gives: the config (recording the target), the password,
 /// the master key and the target generation.
 type Begun = (Config, super::password::Password, MasterKey, u32);
@@ -288,7 +192,7 @@ pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Resu
 
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
-    let _lock = super::mountx::lock_exclusive(&a.cipherdir)
+    let _lock = super::lock::lock_exclusive(&a.cipherdir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
         .ok_or_else(|| {
             CliError::new(

@@ -146,7 +146,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     if !warpfs_crypto::make_non_dumpable() {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
     }
-    let plaindir = std::fs::canonicalize(m.plaindir)
+    let plaindir = warpfs_backing::host::canonicalize(m.plaindir)
         .map_err(|e| CliError::new(ERROR, format!("{}: {e}", m.plaindir.display())))?;
     let path = config_path(&plaindir, m.config);
     let (cfg, bytes) = Config::load_file_bytes(&path)?;
@@ -159,7 +159,9 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
             ),
         ));
     }
-    let stat = std::fs::metadata(&path).map_err(|e| CliError::new(ERROR, format!("{}: {e}", path.display())))?;
+    let stat = warpfs_backing::split_user_path(&path)
+        .and_then(|(dir, name)| warpfs_backing::lstat(&dir.top().entry(&name)))
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", path.display())))?;
     let stat = stat_of(&stat);
     let pw = m.pass.source().read("Password: ", false)?;
     let master = cfg.unlock(pw.bytes())?;
@@ -238,14 +240,14 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     std::process::exit(code);
 }
 
-fn stat_of(m: &std::fs::Metadata) -> libc::stat {
-    use std::os::unix::fs::MetadataExt;
+/// What a reverse view shows of its config file's stat: owner and mtime.
+fn stat_of(m: &libc::stat) -> libc::stat {
     // SAFETY: plain data; zero is a valid value for every field.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    st.st_uid = m.uid();
-    st.st_gid = m.gid();
-    st.st_mtime = m.mtime();
-    st.st_mtime_nsec = m.mtime_nsec();
+    st.st_uid = m.st_uid;
+    st.st_gid = m.st_gid;
+    st.st_mtime = m.st_mtime;
+    st.st_mtime_nsec = m.st_mtime_nsec;
     st
 }
 

@@ -4,17 +4,22 @@
 //! master key.
 
 use super::exit::CliError;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use warpfs_config::{Config, ConfigError, MasterKey, MAX_CONFIG_SIZE};
+use warpfs_config::{Config, ConfigError, MasterKey};
 
-/// A sync tool's copies of `warpfs.conf` in `cipherdir`, sorted.
+/// A sync tool's copies of `warpfs.conf` in `cipherdir`, sorted (listed
+/// through the backing-store door).
 pub fn config_copies(cipherdir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(cipherdir)
+    let Ok(root) = warpfs_backing::Root::open(cipherdir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = root
+        .top()
+        .list()
         .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| warpfs_volume::is_config_copy(e.file_name().as_encoded_bytes()))
-                .map(|e| e.path())
+            d.into_iter()
+                .filter(|e| warpfs_volume::is_config_copy(e.name.as_encoded_bytes()))
+                .map(|e| cipherdir.join(e.name))
                 .collect()
         })
         .unwrap_or_default();
@@ -22,13 +27,10 @@ pub fn config_copies(cipherdir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// A copy of the config (through the door: never a symlink, FIFO, device
+/// or second link).
 fn load_copy(p: &Path) -> Result<Config, String> {
-    let f = std::fs::File::open(p).map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    f.take(MAX_CONFIG_SIZE as u64 + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| e.to_string())?;
-    Config::from_json(&buf).map_err(|e| e.to_string())
+    Config::load_file(p).map_err(|e| e.to_string())
 }
 
 /// Unlock `cfg` (CIPHERDIR's `warpfs.conf`) with `password`, or, when the

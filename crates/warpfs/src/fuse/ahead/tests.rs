@@ -113,7 +113,7 @@ const REQ: usize = 2 * CHUNK;
 /// on the calling thread (the engine below only runs decrypt-ahead jobs).
 fn volume_with_file(dir: &Path, len: usize) -> (Volume, OpenFile, Vec<u8>) {
     let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
-    Volume::init_root(dir).unwrap();
+    Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
     let v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
     let who = Caller { uid: 0, gid: 0 };
     let (_, _, f, _) = v

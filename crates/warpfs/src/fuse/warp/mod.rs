@@ -91,11 +91,8 @@ fn errno(e: Error) -> Errno {
 impl WarpFs {
     /// A file system over an unlocked volume.
     pub fn new(vol: Volume) -> std::io::Result<Self> {
-        let st = std::fs::symlink_metadata(vol.root())?;
-        let nodes = Nodes::new(
-            std::os::unix::fs::MetadataExt::dev(&st),
-            std::os::unix::fs::MetadataExt::ino(&st),
-        );
+        let st = vol.backing().top().stat()?;
+        let nodes = Nodes::new(st.st_dev, st.st_ino);
         let ahead = vol.engine().cloned().and_then(Ahead::new);
         Ok(Self {
             vol,

@@ -1,11 +1,11 @@
-//! The xattr system calls on a backing entry ([`Loc`]): on a path when the
-//! entry's directory is named by its path, and under the directory's
-//! descriptor when it is not (a path past PATH_MAX). Linux 6.13 added the
-//! `*xattrat` calls for that; older kernels (ENOSYS) get the entry named as
-//! /proc/self/fd/N/name instead, which needs /proc.
+//! The xattr system calls on a backing entry ([`Loc`]), never following a
+//! symlink at it: the `*xattrat` calls (Linux 6.13) under the directory's
+//! descriptor, or on older kernels (ENOSYS) the `l*xattr` calls on the
+//! entry named as /proc/self/fd/N/name (our own descriptor, then one name),
+//! which needs /proc.
 
-use crate::at::Loc;
-use crate::error::{Error, Result};
+use crate::dir::Loc;
+use crate::errno::{Errno as Error, Result};
 use std::ffi::{CStr, CString};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +46,7 @@ fn via() -> Via {
 }
 
 fn check_len(rc: libc::c_long) -> Result<usize> {
-    crate::sys::check_len(rc as libc::ssize_t)
+    crate::errno::check_len(rc as libc::ssize_t)
 }
 
 /// `setxattrat` or `getxattrat` (`nr`) of attribute `name` on entry `p`
@@ -71,24 +71,27 @@ unsafe fn xattrat_value(nr: libc::c_long, dirfd: RawFd, p: &CStr, name: &CStr, a
 }
 
 /// Runs one xattr call on `l`: `at(dirfd, name)` under the directory's
-/// descriptor, or `path(path)` where the directory has none, or when the
-/// kernel lacks the `*xattrat` calls (or refuses them, as a seccomp filter
-/// may, with EPERM: the path call then gives the real answer).
+/// descriptor, or `path(path)` with the entry named under /proc/self/fd
+/// when the kernel lacks the `*xattrat` calls (or refuses them, as a
+/// seccomp filter may, with EPERM: the path call then gives the real
+/// answer).
 fn run(
     l: &Loc,
     via: Via,
     at: impl Fn(RawFd, &CStr) -> libc::c_long,
     path: impl Fn(&CStr) -> libc::c_long,
 ) -> Result<usize> {
-    if let (Via::At, Some(fd)) = (via, l.parent().raw_fd()) {
-        let name = CString::new(l.name_bytes()).map_err(|_| Error::EINVAL)?;
+    let (fd, name) = l.at()?;
+    if via == Via::At {
         match check_len(at(fd, &name)) {
             Err(Error(libc::ENOSYS)) => NO_XATTRAT.store(true, Ordering::Relaxed),
             Err(Error(libc::EPERM)) => {}
             r => return r,
         }
     }
-    let p = crate::sys::cstr(&l.call_path())?;
+    let mut p = format!("/proc/self/fd/{fd}/").into_bytes();
+    p.extend_from_slice(name.as_bytes());
+    let p = CString::new(p).map_err(|_| Error::EINVAL)?;
     check_len(path(&p))
 }
 
@@ -113,7 +116,7 @@ fn attr_name(name: &str) -> Result<CString> {
     CString::new(name).map_err(|_| Error::EINVAL)
 }
 
-pub(crate) fn lsetxattr(l: &Loc, name: &str, value: &[u8], flags: i32) -> Result<()> {
+pub fn lsetxattr(l: &Loc, name: &str, value: &[u8], flags: i32) -> Result<()> {
     set(l, via(), name, value, flags)
 }
 
@@ -138,7 +141,7 @@ fn set(l: &Loc, via: Via, name: &str, value: &[u8], flags: i32) -> Result<()> {
     .map(drop)
 }
 
-pub(crate) fn lgetxattr(l: &Loc, name: &str) -> Result<Vec<u8>> {
+pub fn lgetxattr(l: &Loc, name: &str) -> Result<Vec<u8>> {
     get(l, via(), name)
 }
 
@@ -162,7 +165,7 @@ fn get(l: &Loc, via: Via, name: &str) -> Result<Vec<u8>> {
     })
 }
 
-pub(crate) fn llistxattr(l: &Loc) -> Result<Vec<u8>> {
+pub fn llistxattr(l: &Loc) -> Result<Vec<u8>> {
     list(l, via())
 }
 
@@ -179,7 +182,7 @@ fn list(l: &Loc, via: Via) -> Result<Vec<u8>> {
     })
 }
 
-pub(crate) fn lremovexattr(l: &Loc, name: &str) -> Result<()> {
+pub fn lremovexattr(l: &Loc, name: &str) -> Result<()> {
     remove(l, via(), name)
 }
 
@@ -199,17 +202,16 @@ fn remove(l: &Loc, via: Via, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::at::Dir;
+    use crate::test_util::{deep_root, new_file};
     use std::ffi::OsStr;
 
     /// Every call, both ways, on a file in a directory past PATH_MAX.
     #[test]
     fn xattrs_past_path_max_both_ways() {
-        let (_t, deep) = crate::at::tests::deep_tree();
-        let d = Dir::open(deep).unwrap();
-        assert!(d.raw_fd().is_some());
+        let (_t, root, deep) = deep_root();
+        let d = root.dir(&deep).unwrap();
         let f = d.entry(OsStr::new("f"));
-        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        new_file(&f);
         for via in [Via::At, Via::Path] {
             set(&f, via, "user.a", b"one", 0).unwrap();
             set(&f, via, "user.b", &[7u8; 3000], libc::XATTR_CREATE).unwrap();
@@ -235,15 +237,41 @@ mod tests {
         }
     }
 
+    /// Neither way follows a symlink at the entry: the attribute lands on
+    /// the link (or is refused), never on its target.
+    #[test]
+    fn xattrs_never_reach_a_symlink_target() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("outside");
+        std::fs::write(&out, b"x").unwrap();
+        std::fs::create_dir(t.path().join("root")).unwrap();
+        std::os::unix::fs::symlink(&out, t.path().join("root/l")).unwrap();
+        let root = crate::Root::open(&t.path().join("root")).unwrap();
+        let l = root.top().entry(OsStr::new("l"));
+        for via in [Via::At, Via::Path] {
+            // user.* attributes are not allowed on symlinks: EPERM.
+            assert!(set(&l, via, "user.a", b"one", 0).is_err());
+            assert_eq!(get(&l, via, "user.a"), Err(Error(libc::ENODATA)));
+        }
+        let mut buf = [0u8; 64];
+        let c = CString::new(out.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid C strings and buffer.
+        let n = unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        assert!(
+            n <= 0 || !buf[..n as usize].starts_with(b"user.a"),
+            "the target got no attribute"
+        );
+    }
+
     /// On a kernel with `*xattrat` (6.13+) the descriptor is used, not
     /// /proc: the call succeeds straight through the system call.
     #[test]
     fn xattrat_is_used_where_the_kernel_has_it() {
-        let (_t, deep) = crate::at::tests::deep_tree();
-        let d = Dir::open(deep).unwrap();
+        let (_t, root, deep) = deep_root();
+        let d = root.dir(&deep).unwrap();
         let f = d.entry(OsStr::new("g"));
-        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
-        let (fd, name) = (d.raw_fd().unwrap(), CString::new("g").unwrap());
+        new_file(&f);
+        let (fd, name) = (d.fd(), CString::new("g").unwrap());
         // SAFETY: valid C strings and an empty list buffer.
         let rc = unsafe {
             libc::syscall(
@@ -271,9 +299,9 @@ mod tests {
     #[test]
     fn bad_names_are_refused() {
         let t = tempfile::tempdir().unwrap();
-        let d = Dir::open(t.path().to_path_buf()).unwrap();
-        let f = d.entry(OsStr::new("f"));
-        drop(crate::sys::open(&f, libc::O_WRONLY | libc::O_CREAT, 0o600).unwrap());
+        let root = crate::Root::open(t.path()).unwrap();
+        let f = root.top().entry(OsStr::new("f"));
+        new_file(&f);
         assert_eq!(lsetxattr(&f, "user.a\0b", b"", 0), Err(Error::EINVAL));
         assert_eq!(
             lsetxattr(&f, &format!("user.{}", "n".repeat(300)), b"", 0),
