@@ -13,6 +13,9 @@
 #                 the engines themselves)
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
+#   2b. door      scripts/door-check.sh: no crate but crates/backing opens,
+#                 renames, removes or looks up a path itself (clippy's
+#                 disallowed-methods, checked to fire on a fixture first)
 #   3. test       cargo test --workspace --release --no-fail-fast
 #                 (the mount-level tests in crates/warpfs/tests need root and
 #                 /dev/fuse; without them they are counted as skipped)
@@ -185,6 +188,7 @@ step() {
 
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
+step door bash scripts/door-check.sh
 step test cargo test --workspace --release --no-fail-fast
 DEV_FUSE_TESTS=(io namespace faults permissions crash shared ahead attacks deep_paths bound control devices daily rekey reverse)
 step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 FSX_MODES=gcm \

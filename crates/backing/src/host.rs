@@ -74,3 +74,8 @@ pub fn remove_file(path: impl AsRef<Path>) -> io::Result<()> {
 pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> io::Result<()> {
     std::fs::rename(from, to)
 }
+
+/// The target of a symlink of the host (/proc/PID/cwd).
+pub fn read_link(path: impl AsRef<Path>) -> io::Result<PathBuf> {
+    std::fs::read_link(path)
+}

@@ -38,3 +38,11 @@ pub(crate) fn read_path(path: &Path) -> Result<Vec<u8>> {
     let (root, name) = warpfs_backing::split_user_path(path).map_err(|e| ConfigError::io(path, e.into()))?;
     read_in(&root, &name)
 }
+
+/// Whether there is an entry (of any type) at `path`, looked up without
+/// following a symlink at its last name.
+pub(crate) fn exists(path: &Path) -> bool {
+    warpfs_backing::split_user_path(path)
+        .and_then(|(root, name)| warpfs_backing::lstat(&root.top().entry(&name)))
+        .is_ok()
+}

@@ -236,7 +236,7 @@ pub fn check_cpus_exist(cpus: &[usize]) -> Result<(), String> {
         if c >= conf {
             return Err(format!("CPU {c} does not exist (this machine has {conf})"));
         }
-        let online = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{c}/online"));
+        let online = warpfs_backing::host::read_to_string(format!("/sys/devices/system/cpu/cpu{c}/online"));
         if let Ok(v) = online {
             if v.trim() == "0" {
                 return Err(format!("CPU {c} is offline"));

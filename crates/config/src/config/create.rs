@@ -43,7 +43,7 @@ impl Config {
         check_key_bits(key_bits)?;
         check_kdf(&kdf)?;
         let path = crate::config_path(dir);
-        if path.symlink_metadata().is_ok() {
+        if crate::read::exists(&path) {
             return Err(ConfigError::AlreadyExists { path });
         }
         let cfg = Self::seal(
@@ -85,7 +85,7 @@ impl Config {
         check_key_bits(key_bits)?;
         check_kdf(&kdf)?;
         let master = MasterKey::generate();
-        if path.symlink_metadata().is_ok() {
+        if crate::read::exists(path) {
             return Err(ConfigError::AlreadyExists {
                 path: path.to_path_buf(),
             });

@@ -230,7 +230,7 @@ fn workers_bench(threads: usize, dur: Duration) -> f64 {
 }
 
 fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
+    warpfs_backing::host::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
             s.lines()

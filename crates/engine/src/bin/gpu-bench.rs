@@ -147,8 +147,8 @@ fn main() {
         "notes": notes,
         "results": results,
     });
-    std::fs::create_dir_all(&out_dir).expect("out dir");
-    std::fs::write(
+    warpfs_backing::host::create_dir_all(&out_dir).expect("out dir");
+    warpfs_backing::host::write(
         out_dir.join("gpu.json"),
         serde_json::to_string_pretty(&doc).expect("json") + "\n",
     )
@@ -180,5 +180,5 @@ fn main() {
     {
         md += "| cuda | – | – | – | not run: no device | – |\n";
     }
-    std::fs::write(out_dir.join("gpu.md"), md).expect("gpu.md");
+    warpfs_backing::host::write(out_dir.join("gpu.md"), md).expect("gpu.md");
 }

@@ -81,7 +81,7 @@ pub fn run(a: ContainerArgs) -> Result<(), CliError> {
                 kdf.iterations = t;
             }
             kdf.validate().map_err(|e| CliError::new(USAGE, e.to_string()))?;
-            if file.symlink_metadata().is_ok() {
+            if warpfs_backing::host::symlink_metadata(&file).is_ok() {
                 return Err(CliError::new(
                     super::exit::NOT_EMPTY,
                     format!("{} exists", file.display()),
@@ -102,10 +102,7 @@ pub fn run(a: ContainerArgs) -> Result<(), CliError> {
             Ok(())
         }
         ContainerCmd::Resize { size, file } => {
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&file)
+            let f = warpfs_backing::host::open_with(&file, std::fs::OpenOptions::new().read(true).write(true))
                 .map_err(|e| err(format!("{}: {e}", file.display())))?;
             image::read_header(&f).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
             debug_assert!(size.is_multiple_of(SECTOR));
@@ -129,10 +126,7 @@ fn parse_transport(s: &str) -> Result<Transport, String> {
 
 fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Transport>) -> Result<(), CliError> {
     let transport = Transport::resolve(transport).map_err(|e| CliError::new(USAGE, e))?;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&file)
+    let f = warpfs_backing::host::open_with(&file, std::fs::OpenOptions::new().read(true).write(true))
         .map_err(|e| err(format!("{}: {e}", file.display())))?;
     let cfg = image::read_header(&f).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     let pw = pass.source().read("Password: ", false)?;
@@ -141,7 +135,7 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Tr
     let img = Image::new(f, &cfg, &master).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     drop(master);
     let mut config = fuser::Config::default();
-    let name = std::fs::canonicalize(&file).unwrap_or(file.clone());
+    let name = warpfs_backing::host::canonicalize(&file).unwrap_or(file.clone());
     config.mount_options = vec![
         fuser::MountOption::FSName(name.to_string_lossy().replace(',', "_")),
         fuser::MountOption::Subtype("warpfs-container".into()),

@@ -85,11 +85,11 @@ pub fn mounted_at(cipherdir: &Path) -> Option<String> {
 /// comma-separated field, e.g. `rw,nosuid,...`).
 pub fn mount_of(cipherdir: &Path) -> Option<(String, String)> {
     use std::os::unix::ffi::OsStrExt;
-    let canon = std::fs::canonicalize(cipherdir).ok()?;
+    let canon = warpfs_backing::host::canonicalize(cipherdir).ok()?;
     let want = canon.as_os_str().as_bytes().to_vec();
     // `warpfs mount` replaces commas in the fsname.
     let want_alt: Vec<u8> = want.iter().map(|&c| if c == b',' { b'_' } else { c }).collect();
-    let table = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    let table = warpfs_backing::host::read_to_string("/proc/self/mounts").ok()?;
     table.lines().find_map(|line| {
         let f: Vec<&str> = line.split(' ').collect();
         // A root mount made by fuser shows type `fuse` (no subtype); any

@@ -95,7 +95,7 @@ fn helper_command() -> Command {
 /// Write `warpfs.1`, `warpfs-SUBCOMMAND.1` for each subcommand and
 /// `mount.warpfs.8` into `a.dir`.
 pub fn man(a: GenArgs) -> Result<(), CliError> {
-    std::fs::create_dir_all(&a.dir).map_err(io(&a.dir))?;
+    warpfs_backing::host::create_dir_all(&a.dir).map_err(io(&a.dir))?;
     clap_mangen::generate_to(super::Cli::command(), &a.dir).map_err(io(&a.dir))?;
     let mut helper = helper_command();
     helper.build();
@@ -109,7 +109,7 @@ pub fn man(a: GenArgs) -> Result<(), CliError> {
 /// Write `warpfs.bash`, `_warpfs` (zsh) and `warpfs.fish` into `a.dir`.
 pub fn completions(a: GenArgs) -> Result<(), CliError> {
     use clap_complete::Shell;
-    std::fs::create_dir_all(&a.dir).map_err(io(&a.dir))?;
+    warpfs_backing::host::create_dir_all(&a.dir).map_err(io(&a.dir))?;
     let mut cmd = super::Cli::command();
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd, "warpfs", &a.dir).map_err(io(&a.dir))?;

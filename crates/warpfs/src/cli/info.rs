@@ -25,7 +25,7 @@ pub struct InfoArgs {
 /// The `info --json` object of `cfg` (read from `config`), for the volume
 /// at `cipherdir`.
 pub fn info_json(cfg: &Config, cipherdir: &Path, config: &Path) -> serde_json::Value {
-    let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let abs = |p: &Path| warpfs_backing::host::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     serde_json::json!({
         "schema": INFO_SCHEMA,
         "cipherdir": abs(cipherdir).to_string_lossy(),

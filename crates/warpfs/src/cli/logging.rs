@@ -54,12 +54,9 @@ pub fn init(target: Target<'_>) -> Result<(), String> {
         Target::Stderr => b.with_writer(std::io::stderr).try_init(),
         Target::File(p) => {
             use std::os::unix::fs::OpenOptionsExt;
-            let f = std::fs::OpenOptions::new()
-                .mode(0o600)
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| format!("cannot open log file {}: {e}", p.display()))?;
+            let f =
+                warpfs_backing::host::open_with(p, std::fs::OpenOptions::new().mode(0o600).create(true).append(true))
+                    .map_err(|e| format!("cannot open log file {}: {e}", p.display()))?;
             b.with_ansi(false).with_writer(Mutex::new(f)).try_init()
         }
         Target::Syslog => {

@@ -441,7 +441,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
     let ring = ring_options(&a);
     let caches = caches(&a)?;
-    let cipherdir = std::fs::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
+    let cipherdir = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
     let config = mount_config(&mo, &cipherdir);
     // SAFETY: umask has no preconditions. Modes are applied exactly as the
     // kernel sends them (it already applied the caller's umask).
@@ -595,7 +595,7 @@ fn report_key_locking() {
 }
 
 pub(super) fn redirect_stdio() {
-    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+    if let Ok(null) = warpfs_backing::host::open_with("/dev/null", std::fs::OpenOptions::new().read(true).write(true)) {
         use std::os::fd::AsRawFd;
         for fd in 0..3 {
             // SAFETY: dup2 onto the standard descriptors.

@@ -72,9 +72,9 @@ impl MountExtra {
 /// The mountpoint must be a directory, and empty unless `nonempty` (as
 /// gocryptfs: never hide files, or another mount's files, by accident).
 pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<(), CliError> {
-    match std::fs::metadata(mountpoint) {
+    match warpfs_backing::host::metadata(mountpoint) {
         Ok(m) if m.is_dir() => {
-            let has = std::fs::read_dir(mountpoint)
+            let has = warpfs_backing::host::read_dir(mountpoint)
                 .map(|mut d| d.next().is_some())
                 .unwrap_or(false);
             if has && !nonempty {

@@ -126,7 +126,7 @@ fn read_passfile(f: &std::path::Path) -> std::io::Result<Vec<u8>> {
             .and_then(|n| n.parse::<i32>().ok())
     };
     let Some(fd) = fd else {
-        return std::fs::read(f);
+        return warpfs_backing::host::read(f);
     };
     // SAFETY: dup of a descriptor we were given; the File owns the copy.
     let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
@@ -144,7 +144,7 @@ fn read_passfile(f: &std::path::Path) -> std::io::Result<Vec<u8>> {
 fn read_keyfile(path: &std::path::Path) -> Result<Password, CliError> {
     use std::io::Read;
     let max = warpfs_crypto::kdf::MAX_KEYFILE_LEN;
-    let f = std::fs::File::open(path)
+    let f = warpfs_backing::host::open(path)
         .map_err(|e| CliError::new(ERROR, format!("cannot read keyfile {}: {e}", path.display())))?;
     let mut data = Vec::new();
     f.take(max as u64 + 1)

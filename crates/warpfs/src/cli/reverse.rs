@@ -58,7 +58,7 @@ pub fn init(
     kdf: KdfParams,
     quiet: bool,
 ) -> Result<(), CliError> {
-    match std::fs::metadata(plaindir) {
+    match warpfs_backing::host::metadata(plaindir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
             return Err(CliError::new(
@@ -102,7 +102,7 @@ fn excludes(r: &ReverseArgs) -> Result<Excludes, CliError> {
         e.add_pattern(p.as_bytes()).map_err(usage)?;
     }
     for f in &r.exclude_from {
-        let text = std::fs::read(f).map_err(|e| usage(format!("--exclude-from {}: {e}", f.display())))?;
+        let text = warpfs_backing::host::read(f).map_err(|e| usage(format!("--exclude-from {}: {e}", f.display())))?;
         e.add_file(&text).map_err(usage)?;
     }
     Ok(e)
@@ -134,7 +134,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     // The kernel checks permissions against the plaintext modes shown.
     mo.default_permissions = true;
     let excludes = excludes(m.rev)?;
-    let nonempty = std::fs::read_dir(m.mountpoint)
+    let nonempty = warpfs_backing::host::read_dir(m.mountpoint)
         .map(|mut d| d.next().is_some())
         .map_err(|e| CliError::new(MOUNT_FAILED, format!("mountpoint {}: {e}", m.mountpoint.display())))?;
     if nonempty {

@@ -11,17 +11,17 @@ use crate::fuse::ctl;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-fn cstrings(mountpoint: &Path, name: &str) -> io::Result<(CString, CString)> {
-    let nul = || io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the path or name");
-    Ok((
-        CString::new(mountpoint.as_os_str().as_bytes()).map_err(|_| nul())?,
-        CString::new(name).map_err(|_| nul())?,
-    ))
+fn cname(name: &str) -> io::Result<CString> {
+    CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the name"))
+}
+
+/// The mount's root directory, opened (the mountpoint the user named).
+fn open_mount(mountpoint: &Path) -> io::Result<File> {
+    warpfs_backing::host::open_with(mountpoint, File::options().read(true).custom_flags(libc::O_DIRECTORY))
 }
 
 /// Whether `e` says the mount has no control ioctls (not a warpfs mount).
@@ -40,10 +40,7 @@ fn control(
 ) -> io::Result<Vec<u8>> {
     let mut buf = ctl::encode(name, value, tag)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "request too large for a control ioctl"))?;
-    let dir = File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY)
-        .open(mountpoint)?;
+    let dir = open_mount(mountpoint)?;
     // SAFETY: the descriptor is open; `buf` holds ctl::SIZE bytes, the size
     // encoded in `cmd`, which the kernel reads and (for GET) writes.
     let n = unsafe { libc::ioctl(dir.as_raw_fd(), cmd as _, buf.as_mut_ptr()) };
@@ -62,12 +59,13 @@ pub fn get(mountpoint: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
         Err(e) if !no_ioctl(&e) => return Err(e),
         Err(_) => {}
     }
-    let (path, name) = cstrings(mountpoint, name)?;
+    let dir = open_mount(mountpoint)?;
+    let name = cname(name)?;
     // One call with a buffer far larger than the value (a size probe
     // followed by a read could race with a value that grows).
     let mut buf = vec![0u8; 64 * 1024];
-    // SAFETY: valid C strings; buf is writable for buf.len() bytes.
-    let n = unsafe { libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    // SAFETY: valid descriptor and C string; buf is writable for buf.len() bytes.
+    let n = unsafe { libc::fgetxattr(dir.as_raw_fd(), name.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
     if n < 0 {
         let e = io::Error::last_os_error();
         return match e.raw_os_error() {
@@ -88,9 +86,10 @@ pub fn set(mountpoint: &Path, name: &str, value: &[u8], tag: Option<&[u8; ctl::T
         Err(e) if no_ioctl(&e) => {}
         r => return r.map(drop),
     }
-    let (path, name) = cstrings(mountpoint, name)?;
-    // SAFETY: valid C strings; value is readable for value.len() bytes.
-    let r = unsafe { libc::setxattr(path.as_ptr(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
+    let dir = open_mount(mountpoint)?;
+    let name = cname(name)?;
+    // SAFETY: valid descriptor and C string; value is readable for value.len() bytes.
+    let r = unsafe { libc::fsetxattr(dir.as_raw_fd(), name.as_ptr(), value.as_ptr().cast(), value.len(), 0) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }

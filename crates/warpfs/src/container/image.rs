@@ -101,10 +101,7 @@ pub fn create(path: &Path, password: &[u8], size: u64, kdf: KdfParams) -> Result
     h[8..12].copy_from_slice(&VERSION.to_le_bytes());
     h[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
     h[16..16 + json.len()].copy_from_slice(json.as_bytes());
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
+    let f = warpfs_backing::host::open_with(path, std::fs::OpenOptions::new().write(true).create_new(true))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     let r = (|| {
         f.write_all_at(&h, 0)?;
@@ -112,7 +109,7 @@ pub fn create(path: &Path, password: &[u8], size: u64, kdf: KdfParams) -> Result
         f.sync_all()
     })();
     if let Err(e) = r {
-        let _ = std::fs::remove_file(path);
+        let _ = warpfs_backing::host::remove_file(path);
         return Err(format!("{}: {e}", path.display()));
     }
     Ok(master)

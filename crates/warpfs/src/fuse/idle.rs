@@ -111,19 +111,19 @@ fn busy(act: &Activity, mp: &Path) -> Option<String> {
 fn cwd_inside(mp: &Path) -> Option<(u32, String)> {
     let me = std::process::id();
     let mpb = mp.as_os_str().as_bytes();
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+    for e in warpfs_backing::host::read_dir("/proc").ok()?.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         if pid == me {
             continue;
         }
-        let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) else {
+        let Ok(cwd) = warpfs_backing::host::read_link(e.path().join("cwd")) else {
             continue;
         };
         let c = cwd.as_os_str().as_bytes();
         if c == mpb || (c.starts_with(mpb) && c.get(mpb.len()) == Some(&b'/')) {
-            let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+            let comm = warpfs_backing::host::read_to_string(e.path().join("comm")).unwrap_or_default();
             return Some((pid, comm.trim().to_string()));
         }
     }
@@ -168,7 +168,7 @@ fn tick(idle: Duration) -> Duration {
 /// Watch the mount at `mountpoint` (call once it is live) and unmount it
 /// after `idle` without use. Ends when the mount is gone, however it went.
 pub fn watch(mountpoint: &Path, idle: Duration, act: Arc<Activity>) -> io::Result<()> {
-    let mp: PathBuf = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let mp: PathBuf = warpfs_backing::host::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let dev = super::mountinfo::read().and_then(|info| super::mountinfo::device_at(&info, &mp));
     act.touch();
     std::thread::Builder::new().name("warpfs-idle".into()).spawn(move || {

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The mountinfo text of this process's mount namespace.
 pub(crate) fn read() -> Option<String> {
-    std::fs::read_to_string("/proc/self/mountinfo").ok()
+    warpfs_backing::host::read_to_string("/proc/self/mountinfo").ok()
 }
 
 /// The "major:minor" device of the topmost mount at `mountpoint`.

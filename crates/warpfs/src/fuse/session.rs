@@ -105,7 +105,7 @@ const MAX_DIRTY: u64 = 128 << 20;
 /// /proc/self/mountinfo: a stat of the mountpoint would be a FUSE request
 /// that nobody serves yet.
 pub fn tune_bdi(mountpoint: &Path) {
-    let Ok(mp) = std::fs::canonicalize(mountpoint) else {
+    let Ok(mp) = warpfs_backing::host::canonicalize(mountpoint) else {
         return;
     };
     let Some(dev) = super::mountinfo::read().and_then(|info| super::mountinfo::device_at(&info, &mp)) else {
@@ -113,15 +113,15 @@ pub fn tune_bdi(mountpoint: &Path) {
     };
     let set = |name: &str, value: String| {
         let p = format!("/sys/class/bdi/{dev}/{name}");
-        if let Err(e) = std::fs::write(&p, value) {
+        if let Err(e) = warpfs_backing::host::write(&p, value) {
             tracing::debug!("could not set {p}: {e}");
         }
     };
     set("read_ahead_kb", "1024".into());
-    let ram = std::fs::read_to_string("/proc/meminfo")
+    let ram = warpfs_backing::host::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| mem_total(&m));
-    let now = std::fs::read_to_string(format!("/sys/class/bdi/{dev}/max_bytes"))
+    let now = warpfs_backing::host::read_to_string(format!("/sys/class/bdi/{dev}/max_bytes"))
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok());
     if let (Some(ram), Some(now)) = (ram, now) {

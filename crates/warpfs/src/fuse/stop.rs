@@ -20,7 +20,7 @@ pub(crate) const FORCED_EXIT: i32 = 1;
 /// first unmounts `mountpoint` (or detaches it), the next exits the process
 /// with [`FORCED_EXIT`].
 pub fn stop_on_signals(mountpoint: &Path, mut unmounter: SessionUnmounter) -> io::Result<()> {
-    let mp = std::fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let mp = warpfs_backing::host::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let dev = super::mountinfo::read().and_then(|info| super::mountinfo::device_at(&info, &mp));
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
     std::thread::Builder::new()

@@ -54,7 +54,7 @@ pub const DEV: &str = "dev";
 /// The state of `enable_uring`: `None` when the kernel has no FUSE over
 /// io_uring at all.
 pub fn kernel_offers(param: &Path) -> Option<bool> {
-    let s = std::fs::read_to_string(param).ok()?;
+    let s = warpfs_backing::host::read_to_string(param).ok()?;
     Some(matches!(s.trim(), "Y" | "y" | "1"))
 }
 
@@ -80,7 +80,7 @@ pub fn plan(t: Transport, param: &Path) -> Result<(bool, Option<String>), String
         )),
         (Transport::Uring, _, Err(e)) => Err(format!("--transport uring: {e}")),
         (Transport::Uring, Some(true), Ok(())) => Ok((true, None)),
-        (Transport::Uring, Some(false), Ok(())) => match std::fs::write(param, "Y") {
+        (Transport::Uring, Some(false), Ok(())) => match warpfs_backing::host::write(param, "Y") {
             Ok(()) => Ok((
                 true,
                 Some(format!("--transport uring: set {} to Y (it was N)", param.display())),

@@ -116,7 +116,7 @@ impl IdleCpus {
             .name("warpfs-idle-cpus".into())
             .spawn(move || {
                 let read = || {
-                    std::fs::read_to_string("/proc/stat")
+                    warpfs_backing::host::read_to_string("/proc/stat")
                         .map(|s| parse(&s))
                         .unwrap_or_default()
                 };

@@ -80,7 +80,7 @@ pub const GONE: &str = "the connection ended before the ring started";
 
 /// The number of possible CPUs (the kernel makes one queue for each).
 pub fn possible_cpus() -> usize {
-    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+    warpfs_backing::host::read_to_string("/sys/devices/system/cpu/possible")
         .ok()
         .and_then(|s| warpfs_engine::parse_cpu_list(s.trim()).ok())
         .map(|v| v.len())
