@@ -18,6 +18,7 @@ mod serve;
 mod session;
 mod stop;
 pub mod transport;
+mod unmount;
 pub mod uring;
 mod warp;
 

@@ -9,6 +9,7 @@
 //! docs/decisions/0007-fuse-over-io-uring.md.
 
 mod abi;
+mod buf;
 mod dispatch;
 mod idle;
 mod queue;
