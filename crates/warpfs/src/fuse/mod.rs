@@ -23,7 +23,7 @@ pub mod uring;
 mod warp;
 
 pub use front::Front;
-pub use serve::serve;
+pub use serve::{serve, Mounted};
 pub use session::{mount_config, tune_bdi, MountOptions};
 pub use stop::stop_on_signals;
 pub use transport::Transport;

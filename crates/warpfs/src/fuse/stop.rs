@@ -32,6 +32,8 @@ pub fn stop_on_signals(mountpoint: &Path, mut unmounter: SessionUnmounter) -> io
                     "{} received again: stopping now; files still open on the detached mount lose their connection",
                     name(sig)
                 );
+                // `exit` runs no destructor: put enable_uring back here.
+                super::transport::restore();
                 std::process::exit(FORCED_EXIT);
             }
         })?;
