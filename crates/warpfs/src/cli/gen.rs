@@ -49,8 +49,10 @@ fn helper_command() -> Command {
                 .help(
                     "Comma-separated options. Every long option of `warpfs mount` is one, with `_` or `-` \
                      (passfile=FILE, extpass=CMD, keyfile=FILE, config=FILE, idle=DURATION, \
-                     force_owner=UID:GID, fsname=NAME, nonempty, engine=cpu, no_xattr, ...); the \
-                     kernel's: ro, rw, allow_other, default_permissions, nosuid, nodev, noexec, \
+                     force_owner=UID:GID, fsname=NAME, nonempty, engine=cpu, no_xattr, uring_enable, ...); \
+                     setuid=USER runs the extpass program and, once root has made the mount, the \
+                     daemon as USER, whose mount it is (drop_privileges is accepted with it and \
+                     refused alone); the kernel's: ro, rw, allow_other, default_permissions, nosuid, nodev, noexec, \
                      noatime, sync, dirsync; ignored as mount(8) and systemd's own: nofail, _netdev, \
                      noauto, auto, user, users, defaults, x-systemd.*, comment=. Anything else is \
                      an error (exit 2).",

@@ -7,9 +7,7 @@ use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
 use crate::fuse::uring::RingOptions;
-use crate::fuse::{
-    mount_config, serve as mount_session, stop_on_signals, tune_bdi, Caches, MountOptions, Transport, WarpFs,
-};
+use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
 use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -146,13 +144,18 @@ pub struct MountArgs {
     cache_timeout: Option<u32>,
     /// How requests reach the daemon: uring (FUSE over io_uring, Linux
     /// 6.14+: one ring queue per CPU, served on the caller's CPU), dev
-    /// (/dev/fuse), or auto: uring when the kernel offers it (module
-    /// parameter enable_uring is Y), else dev with one log line saying how
-    /// to turn it on. `uring` run as root turns the parameter on (and
-    /// says so); otherwise warpfs never changes it [default:
-    /// $WARPFS_TRANSPORT, else auto].
+    /// (/dev/fuse), or auto: uring when the kernel offers it (its module
+    /// parameter enable_uring is on already), else dev with one log line
+    /// saying how to turn it on; uring with the parameter off fails,
+    /// saying the same. warpfs changes the parameter only with
+    /// --uring-enable [default: $WARPFS_TRANSPORT, else auto].
     #[arg(long, value_name = "auto|uring|dev", value_parser = parse_transport)]
     transport: Option<Transport>,
+    /// Turn the kernel's enable_uring parameter on for this mount (root;
+    /// -o uring_enable; it is machine-wide), and put back the value found
+    /// when the daemon ends, also after SIGINT/SIGTERM (not after SIGKILL).
+    #[arg(long)]
+    uring_enable: bool,
     /// io_uring entries (requests in flight) per ring queue thread; each
     /// holds a 1 MiB buffer [default: 2].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -238,6 +241,7 @@ fn ring_options(a: &MountArgs) -> RingOptions {
         threads: a.uring_threads.map_or(d.threads, usize::from),
         local_wake: a.uring_local_wake.unwrap_or(d.local_wake),
         roam: a.uring_roam.unwrap_or(d.roam),
+        enable_param: a.uring_enable,
     }
 }
 
@@ -369,7 +373,12 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             foreground: a.foreground,
             log_file: a.log_file.as_deref(),
             transport: a.transport,
+            uring_enable: a.uring_enable,
         });
+    }
+    let user = a.extra.setuid.as_ref();
+    if let Some(u) = user {
+        super::setuid::check_allowed(u).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
     }
     #[cfg(feature = "bench-nocrypto")]
     eprintln!("warpfs: WARNING: bench-only no-crypto build: file contents are stored as plaintext");
@@ -410,7 +419,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let (cfg, master) = if a.masterkey.is_some() {
         (cfg, super::masterkey::read_stdin()?)
     } else {
-        let pw = a.pass.source().read("Password: ", false)?;
+        // The extpass program runs as the --setuid user.
+        let pw = a.pass.source().read_as("Password: ", false, user)?;
         let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
         (cfg, master)
     };
@@ -458,24 +468,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
-        let notifier = fs.notifier_slot();
-        let (fs, activity) = a.extra.front(fs);
-        let mut mounting =
-            mount_session(fs, &a.mountpoint, &config, transport, ring).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
-        let _ = notifier.set(mounting.notifier());
-        tune_bdi(&a.mountpoint);
-        stop_on_signals(&a.mountpoint, mounting.unmount_callable())
-            .map_err(|e| CliError::new(ERROR, format!("cannot take SIGINT/SIGTERM: {e}")))?;
-        let session = mounting.start().map_err(|e| CliError::new(MOUNT_FAILED, e))?;
-        tracing::info!(
-            "mounted {} on {} (transport: {})",
-            cipherdir.display(),
-            a.mountpoint.display(),
-            session.describe()
-        );
-        a.extra
-            .watch_idle(&a.mountpoint, activity)
-            .map_err(|e| CliError::new(ERROR, e))?;
+        let session = super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir)?;
         session
             .run()
             .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
@@ -539,39 +532,13 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     drop(master);
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
-    let notifier = fs.notifier_slot();
-    let (fs, activity) = a.extra.front(fs);
-    let mut mounting = match mount_session(fs, &a.mountpoint, &config, transport, ring) {
+    let session = match super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
         Ok(s) => s,
         Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
+            let _ = wr.write_all(e.msg.as_bytes());
             std::process::exit(MOUNT_FAILED);
         }
     };
-    let _ = notifier.set(mounting.notifier());
-    tune_bdi(&a.mountpoint);
-    // SIGTERM (a shutdown, `kill`) unmounts cleanly here too.
-    if let Err(e) = stop_on_signals(&a.mountpoint, mounting.unmount_callable()) {
-        let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
-        std::process::exit(MOUNT_FAILED);
-    }
-    let session = match mounting.start() {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
-    };
-    tracing::info!(
-        "mounted {} on {} (transport: {})",
-        cipherdir.display(),
-        a.mountpoint.display(),
-        session.describe()
-    );
-    if let Err(e) = a.extra.watch_idle(&a.mountpoint, activity) {
-        let _ = wr.write_all(e.as_bytes());
-        std::process::exit(MOUNT_FAILED);
-    }
     redirect_stdio();
     let _ = wr.write_all(b"OK");
     drop(wr);

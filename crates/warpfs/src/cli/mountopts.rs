@@ -8,7 +8,8 @@
 //! - the kernel's and FUSE's options (`ro`, `allow_other`, `noatime`, ...)
 //!   go to the mount;
 //! - every long option of `warpfs mount` is an option: `passfile=FILE`,
-//!   `idle=10m`, `engine_threads=4`, `no_xattr` (`_` or `-` alike);
+//!   `idle=10m`, `engine_threads=4`, `no_xattr`, `setuid=USER`,
+//!   `uring_enable` (`_` or `-` alike);
 //! - what mount(8) and systemd keep for themselves (`nofail`, `_netdev`,
 //!   `noauto`, `user`, `users`, `x-systemd.*`, ...) is accepted and ignored,
 //!   as other FUSE file systems do;
@@ -40,23 +41,13 @@ const KERNEL: &[&str] = &[
 /// Options for mount(8), systemd or mount.fuse3, not for warpfs: accepted
 /// and ignored. `relatime` is the kernel's default for a new mount.
 const IGNORED: &[&str] = &[
-    "nofail",
-    "_netdev",
-    "noauto",
-    "auto",
-    "user",
-    "users",
-    "nouser",
-    "owner",
-    "group",
-    "defaults",
-    "relatime",
+    "nofail", "_netdev", "noauto", "auto", "user", "users", "nouser", "owner", "group", "defaults", "relatime",
     "noblock",
-    "drop_privileges",
 ];
 
 /// Prefixes of ignored options (`x-systemd.automount`, `comment=...`).
-const IGNORED_PREFIXES: &[&str] = &["x-", "comment=", "setuid=", "subtype="];
+/// `setuid=` and `drop_privileges` are `warpfs mount` options.
+const IGNORED_PREFIXES: &[&str] = &["x-", "comment=", "subtype="];
 
 /// What one `-o` item is.
 #[derive(Debug, PartialEq, Eq)]
@@ -289,6 +280,12 @@ mod tests {
         assert_eq!(kernel_part("ro,nofail,passfile=/k,noatime"), "ro,noatime");
         // An alias is an option too.
         assert_eq!(flags(&["noxattr".into()], &cmd).unwrap(), os(&["--no-xattr"]));
+        // mount.fuse3's own setuid= and drop_privileges are warpfs's
+        // options, never ignored.
+        assert_eq!(
+            flags(&["setuid=root,drop_privileges,uring_enable".into()], &cmd).unwrap(),
+            os(&["--setuid", "root", "--drop-privileges", "--uring-enable"])
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The `warpfs mount` options for daily use: `--idle`, `--force-owner`,
-//! `--nonempty`, `--fsname` (each also an `-o` option: `idle=10m`, ...),
-//! and the mountpoint check.
+//! `--nonempty`, `--fsname`, `--setuid` and `--drop-privileges` (each also
+//! an `-o` option: `idle=10m`, `setuid=alice`, ...), and the mountpoint
+//! check.
 
 use super::exit::{CliError, MOUNT_FAILED};
 use crate::fuse::idle::{self, Activity};
@@ -38,6 +39,21 @@ pub struct MountExtra {
     /// [default: the cipher directory].
     #[arg(long, value_name = "NAME")]
     pub fsname: Option<String>,
+    /// Run the daemon and the --extpass program as USER (a name, or a
+    /// number the password database knows; -o setuid=USER), for a mount
+    /// made by root: the mount belongs to USER (only USER gets in, unless
+    /// allow_other), then the daemon takes USER's groups, gid and uid and
+    /// keeps no capability; it reads and writes CIPHERDIR as USER, and
+    /// unmounts itself (SIGTERM, --idle) through fusermount3. Passfile,
+    /// keyfile and config are read before, as root. Not with --reverse.
+    #[arg(long, value_name = "USER", value_parser = super::setuid::parse_user, conflicts_with = "reverse")]
+    pub setuid: Option<super::setuid::User>,
+    /// Accepted with --setuid, which already gives up every privilege once
+    /// the mount is made (-o drop_privileges, as mount.fuse3's); refused
+    /// alone: a daemon that kept uid 0 without capabilities could not
+    /// unmount itself.
+    #[arg(long, requires = "setuid")]
+    pub drop_privileges: bool,
 }
 
 /// `UID:GID`, both numbers.
@@ -72,6 +88,16 @@ impl MountExtra {
 /// The mountpoint must be a directory, and empty unless `nonempty` (as
 /// gocryptfs: never hide files, or another mount's files, by accident).
 pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<(), CliError> {
+    if mountpoint.as_os_str().as_encoded_bytes().starts_with(b"/dev/fd/") {
+        return Err(CliError::new(
+            super::exit::USAGE,
+            format!(
+                "mountpoint {}: warpfs cannot take a /dev/fuse descriptor from mount.fuse3 (its drop_privileges); \
+                 use file system type warpfs (mount.warpfs) with setuid=USER",
+                mountpoint.display()
+            ),
+        ));
+    }
     match warpfs_backing::host::metadata(mountpoint) {
         Ok(m) if m.is_dir() => {
             let has = warpfs_backing::host::read_dir(mountpoint)
@@ -120,5 +146,10 @@ mod tests {
         check_mountpoint(d.path(), true).unwrap();
         assert!(check_mountpoint(&d.path().join("f"), true).is_err());
         assert!(check_mountpoint(&d.path().join("missing"), true).is_err());
+        // mount.fuse3's drop_privileges hands over /dev/fd/N: a usage error.
+        assert_eq!(
+            check_mountpoint(Path::new("/dev/fd/3"), true).unwrap_err().code,
+            super::super::exit::USAGE
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! keyfile alone with `--keyfile-only`).
 
 use super::exit::{CliError, ERROR};
+use super::setuid::User;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -52,10 +53,16 @@ fn first_line(mut data: Vec<u8>) -> Vec<u8> {
 impl Source {
     /// Get the password; `prompt` is shown on the terminal; `confirm` asks twice.
     pub fn read(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
+        self.read_as(prompt, confirm, None)
+    }
+
+    /// [`Source::read`], with the extpass command run as `user`
+    /// (`mount -o setuid=USER`).
+    pub fn read_as(&self, prompt: &str, confirm: bool, user: Option<&User>) -> Result<Password, CliError> {
         let pw = if self.keyfile_only {
             Password(Vec::new())
         } else {
-            self.read_password(prompt, confirm)?
+            self.read_password(prompt, confirm, user)?
         };
         let Some(kf) = &self.keyfile else {
             return Ok(pw);
@@ -65,13 +72,17 @@ impl Source {
         Ok(Password(secret.to_vec()))
     }
 
-    fn read_password(&self, prompt: &str, confirm: bool) -> Result<Password, CliError> {
+    fn read_password(&self, prompt: &str, confirm: bool, user: Option<&User>) -> Result<Password, CliError> {
         let pw = if let Some(f) = &self.passfile {
             let data = read_passfile(f)
                 .map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
             Password(first_line(data))
         } else if let Some(cmd) = &self.extpass {
-            let out = Command::new("/bin/sh")
+            let mut sh = Command::new("/bin/sh");
+            if let Some(u) = user {
+                u.apply(&mut sh);
+            }
+            let out = sh
                 .arg("-c")
                 .arg(cmd)
                 .stdin(Stdio::inherit())

@@ -119,6 +119,8 @@ pub struct MountReq<'a> {
     pub foreground: bool,
     pub log_file: Option<&'a Path>,
     pub transport: Option<Transport>,
+    /// `-o uring_enable`: enable_uring on for the mount, put back after.
+    pub uring_enable: bool,
 }
 
 /// `warpfs mount --reverse PLAINDIR MOUNTPOINT`.
@@ -180,6 +182,10 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
     drop(master);
     let transport = Transport::resolve(m.transport).map_err(|e| CliError::new(USAGE, e))?;
+    let ring = RingOptions {
+        enable_param: m.uring_enable,
+        ..RingOptions::default()
+    };
     let mut config = crate::fuse::mount_config(&mo, &plaindir);
     for o in config.mount_options.iter_mut() {
         if let fuser::MountOption::Subtype(s) = o {
@@ -191,7 +197,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     if m.foreground {
         let target = m.log_file.map_or(logging::Target::Stderr, logging::Target::File);
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        return serve(fs, &plaindir, m.mountpoint, &config, transport, None);
+        return serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), None);
     }
     let mut fds = [0; 2];
     // SAFETY: fds is a 2-element array.
@@ -233,7 +239,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let code = match serve(fs, &plaindir, m.mountpoint, &config, transport, Some(wr)) {
+    let code = match serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), Some(wr)) {
         Ok(()) => 0,
         Err(e) => e.code,
     };
@@ -258,7 +264,7 @@ fn serve(
     plaindir: &Path,
     mountpoint: &Path,
     config: &fuser::Config,
-    transport: Transport,
+    (transport, ring): (Transport, RingOptions),
     mut ready: Option<std::fs::File>,
 ) -> Result<(), CliError> {
     let mut fail = |e: CliError| {
@@ -267,7 +273,7 @@ fn serve(
         }
         e
     };
-    let mut mounting = crate::fuse::serve(fs, mountpoint, config, transport, RingOptions::default())
+    let mut mounting = crate::fuse::serve(fs, mountpoint, config, transport, ring)
         .map_err(|e| fail(CliError::new(MOUNT_FAILED, e)))?;
     crate::fuse::tune_bdi(mountpoint);
     crate::fuse::stop_on_signals(mountpoint, mounting.unmount_callable())

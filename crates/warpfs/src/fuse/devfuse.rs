@@ -58,27 +58,47 @@ fn set_time(t: Option<TimeOrNow>) -> Option<SetTime> {
     })
 }
 
+/// A FUSE thread's buffer for read answers (plaintext): overwritten with
+/// zeros when it grows (the old allocation) and when the thread ends.
+#[derive(Default)]
+struct ReadBuf(Vec<u8>);
+
+impl ReadBuf {
+    /// At least `size` bytes.
+    fn at_least(&mut self, size: usize) -> &mut [u8] {
+        if self.0.len() < size {
+            let mut grown = vec![0u8; size];
+            zeroize::Zeroize::zeroize(&mut self.0);
+            std::mem::swap(&mut self.0, &mut grown);
+        }
+        &mut self.0[..size]
+    }
+}
+
+impl Drop for ReadBuf {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
 thread_local! {
-    static READ_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    static READ_BUF: RefCell<ReadBuf> = RefCell::new(ReadBuf::default());
 }
 
 /// A read reply through fuser: bytes straight from where they are, or from
 /// the thread's buffer.
 struct DevRead<'a> {
-    buf: &'a mut Vec<u8>,
+    buf: &'a mut ReadBuf,
     reply: Option<ReplyData>,
 }
 
 impl ReadOut for DevRead<'_> {
     fn buf(&mut self, size: usize) -> &mut [u8] {
-        if self.buf.len() < size {
-            self.buf.resize(size, 0);
-        }
-        &mut self.buf[..size]
+        self.buf.at_least(size)
     }
     fn filled(&mut self, n: usize) {
         if let Some(r) = self.reply.take() {
-            r.data(&self.buf[..n]);
+            r.data(&self.buf.0[..n]);
         }
     }
     fn bytes(&mut self, b: &[u8]) {

@@ -2,14 +2,14 @@
 //! no request has come for DURATION, no file or directory is open on it
 //! ([`Activity`], counted by [`super::front::Front`]) and no process has
 //! its working directory inside; then a plain (never lazy) unmount is
-//! tried, which the kernel refuses while anything still holds the mount,
-//! and the daemon ends as after `umount`. A refused unmount is tried again
-//! after another DURATION.
+//! tried (never through a symlink put in the mountpoint's place: see
+//! [`super::unmount`]), which the kernel refuses while anything still
+//! holds the mount, and the daemon ends as after `umount`. A refused
+//! unmount is tried again after another DURATION.
 
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,35 +130,6 @@ fn cwd_inside(mp: &Path) -> Option<(u32, String)> {
     None
 }
 
-/// A plain unmount: umount(2) as root, else `fusermount3 -u` (or
-/// `fusermount -u`); both fail while the mount is busy.
-fn unmount(mp: &Path) -> io::Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        let c = std::ffi::CString::new(mp.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: `c` is a valid NUL-terminated path.
-        return if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        };
-    }
-    let mut last = io::Error::from(io::ErrorKind::NotFound);
-    for bin in ["fusermount3", "fusermount"] {
-        match Command::new(bin)
-            .args(["-u", "--"])
-            .arg(mp)
-            .stdin(Stdio::null())
-            .output()
-        {
-            Ok(o) if o.status.success() => return Ok(()),
-            Ok(o) => return Err(io::Error::other(String::from_utf8_lossy(&o.stderr).trim().to_string())),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
 /// How often the watcher looks: a tenth of the idle time, between 10 ms
 /// and 5 s, so the unmount comes at most 10% late.
 fn tick(idle: Duration) -> Duration {
@@ -190,7 +161,7 @@ pub fn watch(mountpoint: &Path, idle: Duration, act: Arc<Activity>) -> io::Resul
                 continue;
             }
             tracing::info!("idle: no request for {idle:?}: unmounting {}", mp.display());
-            match unmount(&mp) {
+            match super::unmount::unmount(&mp, false) {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::info!(
@@ -241,6 +212,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     #[test]
     fn parses_durations() {

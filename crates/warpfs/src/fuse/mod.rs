@@ -18,11 +18,12 @@ mod serve;
 mod session;
 mod stop;
 pub mod transport;
+mod unmount;
 pub mod uring;
 mod warp;
 
 pub use front::Front;
-pub use serve::serve;
+pub use serve::{serve, Mounted};
 pub use session::{mount_config, tune_bdi, MountOptions};
 pub use stop::stop_on_signals;
 pub use transport::Transport;

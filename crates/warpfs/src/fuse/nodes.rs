@@ -5,8 +5,12 @@
 //!
 //! CIPHERDIR may span several file systems (a tmpfs or bind mount inside
 //! it), whose inode numbers overlap: an entry on a device other than the
-//! root's gets a node id of its own from `2^63` up, remembered by (device,
-//! inode) until the kernel forgets it, so two files never share a node.
+//! root's, and an entry on the root's device whose number is `2^63` or more
+//! (NFS, GlusterFS and overlayfs with xino hand those out), gets a node id
+//! of its own from `2^63` up, remembered by (device, inode) until the kernel
+//! forgets it. Inode numbers are kept as node ids only below `2^63`, so two
+//! backing inodes never share a node id while both are known
+//! (docs/decisions/0074-node-ids-never-alias.md).
 //!
 //! The backing file system reuses an inode number as soon as its file is
 //! gone, often before the kernel has sent FORGET for the old node. FUSE
@@ -40,7 +44,8 @@ struct Node {
     generation: u64,
 }
 
-/// Node ids of entries on other devices than the root's start here.
+/// Node ids from the table of (device, inode) pairs start here; below it a
+/// node id is an inode number of the root's device.
 pub const OTHER_DEVICE_BASE: u64 = 1 << 63;
 
 /// Node id ↔ backing location.
@@ -51,12 +56,34 @@ pub struct Nodes {
     other: Mutex<OtherDevices>,
 }
 
-/// Node ids given to (device, inode) pairs off the root's device.
+/// Node ids given to (device, inode) pairs that cannot keep their number:
+/// off the root's device, or `2^63` and above on it.
 #[derive(Default)]
 struct OtherDevices {
     ids: HashMap<(u64, u64), u64>,
     keys: HashMap<u64, (u64, u64)>,
     next: u64,
+}
+
+impl OtherDevices {
+    /// The node id of (device, inode): the one it has, or the next free one
+    /// at or above [`OTHER_DEVICE_BASE`].
+    fn id(&mut self, key: (u64, u64)) -> u64 {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = loop {
+            let id = OTHER_DEVICE_BASE | (self.next & !OTHER_DEVICE_BASE);
+            self.next = self.next.wrapping_add(1);
+            // Only after 2^63 ids were handed out can one still be in use.
+            if !self.keys.contains_key(&id) {
+                break id;
+            }
+        };
+        self.ids.insert(key, id);
+        self.keys.insert(id, key);
+        id
+    }
 }
 
 #[derive(Default)]
@@ -123,46 +150,40 @@ impl Nodes {
     }
 
     /// Node id of the backing inode `backing_ino` on device `dev`: on the
-    /// root's device its number (the root's swapped with 1), elsewhere a
-    /// number of its own.
+    /// root's device and below `2^63` its number (the root's swapped with 1),
+    /// otherwise a number of its own from the table.
     pub fn node_id(&self, dev: u64, backing_ino: u64) -> u64 {
-        if dev != self.root_dev {
-            let mut o = self.others();
-            if let Some(&id) = o.ids.get(&(dev, backing_ino)) {
-                return id;
+        if dev == self.root_dev {
+            if backing_ino == self.root_backing_ino {
+                return ROOT;
             }
-            let id = OTHER_DEVICE_BASE + o.next;
-            o.next += 1;
-            o.ids.insert((dev, backing_ino), id);
-            o.keys.insert(id, (dev, backing_ino));
-            return id;
+            if backing_ino == ROOT && self.root_backing_ino < OTHER_DEVICE_BASE {
+                return self.root_backing_ino;
+            }
+            // Number 1 is taken by the root: when the root's own number
+            // cannot stand in for it, inode 1 goes to the table like 0.
+            if backing_ino != ROOT && backing_ino != 0 && backing_ino < OTHER_DEVICE_BASE {
+                return backing_ino;
+            }
         }
-        if backing_ino == self.root_backing_ino {
-            ROOT
-        } else if backing_ino == ROOT {
-            self.root_backing_ino
-        } else {
-            backing_ino
-        }
+        self.others().id((dev, backing_ino))
     }
 
-    /// (device, backing inode number) of a node id (inverse of `node_id`).
-    pub fn backing(&self, node: u64) -> (u64, u64) {
-        if let Some(&k) = self.others().keys.get(&node) {
-            return k;
+    /// (device, backing inode number) of a node id (inverse of `node_id`);
+    /// `None` for an id from the table that is no longer (or never was)
+    /// handed out.
+    pub fn backing(&self, node: u64) -> Option<(u64, u64)> {
+        if node >= OTHER_DEVICE_BASE {
+            return self.others().keys.get(&node).copied();
         }
-        (self.root_dev, self.backing_ino(node))
-    }
-
-    /// Backing inode number of a node id on the root's device.
-    fn backing_ino(&self, node: u64) -> u64 {
-        if node == ROOT {
+        let ino = if node == ROOT {
             self.root_backing_ino
         } else if node == self.root_backing_ino {
             ROOT
         } else {
             node
-        }
+        };
+        Some((self.root_dev, ino))
     }
 
     /// Record that the kernel was told `name` (backing `cname`) in `parent`
@@ -379,7 +400,7 @@ mod tests {
         assert_eq!(n.node_id(7, 1), 500);
         assert_eq!(n.node_id(7, 77), 77);
         for b in [500, 1, 77] {
-            assert_eq!(n.backing(n.node_id(7, b)), (7, b));
+            assert_eq!(n.backing(n.node_id(7, b)), Some((7, b)));
         }
     }
 
@@ -391,12 +412,88 @@ mod tests {
         assert!(b >= OTHER_DEVICE_BASE);
         assert_eq!(n.node_id(8, 77), b);
         assert_ne!(n.node_id(9, 77), b);
-        assert_eq!(n.backing(b), (8, 77));
-        assert_eq!(n.backing(a), (7, 77));
+        assert_eq!(n.backing(b), Some((8, 77)));
+        assert_eq!(n.backing(a), Some((7, 77)));
         // Forgotten, the pair gets a fresh id next time.
         n.remember(b, ROOT, "x", OsStr::new("x"), false);
         n.forget(b, 1);
-        assert_eq!(n.backing(b), (7, b));
+        assert_eq!(n.backing(b), None);
         assert_ne!(n.node_id(8, 77), b);
+    }
+
+    const HIGH: u64 = 1 << 63;
+
+    /// Every node id of `pairs` (asked in this order), checked to be
+    /// pairwise different and to lead back to its (device, inode).
+    fn distinct_ids(n: &Nodes, pairs: &[(u64, u64)]) -> Vec<u64> {
+        let ids: Vec<u64> = pairs.iter().map(|&(d, i)| n.node_id(d, i)).collect();
+        for (k, (&id, &pair)) in ids.iter().zip(pairs).enumerate() {
+            assert_ne!(id, 0, "{pair:?} got node id 0");
+            assert_eq!(n.backing(id), Some(pair), "node {id:#x} of {pair:?}");
+            assert_eq!(n.node_id(pair.0, pair.1), id, "{pair:?} asked again");
+            for (&other, &op) in ids[..k].iter().zip(pairs) {
+                assert_ne!(id, other, "{pair:?} and {op:?} share node id {id:#x}");
+            }
+        }
+        ids
+    }
+
+    #[test]
+    fn inode_numbers_from_2_63_up_on_two_devices_never_share_a_node() {
+        // The root's device (7) hands out numbers at and above 2^63 (NFS,
+        // GlusterFS, overlayfs with xino); device 8 does too, and small ones.
+        let high = [HIGH, HIGH + 1, HIGH + 2, u64::MAX, u64::MAX - 1];
+        for other_first in [true, false] {
+            let n = Nodes::new(7, 500);
+            let mut pairs = Vec::new();
+            let on = |d: u64| high.iter().map(move |&i| (d, i));
+            if other_first {
+                pairs.extend(on(8).chain([(8, 1), (8, 77), (8, 500)]).chain(on(7)));
+            } else {
+                pairs.extend(on(7).chain(on(8)).chain([(8, 1), (8, 77), (8, 500)]));
+            }
+            pairs.extend([(7, 500), (7, 1), (7, 77), (7, HIGH - 1)]);
+            let ids = distinct_ids(&n, &pairs);
+            // Below 2^63 the root's device keeps its numbers.
+            assert_eq!(&ids[ids.len() - 4..], &[ROOT, 500, 77, HIGH - 1]);
+            // Every table id is at or above 2^63, never a kept number.
+            for (&id, &(d, i)) in ids.iter().zip(&pairs) {
+                if d != 7 || i >= HIGH {
+                    assert!(id >= OTHER_DEVICE_BASE, "({d}, {i:#x}) got {id:#x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_root_numbered_from_2_63_up_keeps_inode_1_apart() {
+        let root = HIGH + 3;
+        let n = Nodes::new(7, root);
+        assert_eq!(n.node_id(7, root), ROOT);
+        let ids = distinct_ids(&n, &[(7, 1), (7, HIGH), (7, HIGH + 1), (8, root), (8, 1), (7, 2)]);
+        assert!(ids[0] >= OTHER_DEVICE_BASE, "inode 1 got {:#x}", ids[0]);
+        assert_eq!(ids[5], 2);
+        assert_eq!(n.backing(ROOT), Some((7, root)));
+    }
+
+    #[test]
+    fn a_reused_number_from_2_63_up_still_gets_a_new_generation() {
+        let n = Nodes::new(7, 500);
+        let id = n.node_id(7, HIGH + 9);
+        let g1 = n.remember(id, ROOT, "old", OsStr::new("old"), true);
+        n.unlinked(ROOT, "old");
+        // The backing file system gave the number to a new file before the
+        // kernel forgot the old one: same node, new generation.
+        assert_eq!(n.node_id(7, HIGH + 9), id);
+        let g2 = n.remember(id, ROOT, "new", OsStr::new("new"), true);
+        assert_ne!(g1, g2);
+        assert_eq!(n.locate(id).unwrap().backing, PathBuf::from("new"));
+        // Once forgotten, the id leads nowhere, so an open-file lookup by a
+        // stale id cannot land on another inode; the pair gets a new id.
+        n.forget(id, 2);
+        assert_eq!(n.backing(id), None);
+        let again = n.node_id(7, HIGH + 9);
+        assert_ne!(again, id);
+        assert_ne!(n.node_id(8, HIGH + 9), again);
     }
 }

@@ -6,7 +6,7 @@
 
 use super::devfuse::{DevFuse, RingOffer};
 use super::ops::Operations;
-use super::transport::{self, Transport, DEV, ENABLE_URING, URING};
+use super::transport::{self, ParamGuard, Transport, DEV, ENABLE_URING, URING};
 use super::uring::{Acl, Ring, RingOptions};
 use fuser::{Notifier, Session, SessionACL, SessionUnmounter};
 use std::os::fd::AsFd;
@@ -24,6 +24,7 @@ pub struct Mounting<T: Operations> {
     acl: Acl,
     ring_options: RingOptions,
     want: bool,
+    param: Option<ParamGuard>,
 }
 
 /// A live mount.
@@ -31,12 +32,15 @@ pub struct Mounted<T: Operations> {
     session: Session<DevFuse<T>>,
     ops: Arc<T>,
     ring: Option<Ring>,
+    /// `enable_uring` as `-o uring_enable` set it, put back at the end.
+    param: Option<ParamGuard>,
 }
 
 /// Mount `ops` at `mountpoint` for the transport `t` asks for (see
-/// [`transport::plan`]) and do the INIT handshake. Set up what must be
-/// there before the first request is answered (signal handling), then
-/// [`Mounting::start`].
+/// [`transport::plan`]; with `ring_options.enable_param`, `enable_uring`
+/// is turned on first, and put back when the mount ends) and do the INIT
+/// handshake. Set up what must be there before the first request is
+/// answered (signal handling), then [`Mounting::start`].
 pub fn serve<T: Operations>(
     ops: T,
     mountpoint: &Path,
@@ -44,6 +48,10 @@ pub fn serve<T: Operations>(
     t: Transport,
     ring_options: RingOptions,
 ) -> Result<Mounting<T>, String> {
+    let param = match (ring_options.enable_param, t) {
+        (true, Transport::Auto | Transport::Uring) => transport::enable(Path::new(ENABLE_URING))?,
+        _ => None,
+    };
     let (want, note) = transport::plan(t, Path::new(ENABLE_URING))?;
     if let Some(n) = note {
         tracing::info!("{n}");
@@ -78,6 +86,7 @@ pub fn serve<T: Operations>(
         acl,
         ring_options,
         want,
+        param,
     })
 }
 
@@ -104,6 +113,7 @@ impl<T: Operations> Mounting<T> {
             acl,
             ring_options,
             want,
+            param,
         } = self;
         let mut ring = None;
         if offer.taken.load(Ordering::Relaxed) {
@@ -124,7 +134,12 @@ impl<T: Operations> Mounting<T> {
             tracing::info!("serving through /dev/fuse: {why}");
         }
         ops.transport_started(if ring.is_some() { URING } else { DEV });
-        Ok(Mounted { session, ops, ring })
+        Ok(Mounted {
+            session,
+            ops,
+            ring,
+            param,
+        })
     }
 }
 
@@ -138,14 +153,21 @@ impl<T: Operations> Mounted<T> {
     }
 
     /// Serve until the mount is gone (unmounted, or detached and its last
-    /// file closed); then stop the ring and end the file system.
+    /// file closed); then stop the ring, end the file system and put
+    /// `enable_uring` back if `-o uring_enable` changed it.
     pub fn run(self) -> std::io::Result<()> {
-        let Mounted { session, ops, ring } = self;
+        let Mounted {
+            session,
+            ops,
+            ring,
+            param,
+        } = self;
         let r = session.run();
         if let Some(ring) = ring {
             ring.stop();
         }
         ops.destroy();
+        drop(param);
         r
     }
 }

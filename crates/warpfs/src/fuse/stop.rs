@@ -6,11 +6,8 @@
 use fuser::SessionUnmounter;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::ffi::CString;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Exit status of a daemon ended by a second signal while files were
 /// still open on its detached mount.
@@ -35,6 +32,8 @@ pub fn stop_on_signals(mountpoint: &Path, mut unmounter: SessionUnmounter) -> io
                     "{} received again: stopping now; files still open on the detached mount lose their connection",
                     name(sig)
                 );
+                // `exit` runs no destructor: put enable_uring back here.
+                super::transport::restore();
                 std::process::exit(FORCED_EXIT);
             }
         })?;
@@ -53,9 +52,18 @@ fn name(sig: i32) -> &'static str {
 /// is gone from the namespace the session ends by itself: at once, or when
 /// the last file open on a detached mount is closed.
 fn stop(mp: &Path, dev: Option<&str>, unmounter: &mut SessionUnmounter) {
-    // As root this is umount(2), an error when busy; otherwise
-    // `fusermount3 -u`, whose failure fuser does not report. So look.
-    let tried = unmounter.unmount();
+    if !still_mounted(mp, dev) {
+        return;
+    }
+    // As root umount2(UMOUNT_NOFOLLOW), an error when busy; otherwise
+    // fuser's `fusermount3 -u -z` (which never follows a symlink either),
+    // whose failure it does not report. So look.
+    // SAFETY: geteuid has no preconditions.
+    let tried = if unsafe { libc::geteuid() } == 0 {
+        super::unmount::unmount(mp, false)
+    } else {
+        unmounter.unmount()
+    };
     if !still_mounted(mp, dev) {
         return;
     }
@@ -63,7 +71,7 @@ fn stop(mp: &Path, dev: Option<&str>, unmounter: &mut SessionUnmounter) {
         Err(e) => tracing::warn!("cannot unmount {}: {e}", mp.display()),
         Ok(()) => tracing::warn!("cannot unmount {}: fusermount3 -u failed", mp.display()),
     }
-    match detach(mp) {
+    match super::unmount::unmount(mp, true) {
         Ok(()) if !still_mounted(mp, dev) => tracing::warn!(
             "{} is busy: detached it; files open on it are served until the last is closed, then the daemon exits (signal again to stop it now)",
             mp.display()
@@ -82,35 +90,4 @@ pub(super) fn still_mounted(mp: &Path, dev: Option<&str>) -> bool {
         (Some(info), None) => super::mountinfo::device_at(&info, mp).is_some(),
         (None, _) => false,
     }
-}
-
-/// Lazy unmount: umount2(MNT_DETACH) where allowed (root), else
-/// `fusermount3 -u -z` (or `fusermount`), as the mount's own user.
-fn detach(mp: &Path) -> io::Result<()> {
-    let c = CString::new(mp.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
-    // SAFETY: `c` is a valid NUL-terminated path.
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EPERM) {
-        return Err(e);
-    }
-    let mut last = e;
-    for bin in ["fusermount3", "fusermount"] {
-        match Command::new(bin)
-            .args(["-u", "-z", "--"])
-            .arg(mp)
-            .stdin(Stdio::null())
-            .output()
-        {
-            Ok(o) if o.status.success() => return Ok(()),
-            Ok(o) => {
-                let msg = String::from_utf8_lossy(&o.stderr).trim().to_string();
-                return Err(io::Error::other(format!("{bin} -u -z: {msg}")));
-            }
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
 }

@@ -1,6 +1,7 @@
 //! The command-line contract: init / mount / passwd / info, exit codes
 //! (0 ok, 1 error, 2 usage, 10 wrong password, 11 bad config, 12 CIPHERDIR
-//! not empty, 13 mount failed), daemon and foreground mounts, read-only.
+//! not empty, 13 mount failed), daemon and foreground mounts, read-only,
+//! mounts run as another user (`setuid=`).
 //! One test binary (`cargo test -p warpfs --test cli`): the exit codes and
 //! shared helpers here, one module per command or subject.
 
@@ -12,6 +13,7 @@ mod config;
 mod init;
 mod mount;
 mod password;
+mod setuid;
 mod signals;
 
 use common::*;

@@ -9,6 +9,7 @@
 //! docs/decisions/0007-fuse-over-io-uring.md.
 
 mod abi;
+mod buf;
 mod dispatch;
 mod idle;
 mod queue;
@@ -47,6 +48,9 @@ pub struct RingOptions {
     pub local_wake: bool,
     /// Let a thread leave its CPU while it serves large writes ([`roam`]).
     pub roam: bool,
+    /// `-o uring_enable`: turn the kernel's `enable_uring` on for this
+    /// mount, and back at its end (`crate::fuse::transport::enable`).
+    pub enable_param: bool,
 }
 
 impl Default for RingOptions {
@@ -56,6 +60,7 @@ impl Default for RingOptions {
             threads: 1,
             local_wake: true,
             roam: true,
+            enable_param: false,
         }
     }
 }

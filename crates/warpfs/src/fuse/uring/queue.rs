@@ -1,17 +1,18 @@
 //! One ring queue thread: pinned to its CPU, its own io_uring (SQE128),
-//! `depth` entries whose header and payload buffers are allocated once;
+//! `depth` entries whose header and payload buffers are allocated once
+//! (locked in RAM, wiped at the end: [`super::buf`]);
 //! REGISTER each entry, then serve: every completion is a request, answered
 //! and the next one fetched with one COMMIT_AND_FETCH. The thread ends when
 //! the kernel tears the queue down (unmount, abort) or when woken through
 //! its eventfd.
 
 use super::abi::{self, Le, CMD_COMMIT_AND_FETCH, CMD_REGISTER, HEADER_SZ, IN_HEADER_SZ, OP_IN_OFF, OP_IN_SZ};
+use super::buf::Buf;
 use super::dispatch::{handle, Acl};
 use super::roam::{Batch, Roam};
 use super::stay::{self, Waiter};
 use crate::fuse::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use std::alloc::Layout;
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -40,42 +41,6 @@ pub struct Spec {
     pub busy: Arc<[usize]>,
     /// Which CPUs were idle lately (only with `local_wake`).
     pub idle: Option<Arc<super::idle::Flags>>,
-}
-
-/// A page-aligned, zeroed allocation the kernel reads and writes while an
-/// entry is in its hands; only touched here between a completion and the
-/// next submission of that entry.
-struct Buf {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl Buf {
-    fn new(len: usize) -> std::io::Result<Buf> {
-        let layout = Layout::from_size_align(len.max(1), 4096).map_err(std::io::Error::other)?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(std::io::ErrorKind::OutOfMemory.into());
-        }
-        Ok(Buf { ptr, layout })
-    }
-
-    /// The whole buffer. Only between a completion of its entry and the
-    /// next submission (the kernel does not touch it then).
-    #[allow(clippy::mut_from_ref)]
-    fn bytes(&self) -> &mut [u8] {
-        // SAFETY: `ptr` is a live allocation of `layout.size()` bytes; the
-        // caller holds the entry, so nothing else reads or writes it now.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
-    }
-}
-
-impl Drop for Buf {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
-    }
 }
 
 /// One ring entry: its buffers and the iovecs REGISTER hands over.
@@ -107,12 +72,12 @@ impl Slot {
         let payload = Buf::new(payload)?;
         let iov = Box::new([
             libc::iovec {
-                iov_base: header.ptr.cast(),
+                iov_base: header.ptr().cast(),
                 iov_len: HEADER_SZ,
             },
             libc::iovec {
-                iov_base: payload.ptr.cast(),
-                iov_len: payload.layout.size(),
+                iov_base: payload.ptr().cast(),
+                iov_len: payload.len(),
             },
         ]);
         Ok(Slot {

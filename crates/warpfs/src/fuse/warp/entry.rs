@@ -85,7 +85,7 @@ impl WarpFs {
 
     /// The open file of node `ino`, if a handle has its backing inode open.
     fn open_file_of(&self, ino: u64) -> Option<warpfs_volume::OpenFile> {
-        let (dev, backing_ino) = self.nodes.backing(ino);
+        let (dev, backing_ino) = self.nodes.backing(ino)?;
         self.vol.open_file_of(dev, backing_ino)
     }
 
