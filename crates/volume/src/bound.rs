@@ -71,6 +71,22 @@ impl Volume {
             .collect())
     }
 
+    /// Whether the entry at `p` proves it was sealed in a directory whose
+    /// IV is `iv`, under the backing name `name`: only a bound symlink can
+    /// (its target's seal names both, FORMAT.md 5.1). Regular files,
+    /// directories, special files and unbound symlinks hold nothing that
+    /// names their directory (a file's ID and an xattr value's entry ID
+    /// stay the same wherever the entry is moved).
+    pub(crate) fn sealed_in(&self, p: &Loc, iv: &[u8; 16], name: &[u8]) -> bool {
+        if !self.bound_symlink(p) {
+            return false;
+        }
+        let Ok(t) = warpfs_backing::readlink(p) else {
+            return false;
+        };
+        std::str::from_utf8(&t).is_ok_and(|s| self.sealer.open_b64(&ad(SYMLINK_AD_BOUND, &[iv, name]), s).is_ok())
+    }
+
     /// The backing target of a symlink at `p` pointing to `target`.
     pub(crate) fn seal_symlink(&self, p: &Loc, target: &[u8]) -> Result<String> {
         let sealed = self.sealer.seal_b64(&self.symlink_ad(p)?, target);

@@ -27,6 +27,9 @@ pub enum Copy {
     /// A file a sync tool or operating system keeps for itself, or an
     /// unfinished transfer: never shown as a user file.
     Foreign,
+    /// A long name with text added that no sync tool warpfs knows writes:
+    /// shown as an undecryptable name, never under its original's name.
+    Unknown,
 }
 
 fn is_b64(c: u8) -> bool {
@@ -94,16 +97,81 @@ pub fn is_foreign(name: &[u8]) -> bool {
     false
 }
 
-/// ownCloud's (and early Nextcloud's) `_conflict-YYYYMMDD-HHMMSS` suffix.
-fn owncloud_tail(s: &str) -> Option<usize> {
-    let i = s.rfind("_conflict-")?;
-    let t = &s[i + "_conflict-".len()..];
-    let b = t.as_bytes();
-    let ok = b.len() >= 15
-        && b[..8].iter().all(u8::is_ascii_digit)
-        && b[8] == b'-'
-        && b[9..15].iter().all(u8::is_ascii_digit);
-    ok.then_some(i)
+/// Whether `s` has the shape `pat`: `#` a digit, `@` a character of
+/// Syncthing's short device ID (base32: `A-Z`, `2-7`), anything else itself.
+fn shape(s: &[u8], pat: &[u8]) -> bool {
+    s.len() == pat.len()
+        && s.iter().zip(pat).all(|(&c, &p)| match p {
+            b'#' => c.is_ascii_digit(),
+            b'@' => c.is_ascii_uppercase() || (b'2'..=b'7').contains(&c),
+            _ => c == p,
+        })
+}
+
+/// A host name or other free text inside a tool's parentheses: not empty,
+/// no parentheses, no control characters.
+fn free_text(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&c| c >= 0x20 && c != 0x7f && c != b'(' && c != b')')
+}
+
+/// Fixed-shape tails (FORMAT.md 13.1): Syncthing's conflict copy and
+/// version, Nextcloud's conflict copy, ownCloud's (and early Nextcloud's).
+const FIXED_TAILS: &[&[u8]] = &[
+    b".sync-conflict-########-######-@@@@@@@",
+    b"~########-######",
+    b" (conflicted copy ####-##-## ######)",
+    b"_conflict-########-######",
+];
+
+/// Dropbox's ` (HOST's conflicted copy YYYY-MM-DD)` without the host.
+const DROPBOX: &[u8] = b"'s conflicted copy ####-##-##)";
+/// Unison's `copyonconflict` copy: ` (conflict on HOST ...)`.
+const UNISON: &[u8] = b" (conflict on ";
+
+/// `t` without one sync tool's tail at its end (FORMAT.md 13.1), if it
+/// ends with one.
+fn strip_tool_tail(t: &[u8]) -> Option<&[u8]> {
+    for pat in FIXED_TAILS {
+        if t.len() >= pat.len() && shape(&t[t.len() - pat.len()..], pat) {
+            return Some(&t[..t.len() - pat.len()]);
+        }
+    }
+    let open = |t: &[u8], close: usize| t[..close].windows(2).rposition(|w| w == b" (");
+    let body = t.strip_suffix(b")")?;
+    // Dropbox's ` (N)` after its copy marker, when a name is taken again.
+    let main = match open(t, t.len()) {
+        Some(i) if i + 2 < body.len() && body[i + 2..].iter().all(u8::is_ascii_digit) => &t[..i],
+        _ => t,
+    };
+    if main.len() > DROPBOX.len() && shape(&main[main.len() - DROPBOX.len()..], DROPBOX) {
+        let host_end = main.len() - DROPBOX.len();
+        let i = open(main, host_end)?;
+        return free_text(&main[i + 2..host_end]).then_some(&main[..i]);
+    }
+    let i = open(t, t.len())?;
+    let host = t[i..].strip_prefix(UNISON)?.strip_suffix(b")")?;
+    free_text(host).then_some(&t[..i])
+}
+
+/// Whether `t` is text a sync tool warpfs knows adds to a name it copies
+/// (FORMAT.md 13.1): Syncthing's `.sync-conflict-YYYYMMDD-HHMMSS-DEVICE`
+/// and `~YYYYMMDD-HHMMSS`, Dropbox's ` (HOST's conflicted copy
+/// YYYY-MM-DD)` maybe followed by ` (N)`, Nextcloud's ` (conflicted copy
+/// YYYY-MM-DD HHMMSS)`, Unison's ` (conflict on HOST ...)`, ownCloud's
+/// `_conflict-YYYYMMDD-HHMMSS`, or several of them (a copy of a copy).
+/// Any other text is not a tool's: a name carrying it is not a copy.
+pub fn is_tool_tail(t: &str) -> bool {
+    let mut t = t.as_bytes();
+    if t.is_empty() {
+        return false;
+    }
+    while !t.is_empty() {
+        match strip_tool_tail(t) {
+            Some(rest) => t = rest,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Unison's backup prefix `.bak.N.` (its default `backupprefix`).
@@ -119,11 +187,12 @@ fn unison_backup(s: &str) -> Option<(String, String)> {
 /// which. `None`: neither (an undecryptable name, or one of ours).
 ///
 /// A copy of an encrypted name `E` (base64url, no dot) is `E` followed by
-/// text that starts with a character base64url never has (Syncthing's
-/// `.sync-conflict-…`, Dropbox's and Nextcloud's ` (… conflicted copy …)`,
-/// Unison's ` (conflict on …)`), `E` with ownCloud's `_conflict-…`, or
-/// Unison's `.bak.N.E`. A copy of a long name `warpfs.long.H` has the text
-/// before `.H` (tools that keep the "extension") or after it.
+/// a tool's tail ([`is_tool_tail`]: Syncthing's `.sync-conflict-…`,
+/// Dropbox's and Nextcloud's ` (… conflicted copy …)`, Unison's
+/// ` (conflict on …)`, ownCloud's `_conflict-…`), or Unison's `.bak.N.E`.
+/// A copy of a long name `warpfs.long.H` has the tail before `.H` (tools
+/// that keep the "extension") or after it. `E` followed by any other text
+/// is no copy (the whole name does not decrypt: an undecryptable name).
 pub fn classify(name: &[u8]) -> Option<Copy> {
     let s = std::str::from_utf8(name).ok()?;
     if let Some(rest) = s.strip_prefix("warpfs.long") {
@@ -142,30 +211,26 @@ pub fn classify(name: &[u8]) -> Option<Copy> {
     if is_foreign(name) {
         return Some(Copy::Foreign);
     }
+    // The original is the longest base64url prefix, or shorter where the
+    // tail itself starts with base64url characters (ownCloud's
+    // `_conflict-…`): every split whose tail is a tool's is tried, longest
+    // original first.
     let b64 = s.bytes().take_while(|&c| is_b64(c)).count();
-    if b64 > 0 && b64 < s.len() {
-        return Some(Copy::Of {
-            original: s[..b64].to_string(),
-            tail: s[b64..].to_string(),
-            prefix: String::new(),
-        });
-    }
-    if let Some(i) = owncloud_tail(s).filter(|&i| i > 0) {
-        return Some(Copy::Of {
+    (1..=b64.min(s.len().saturating_sub(1))).rev().find_map(|i| {
+        is_tool_tail(&s[i..]).then(|| Copy::Of {
             original: s[..i].to_string(),
             tail: s[i..].to_string(),
             prefix: String::new(),
-        });
-    }
-    None
+        })
+    })
 }
 
 /// `rest` follows `warpfs.long` in a backing name.
 fn long_copy(rest: &str) -> Option<Copy> {
-    let of = |hash: &str, tail: String| {
+    let of = |hash: &str, tail: &str| {
         Some(Copy::Of {
             original: long_name(hash),
-            tail,
+            tail: tail.to_string(),
             prefix: String::new(),
         })
     };
@@ -176,21 +241,31 @@ fn long_copy(rest: &str) -> Option<Copy> {
     if let Some(dot) = rest.rfind('.') {
         let (before, hash) = (&rest[..dot], &rest[dot + 1..]);
         if is_hash(hash) && !before.is_empty() {
-            return of(hash, before.to_string());
+            return if is_tool_tail(before) {
+                of(hash, before)
+            } else {
+                Some(Copy::Unknown)
+            };
         }
     }
     // Tools that append: `warpfs.long.H<TAIL>`.
     let h = rest.strip_prefix('.')?;
-    if h.len() > HASH_LEN && is_hash(&h[..HASH_LEN]) {
+    if h.len() > HASH_LEN && h.is_char_boundary(HASH_LEN) && is_hash(&h[..HASH_LEN]) {
         let tail = &h[HASH_LEN..];
-        return of(&h[..HASH_LEN], tail.to_string());
+        return if is_tool_tail(tail) {
+            of(&h[..HASH_LEN], tail)
+        } else {
+            Some(Copy::Unknown)
+        };
     }
     None
 }
 
-/// If `name` is a copy of `warpfs.diriv` (FORMAT.md 13.2): the text the
-/// tool added (Syncthing: `.sync-conflict-…`), used as the marker of the
-/// entries only that IV decrypts when their names collide.
+/// If `name` has the shape of a copy of `warpfs.diriv` (FORMAT.md 13.2,
+/// `warpfs ‖ M ‖ .diriv` or `warpfs.diriv ‖ M`): the text `M` the tool
+/// added. It is used as a copy only where `M` is a tool's tail
+/// ([`is_tool_tail`]); it is then the marker of every entry only that IV
+/// decrypts.
 pub fn diriv_copy(name: &[u8]) -> Option<String> {
     let s = std::str::from_utf8(name).ok()?;
     if s == DIRIV_FILE {
@@ -230,17 +305,17 @@ fn is_own_backup(s: &str) -> bool {
     }
 }
 
-/// Whether a plaintext name asked for may be a name shown for a copy or an
-/// undecryptable entry (so a lookup that misses looks further).
+/// Whether a plaintext name asked for may be a name shown for a copy, an
+/// entry of another IV or an undecryptable entry (so a lookup that misses
+/// looks further): it ends with `.warpfs-undecryptable` or a tool's tail,
+/// or starts with Unison's `.bak.`.
 pub fn may_be_marked(name: &[u8]) -> bool {
     let Ok(s) = std::str::from_utf8(name) else {
         return false;
     };
-    s.ends_with(UNDECRYPTABLE)
-        || s.contains(".sync-conflict-")
-        || s.contains("conflict")
-        || s.starts_with(".bak.")
-        || s.contains(" (")
+    // Every tool's tail starts with one of these characters.
+    let starts = |i: usize| matches!(s.as_bytes()[i], b'.' | b'~' | b' ' | b'_');
+    s.ends_with(UNDECRYPTABLE) || s.starts_with(".bak.") || (1..s.len()).any(|i| starts(i) && is_tool_tail(&s[i..]))
 }
 
 #[cfg(test)]
@@ -316,9 +391,8 @@ mod tests {
         ] {
             assert_eq!(classify(ours.as_bytes()), None, "{ours}");
         }
-        // Only a candidate: the view keeps it as a copy only if "hello"
-        // decrypts; otherwise it is an undecryptable name.
-        assert_eq!(classify(b"hello world"), of("hello", " world"));
+        // Only text a known tool adds makes a copy: " world" is none.
+        assert_eq!(classify(b"hello world"), None);
         assert_eq!(classify(b".hidden"), None);
         assert_eq!(classify(&[0xff, b'.', b'x']), None);
     }
@@ -348,14 +422,80 @@ mod tests {
     fn marked_names() {
         assert!(may_be_marked(b"report.txt.sync-conflict-20261125-141403-ABCDEFG"));
         assert!(may_be_marked(format!("xyz{UNDECRYPTABLE}").as_bytes()));
-        assert!(may_be_marked(b"a (conflicted copy 2026-11-25)"));
+        assert!(may_be_marked(b"a (conflicted copy 2026-11-25 141403)"));
+        assert!(may_be_marked(b"a~20261125-141403"));
         assert!(!may_be_marked(b"report.txt"));
+        assert!(!may_be_marked(b"a (conflicted copy 2026-11-25)"));
+    }
+
+    #[test]
+    fn only_the_tails_of_known_tools_make_a_copy() {
+        let h = format!("{H}a");
+        for t in [
+            ".sync-conflict-20261125-141403-ABCDEFG",
+            ".sync-conflict-20261125-141403-Z2345A7",
+            "~20261125-141403",
+            " (vm's conflicted copy 2026-11-25)",
+            " (John's MacBook Pro's conflicted copy 2026-11-25)",
+            " (vm's conflicted copy 2026-11-25) (2)",
+            " (conflicted copy 2026-11-25 141403)",
+            " (conflict on vm 2026-11-25 at 14:14)",
+            "_conflict-20261125-141403",
+            // A copy of a copy: one tail after the other.
+            ".sync-conflict-20261125-141403-ABCDEFG.sync-conflict-20261124-101010-QQQQQQQ",
+            " (conflicted copy 2026-11-25 141403)~20261125-141403",
+        ] {
+            assert!(is_tool_tail(t), "{t:?}");
+            assert_eq!(classify(format!("{E}{t}").as_bytes()), of(E, t), "{t:?}");
+            let long = format!("warpfs.long.{h}");
+            assert_eq!(classify(format!("{long}{t}").as_bytes()), of(&long, t), "{t:?}");
+        }
+        for t in [
+            "",
+            ".orig",
+            " world",
+            ".pdf",
+            " (1)",
+            ".sync-conflict-20261125-141403",
+            ".sync-conflict-20261125-141403-abcdefg",
+            ".sync-conflict-20261125-141403-ABCDEF1",
+            ".sync-conflict-2026112-141403-ABCDEFG",
+            ".sync-conflict-20261125-141403-ABCDEFG.txt",
+            "~20261125-14140",
+            " (vm's conflicted copy 2026-11-25",
+            " ('s conflicted copy 2026-11-25)",
+            " (v(m)'s conflicted copy 2026-11-25)",
+            " (vm's conflicted copy 2026-11-25) (x)",
+            " (conflicted copy 2026-11-25)",
+            " (conflict on )",
+            " (conflict on vm",
+            "_conflict-20261125-141403x",
+            "x_conflict-20261125-141403",
+        ] {
+            assert!(!is_tool_tail(t), "{t:?}");
+            // (`E` followed by base64url characters is another original:
+            // it does not decrypt, the view shows it undecryptable.)
+            if !t.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                assert_eq!(classify(format!("{E}{t}").as_bytes()), None, "{t:?}");
+            }
+        }
+        // A long name with text no tool adds is no copy of it: shown as
+        // an undecryptable name.
+        assert_eq!(
+            classify(format!("warpfs.long.{h}.orig").as_bytes()),
+            Some(Copy::Unknown)
+        );
+        assert_eq!(classify(format!("warpfs.long.x.{h}").as_bytes()), Some(Copy::Unknown));
+        // Copies of warpfs.diriv: the shape is recognised, and the view
+        // uses one only when its marker is a tool's tail.
+        assert_eq!(diriv_copy(b"warpfs.pdf.diriv"), Some(".pdf".into()));
+        assert!(!is_tool_tail(".pdf"));
     }
 
     #[test]
     fn hostile_names_never_panic() {
         let mut rng = 0x1234_5678_9abc_def0u64;
-        let alphabet = b"warpfs.long.diriv conf()-_~.aZ09\xff";
+        let alphabet = b"warpfs.long.diriv conf()-_~.aZ09'\xc3\xa9\x7f\xff";
         for _ in 0..20_000 {
             rng ^= rng << 13;
             rng ^= rng >> 7;
@@ -369,6 +509,7 @@ mod tests {
                 diriv_copy(&name),
                 is_config_copy(&name),
                 is_foreign(&name),
+                may_be_marked(&name),
             );
         }
     }

@@ -12,8 +12,11 @@
 //!   every plaintext written on either side is readable through a mount on
 //!   either host; conflict copies carry Syncthing's marker and can be
 //!   renamed and deleted; either password opens either host; `warpfs info`
-//!   and `fsck` report the config copy; `fsck --repair` merges the two-IV
-//!   directory and both hosts still read every entry after the next sync.
+//!   and `fsck` report the config copy; the two-IV directory's entries of
+//!   the other IV show only under its marker, `fsck --repair` does not merge
+//!   them (regular files prove nothing about their directory) until they
+//!   are renamed, then merges, and both hosts still read every entry after
+//!   the next sync.
 //! - `syncthing_partial_sync_reads_right_bytes_or_a_clean_error`: host B reads
 //!   everything it sees while host A writes and Syncthing copies (B pulls
 //!   largest first, so files come before their directory's IV and their
@@ -201,7 +204,12 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
         let o = warpfs(args!["fsck", "--passfile", &pw_a, &v.cipher]);
         o.expect_code(20, "fsck after conflicts");
         assert!(o.stdout.contains("conflicting copy of the config"), "{o}");
-        assert!(o.stdout.contains("directory IV copied by a sync tool"), "{o}");
+        // D's other IV decrypts regular files, which carry no proof of
+        // their directory: reported, not merged by --repair.
+        assert!(
+            o.stdout.contains("copy of the directory IV") && o.stdout.contains("not merged"),
+            "{o}"
+        );
         assert!(o.stdout.contains("conflict copy"), "{o}");
     }
 
@@ -227,6 +235,26 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
     let long_copied = fs::read(a.p(&long_copy)).unwrap();
     fs::remove_file(a.p(&long_copy)).unwrap();
     assert!(!a.p(&long_copy).exists());
+    // D's entries of the other IV show only under its marker; renamed,
+    // they take names under D's own IV, and the IV copy decrypts nothing.
+    let marked: Vec<String> = fs::read_dir(a.p("D"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(ST_MARK))
+        .collect();
+    assert!(!marked.is_empty());
+    for n in marked {
+        let plain = &n[..n.find(ST_MARK).unwrap()];
+        // Only this side's both.txt is found by a plain name.
+        let taken = a.p(format!("D/{plain}")).exists();
+        assert_eq!(taken, plain == "both.txt", "D/{plain}");
+        let to = if taken {
+            format!("{plain}-other")
+        } else {
+            plain.to_string()
+        };
+        fs::rename(a.p(format!("D/{n}")), a.p(format!("D/{to}"))).unwrap();
+    }
     let before = contents(&read_tree(&a.mnt));
     a.unmount();
     let o = warpfs(args!["fsck", "--repair", "--passfile", &pw_a, &a.cipher]);

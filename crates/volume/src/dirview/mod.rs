@@ -1,9 +1,11 @@
 //! What a backing directory shows (FORMAT.md 13): every entry whose name
-//! decrypts under the directory's IV or under a sync tool's copy of its IV
-//! file, conflict copies under their decrypted name with the tool's marker,
-//! undecryptable names under a marked name; foreign files and our own files
-//! never. Also the per-directory cache behind lookups ([`DirCache`]) and the
-//! resolution of a plaintext name to its backing entry ([`Volume::resolve`]).
+//! decrypts under the directory's IV under that name; entries whose name
+//! decrypts only under a sync tool's copy of its IV file, and conflict
+//! copies, under their decrypted name with the tool's marker (never their
+//! plain name); undecryptable names under a marked name; foreign files and
+//! our own files never. Also the per-directory cache behind lookups
+//! ([`DirCache`]) and the resolution of a plaintext name to its backing
+//! entry ([`Volume::resolve`]).
 
 use crate::error::Result;
 use crate::names;
@@ -41,7 +43,7 @@ pub(crate) struct DirState {
     /// Copies of it a sync tool made: (the tool's marker, IV).
     pub alts: Vec<(String, [u8; DIRIV_LEN])>,
     /// Shown name → backing name and the long-name sidecar it owns, for
-    /// conflict copies, colliding names of another IV, undecryptable names.
+    /// conflict copies, names of another IV, undecryptable names.
     marked: Vec<(OsString, String, Option<BackingName>)>,
 }
 
@@ -97,7 +99,8 @@ impl DirCache {
 pub(crate) enum How {
     /// Decrypted under `warpfs.diriv`.
     Plain,
-    /// Decrypted under a copy of `warpfs.diriv` only.
+    /// Decrypted under a copy of `warpfs.diriv` only: shown with that
+    /// copy's marker, never under its plain name.
     OtherIv,
     /// A sync tool's copy of an entry (its marker shown).
     Copy,
@@ -126,12 +129,15 @@ pub(crate) struct View {
     pub shown: Vec<Shown>,
     /// Foreign files (FORMAT.md 13.3), never shown.
     pub foreign: Vec<OsString>,
-    /// Copies of `warpfs.diriv` used as further IVs: (file name, marker).
-    pub alt_files: Vec<(OsString, String)>,
+    /// Copies of `warpfs.diriv` used as further IVs: (file name, marker,
+    /// index of its IV in `ivs`; 0 for a copy equal to `warpfs.diriv`).
+    pub alt_files: Vec<(OsString, String, usize)>,
     /// Copies of `warpfs.diriv` that could not be used (file name, why).
     pub bad_alts: Vec<(OsString, String)>,
     /// Copies of `warpfs.conf` (in the root).
     pub config_copies: Vec<OsString>,
+    /// `warpfs.diriv`, then each further IV ([`Shown::iv`] indexes it).
+    pub ivs: Vec<[u8; DIRIV_LEN]>,
 }
 
 /// Read the IVs of `dir` (its `warpfs.diriv` and every copy of it) from a
@@ -139,24 +145,40 @@ pub(crate) struct View {
 type Ivs = (
     [u8; DIRIV_LEN],
     Vec<(String, [u8; DIRIV_LEN])>,
-    Vec<(OsString, String)>,
+    Vec<(OsString, String, usize)>,
     Vec<(OsString, String)>,
 );
 
 fn read_ivs(dir: &Dir, list: &[RawEntry]) -> Result<Ivs> {
     let primary = crate::diriv::read(dir)?;
     let (mut alts, mut files, mut bad) = (Vec::new(), Vec::new(), Vec::new());
-    for e in list {
-        let Some(marker) = synced::diriv_copy(e.name.as_bytes()) else {
+    // By name, so that which copy's marker an IV shows does not depend on
+    // the listing's order.
+    let mut copies: Vec<(&OsString, String)> = list
+        .iter()
+        .filter_map(|e| Some((&e.name, synced::diriv_copy(e.name.as_bytes())?)))
+        .collect();
+    copies.sort();
+    for (name, marker) in copies {
+        if !synced::is_tool_tail(&marker) {
+            // Not a copy any sync tool warpfs knows makes: its IV would
+            // show names under a marker anyone may choose.
+            bad.push((name.clone(), format!("{marker:?} is no sync tool's conflict marker")));
             continue;
-        };
-        match crate::diriv::read_named(dir, &e.name) {
-            Ok(iv) if iv == primary || alts.iter().any(|(_, a)| *a == iv) => files.push((e.name.clone(), marker)),
+        }
+        match crate::diriv::read_named(dir, name) {
+            Ok(iv) if iv == primary => files.push((name.clone(), marker, 0)),
             Ok(iv) => {
-                alts.push((marker.clone(), iv));
-                files.push((e.name.clone(), marker));
+                let k = match alts.iter().position(|(_, a)| *a == iv) {
+                    Some(i) => i + 1,
+                    None => {
+                        alts.push((marker.clone(), iv));
+                        alts.len()
+                    }
+                };
+                files.push((name.clone(), marker, k));
             }
-            Err(why) => bad.push((e.name.clone(), why)),
+            Err(why) => bad.push((name.clone(), why)),
         }
     }
     Ok((primary, alts, files, bad))
@@ -255,9 +277,10 @@ impl Volume {
         let mut v = View {
             alt_files: ivs.2,
             bad_alts: ivs.3,
+            ivs: state.ivs().copied().collect(),
             ..View::default()
         };
-        let ivs: Vec<[u8; DIRIV_LEN]> = state.ivs().copied().collect();
+        let ivs = v.ivs.clone();
         let mut read = sidecar_reader(dir);
         // Decode `bname` under each IV: (plaintext, index of the IV).
         let mut decode = |bname: &[u8]| -> Option<std::result::Result<(Vec<u8>, usize), String>> {
@@ -279,6 +302,11 @@ impl Volume {
             n.extend_from_slice(synced::UNDECRYPTABLE.as_bytes());
             shown(e, n, How::Undecryptable(why), None)
         };
+        // The marker of the k-th IV: none for `warpfs.diriv`, else the
+        // text the sync tool added to its copy.
+        let marker = |k: usize| if k == 0 { "" } else { state.alts[k - 1].0.as_str() };
+        // Names decrypted under a copy of the IV, named after the plain
+        // ones: (entry, shown name, how, sidecar, IV).
         let mut later = Vec::new();
         let mut used: HashSet<Vec<u8>> = HashSet::new();
         for e in list {
@@ -291,22 +319,33 @@ impl Volume {
                 continue;
             }
             let copy = synced::classify(b);
-            if copy == Some(Copy::Foreign) {
-                v.foreign.push(e.name.clone());
-                continue;
+            match copy {
+                Some(Copy::Foreign) => {
+                    v.foreign.push(e.name.clone());
+                    continue;
+                }
+                Some(Copy::Unknown) => {
+                    v.shown
+                        .push(undecryptable(&e, "a long name with text no sync tool adds".into()));
+                    continue;
+                }
+                _ => {}
             }
             // A copy of a long name is reserved-looking: never decoded as is.
             if copy.is_none() || !is_reserved(b) {
                 match decode(b) {
                     None if copy.is_none() => continue, // our own files
+                    Some(Ok((p, 0))) => {
+                        used.insert(p.clone());
+                        v.shown.push(shown(&e, p, How::Plain, long_of(&e.name)));
+                        continue;
+                    }
+                    // Only a copy of the IV decrypts it: never its plain
+                    // name, always the copy's marker (FORMAT.md 13.2).
                     Some(Ok((p, k))) => {
+                        let name = [p.as_slice(), marker(k).as_bytes()].concat();
                         let sidecar = long_of(&e.name);
-                        if k == 0 {
-                            used.insert(p.clone());
-                            v.shown.push(shown(&e, p, How::Plain, sidecar));
-                        } else {
-                            later.push((e, p, k, sidecar));
-                        }
+                        later.push((e, name, How::OtherIv, sidecar, k));
                         continue;
                     }
                     Some(Err(why)) if copy.is_none() => {
@@ -321,28 +360,28 @@ impl Volume {
             };
             match decode(original.as_bytes()) {
                 Some(Ok((p, k))) => {
-                    let name = [prefix.as_bytes(), &p, tail.as_bytes()].concat();
-                    let mut c = shown(&e, name, How::Copy, None);
-                    c.iv = k;
-                    v.shown.push(c);
+                    let name = [prefix.as_bytes(), &p, marker(k).as_bytes(), tail.as_bytes()].concat();
+                    if k == 0 {
+                        used.insert(name.clone());
+                        v.shown.push(shown(&e, name, How::Copy, None));
+                    } else {
+                        later.push((e, name, How::Copy, None, k));
+                    }
                 }
                 Some(Err(why)) => v.shown.push(undecryptable(&e, why)),
                 None => v.shown.push(undecryptable(&e, "a copy of a reserved name".into())),
             }
         }
-        // Entries of another IV: under their own name unless it is taken.
-        for (e, p, k, sidecar) in later {
-            let name = if used.contains(&p) {
-                let marker = match state.alts[k - 1].0.as_str() {
-                    "" => ".warpfs-other-iv",
-                    m => m,
-                };
-                [p.as_slice(), marker.as_bytes()].concat()
-            } else {
-                p
-            };
+        // Names of another IV: their marker once more while the name is
+        // taken (by a plain entry, or one of them met first, by backing
+        // name), so each is shown and found under a name of its own.
+        later.sort_by(|x, y| x.0.name.cmp(&y.0.name));
+        for (e, mut name, how, sidecar, k) in later {
+            while used.contains(&name) {
+                name.extend_from_slice(marker(k).as_bytes());
+            }
             used.insert(name.clone());
-            let mut o = shown(&e, name, How::OtherIv, sidecar);
+            let mut o = shown(&e, name, how, sidecar);
             o.iv = k;
             v.shown.push(o);
         }
@@ -350,10 +389,10 @@ impl Volume {
     }
 
     /// Find the backing entry shown as `name` in `dir`: the name encrypted
-    /// under the directory's IV, then under each copy of it, then the
-    /// marked names (conflict copies, colliding names, undecryptable
-    /// names). An entry that does not exist resolves to the name encrypted
-    /// under `warpfs.diriv` (where a new entry goes).
+    /// under the directory's IV, then the marked names (conflict copies,
+    /// entries of another IV, undecryptable names). An entry that does not
+    /// exist resolves to the name encrypted under `warpfs.diriv` (where a
+    /// new entry goes).
     pub(crate) fn resolve(&self, dir: &Path, name: &OsStr) -> Result<Resolved> {
         let adir = self.dir(dir)?;
         let (state, st) = self.dir_state_st(&adir)?;
@@ -394,14 +433,8 @@ impl Volume {
                 return Ok(Resolved::found(adir, file, Some(b.clone()), st));
             }
         }
-        for (_, iv) in &state.alts {
-            if let Ok(b) = names::encode(&self.names, iv, name) {
-                let file = names::file_of(&b).to_string();
-                if warpfs_backing::lstat(&adir.entry(file.as_ref())).is_ok() {
-                    return Ok(Resolved::found(adir, file, Some(b), st));
-                }
-            }
-        }
+        // An entry of another IV is found only by its marked name, among
+        // the shown names: never by its plain one (FORMAT.md 13.7).
         let find = |marked: &[(OsString, String, Option<BackingName>)]| {
             marked
                 .iter()
@@ -509,3 +542,7 @@ fn marked_of(v: &View) -> Vec<(OsString, String, Option<BackingName>)> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ivs;
+#[cfg(test)]
+mod tests_tails;

@@ -1,6 +1,7 @@
 //! The directory view over backing directories arranged as sync tools leave
-//! them: conflict copies, two IV files, long-name copies, foreign files and
-//! undecryptable names (FORMAT.md 13).
+//! them: conflict copies, long-name copies, foreign files and undecryptable
+//! names (FORMAT.md 13); the helpers the other test modules share. Two IV
+//! files: `tests_ivs`; tails after a name: `tests_tails`.
 
 use crate::{Caller, Options, Volume};
 use std::ffi::{OsStr, OsString};
@@ -9,10 +10,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use warpfs_config::{Config, ContentMode, KdfParams};
 
-const ST: &str = ".sync-conflict-20261125-141403-ABCDEFG";
-const WHO: Caller = Caller { uid: 0, gid: 0 };
+pub(super) const ST: &str = ".sync-conflict-20261125-141403-ABCDEFG";
+pub(super) const WHO: Caller = Caller { uid: 0, gid: 0 };
 
-fn volume(dir: &Path) -> Volume {
+pub(super) fn volume(dir: &Path) -> Volume {
     let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
     Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
     let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
@@ -21,7 +22,7 @@ fn volume(dir: &Path) -> Volume {
     v
 }
 
-fn write(v: &Volume, dir: &str, name: &str, data: &[u8]) -> String {
+pub(super) fn write(v: &Volume, dir: &str, name: &str, data: &[u8]) -> String {
     let (cname, _, f, _) = v
         .create(Path::new(dir), OsStr::new(name), 0o644, libc::O_RDWR, WHO, name.into())
         .unwrap();
@@ -29,7 +30,7 @@ fn write(v: &Volume, dir: &str, name: &str, data: &[u8]) -> String {
     cname
 }
 
-fn read(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
+pub(super) fn read(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
     let (cname, attr) = v.lookup(Path::new(dir), OsStr::new(name)).unwrap();
     let f = v
         .open_file(&Path::new(dir).join(cname), libc::O_RDONLY, name.into())
@@ -40,17 +41,17 @@ fn read(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
     buf
 }
 
-fn names(v: &Volume, dir: &str) -> Vec<OsString> {
+pub(super) fn names(v: &Volume, dir: &str) -> Vec<OsString> {
     let mut n: Vec<_> = v.readdir(Path::new(dir)).unwrap().into_iter().map(|e| e.name).collect();
     n.sort();
     n
 }
 
-fn s(x: &str) -> OsString {
+pub(super) fn s(x: &str) -> OsString {
     OsString::from(x)
 }
 
-fn backing(v: &Volume, rel: &str) -> PathBuf {
+pub(super) fn backing(v: &Volume, rel: &str) -> PathBuf {
     v.root().join(rel)
 }
 
@@ -95,102 +96,13 @@ fn a_fresh_lookup_finds_a_copy_without_a_listing() {
     assert_eq!(read(&v2, "", "a (vm's conflicted copy 2026-11-25)"), b"2");
 }
 
-fn volume_again(_v: &Volume, dir: &Path) -> Volume {
+pub(super) fn volume_again(_v: &Volume, dir: &Path) -> Volume {
     let cfg = Config::load(dir).unwrap();
     let master = cfg.unlock(b"pw").unwrap();
     let mut v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
     // As mounted: backing directories kept open for `*at` calls.
     v.keep_dirs_open(crate::DIR_FD_TTL);
     v
-}
-
-/// A directory `D` made on both sides of a sync: this side's IV and entry
-/// `a`, the other side's IV (as Syncthing's copy) with `a`, `b` and a long
-/// name. Returns D's backing name and the long name.
-fn two_sided_dir(v: &Volume) -> (String, String) {
-    let (d, _) = v.mkdir(Path::new(""), OsStr::new("D"), 0o755, WHO).unwrap();
-    write(v, &d, "a", b"A on this side");
-    let (e, _) = v.mkdir(Path::new(""), OsStr::new("E"), 0o755, WHO).unwrap();
-    let eb = write(v, &e, "b", b"B over there");
-    let ea = write(v, &e, "a", b"A over there");
-    let long = "L".repeat(200);
-    let el = write(v, &e, &long, b"long over there");
-    for f in [&eb, &ea, &el, &format!("{el}.name")] {
-        fs::rename(backing(v, &format!("{e}/{f}")), backing(v, &format!("{d}/{f}"))).unwrap();
-    }
-    fs::rename(
-        backing(v, &format!("{e}/warpfs.diriv")),
-        backing(v, &format!("{d}/warpfs{ST}.diriv")),
-    )
-    .unwrap();
-    fs::remove_dir(backing(v, &e)).unwrap();
-    (d, long)
-}
-
-#[test]
-fn a_directory_with_two_ivs_lists_every_entry() {
-    let t = tempfile::tempdir().unwrap();
-    let v = volume(t.path());
-    let (d, long) = two_sided_dir(&v);
-    let other = format!("a{ST}");
-    let mut want = vec![s("a"), s(&other), s("b"), s(&long)];
-    want.sort();
-    assert_eq!(names(&v, &d), want);
-    assert_eq!(read(&v, &d, "a"), b"A on this side");
-    assert_eq!(read(&v, &d, &other), b"A over there");
-    assert_eq!(read(&v, &d, "b"), b"B over there");
-    assert_eq!(read(&v, &d, &long), b"long over there");
-    // A fresh volume finds them by lookup alone.
-    let v2 = volume_again(&v, t.path());
-    assert_eq!(read(&v2, &d, "b"), b"B over there");
-    assert_eq!(read(&v2, &d, &other), b"A over there");
-    // New entries and renames work beside them.
-    write(&v2, &d, "c", b"new");
-    v2.rename(Path::new(&d), OsStr::new("b"), Path::new(&d), OsStr::new("b2"), 0)
-        .unwrap();
-    assert_eq!(read(&v2, &d, "b2"), b"B over there");
-    assert_eq!(read(&v2, &d, "c"), b"new");
-}
-
-#[test]
-fn fsck_reports_two_ivs_and_repair_merges_them_into_one() {
-    use crate::fsck::{self, Fix, Kind};
-    let t = tempfile::tempdir().unwrap();
-    let v = volume(t.path());
-    let (d, long) = two_sided_dir(&v);
-    let r = fsck::check(&v, fsck::Options::default(), &mut |_, _| {});
-    let f: Vec<_> = r
-        .findings
-        .iter()
-        .filter(|f| matches!(f.kind, Kind::DirIvCopies(_)))
-        .collect();
-    assert_eq!(f.len(), 1, "{:?}", r.findings);
-    assert_eq!(f[0].fix, Fix::NotAsked("--repair"));
-    let mut opts = fsck::Options::default();
-    opts.repairs.merge_dir_ivs = true;
-    let r = fsck::check(&v, opts, &mut |_, _| {});
-    assert!(r.all_repaired(), "{:?}", r.findings);
-    // One IV left; every name decrypts under it, the colliding one under
-    // the name it was shown as.
-    let other = format!("a{ST}");
-    let left: Vec<_> = fs::read_dir(backing(&v, &d))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.as_bytes().ends_with(b".diriv"))
-        .collect();
-    assert_eq!(left, vec![s("warpfs.diriv")]);
-    let v2 = volume_again(&v, t.path());
-    let mut want = vec![s("a"), s(&other), s("b"), s(&long)];
-    want.sort();
-    assert_eq!(names(&v2, &d), want);
-    let view = v2.view(&v2.dir(Path::new(&d)).unwrap()).unwrap();
-    assert!(
-        view.shown.iter().all(|e| e.how == crate::dirview::How::Plain),
-        "{view:?}"
-    );
-    assert_eq!(read(&v2, &d, &other), b"A over there");
-    assert_eq!(read(&v2, &d, &long), b"long over there");
-    assert!(fsck::check(&v2, fsck::Options::default(), &mut |_, _| {}).clean());
 }
 
 #[test]
@@ -255,7 +167,7 @@ fn an_undecryptable_name_is_shown_marked_and_readable() {
 }
 
 /// A format 2 volume: symlink targets sealed for their entry (`bound-seals`).
-fn bound_volume(dir: &Path) -> Volume {
+pub(super) fn bound_volume(dir: &Path) -> Volume {
     let (cfg, master) = Config::create_with_features(
         dir,
         b"pw",
@@ -272,57 +184,15 @@ fn bound_volume(dir: &Path) -> Volume {
     v
 }
 
-fn link(v: &Volume, dir: &str, name: &str, target: &str) -> String {
+pub(super) fn link(v: &Volume, dir: &str, name: &str, target: &str) -> String {
     v.symlink(Path::new(dir), OsStr::new(name), OsStr::new(target), WHO)
         .unwrap()
         .0
 }
 
-fn target(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
+pub(super) fn target(v: &Volume, dir: &str, name: &str) -> Vec<u8> {
     let (cname, _) = v.lookup(Path::new(dir), OsStr::new(name)).unwrap();
     v.readlink(&Path::new(dir).join(cname)).unwrap()
-}
-
-#[test]
-fn a_bound_symlinks_conflict_copy_and_a_symlink_under_another_iv_keep_their_targets() {
-    let t = tempfile::tempdir().unwrap();
-    let v = bound_volume(t.path());
-    // The other side's version of symlink `l`, sealed for `l`, kept by the
-    // sync tool under a conflict name; then this side's `l`.
-    let theirs = link(&v, "", "l", "/their/target");
-    fs::rename(backing(&v, &theirs), backing(&v, &format!("{theirs}{ST}"))).unwrap();
-    link(&v, "", "l", "/my/target");
-    assert_eq!(target(&v, "", "l"), b"/my/target");
-    assert_eq!(target(&v, "", &format!("l{ST}")), b"/their/target");
-    // A directory made on both sides: a symlink sealed under the other
-    // side's IV, which is now a copy of warpfs.diriv.
-    let (d, _) = v.mkdir(Path::new(""), OsStr::new("D"), 0o755, WHO).unwrap();
-    let (e, _) = v.mkdir(Path::new(""), OsStr::new("E"), 0o755, WHO).unwrap();
-    let el = link(&v, &e, "s", "over/there");
-    fs::rename(backing(&v, &format!("{e}/{el}")), backing(&v, &format!("{d}/{el}"))).unwrap();
-    fs::rename(
-        backing(&v, &format!("{e}/warpfs.diriv")),
-        backing(&v, &format!("{d}/warpfs{ST}.diriv")),
-    )
-    .unwrap();
-    fs::remove_dir(backing(&v, &e)).unwrap();
-    let v2 = volume_again(&v, t.path());
-    assert_eq!(target(&v2, &d, "s"), b"over/there");
-    // fsck --repair moves it under warpfs.diriv and seals it again there.
-    let mut opts = crate::fsck::Options::default();
-    opts.repairs.merge_dir_ivs = true;
-    let r = crate::fsck::check(&v2, opts, &mut |_, _| {});
-    assert!(r.all_repaired(), "{:?}", r.findings);
-    let v3 = volume_again(&v, t.path());
-    assert_eq!(target(&v3, &d, "s"), b"over/there");
-    assert!(crate::fsck::check(&v3, crate::fsck::Options::default(), &mut |_, _| {}).clean());
-    // Still bound: the target moved onto another entry does not open.
-    let (mine, _) = v3.lookup(Path::new(""), OsStr::new("l")).unwrap();
-    let (other, _) = v3.lookup(Path::new(&d), OsStr::new("s")).unwrap();
-    let sealed = fs::read_link(backing(&v3, &format!("{d}/{other}"))).unwrap();
-    fs::remove_file(backing(&v3, &mine)).unwrap();
-    std::os::unix::fs::symlink(sealed, backing(&v3, &mine)).unwrap();
-    assert!(v3.readlink(Path::new(&mine)).is_err());
 }
 
 #[test]

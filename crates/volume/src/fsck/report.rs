@@ -17,6 +17,18 @@ pub enum Kind {
     /// A sync tool made copies of the directory's `warpfs.diriv` (their
     /// file names): the directory has names under more than one IV.
     DirIvCopies(Vec<String>),
+    /// A copy of the directory's `warpfs.diriv` that `--repair` does not
+    /// merge (FORMAT.md 13.2): entries only its IV decrypts carry no proof
+    /// that they were made in this directory, or another directory holds
+    /// the same IV (a copy of that directory's IV, its entries moved here).
+    DirIvCopyUnproven {
+        /// The copy's file names (all holding one IV).
+        copies: Vec<String>,
+        /// The entries without proof: shown name and what it is.
+        entries: Vec<String>,
+        /// Backing path of another directory holding the same IV.
+        elsewhere: Option<String>,
+    },
     /// A sync tool's copy of `warpfs.conf` (it unlocks with the password
     /// it was written for).
     ConfigCopy,
@@ -88,6 +100,36 @@ impl std::fmt::Display for Finding {
                 c.join(", "),
                 c.len() + 1
             )?,
+            Kind::DirIvCopyUnproven {
+                copies,
+                entries,
+                elsewhere,
+            } => {
+                write!(f, "copy of the directory IV ({}) not merged: ", copies.join(", "))?;
+                if let Some(d) = elsewhere {
+                    write!(
+                        f,
+                        "its IV is also the IV of backing directory {d:?}, so the entries only it \
+                         decrypts may have been moved here from there; "
+                    )?;
+                }
+                if !entries.is_empty() {
+                    write!(
+                        f,
+                        "{} entr{} only it decrypts carry no proof of being made in this directory \
+                         (only a bound symlink's seal names its directory): {}; ",
+                        entries.len(),
+                        if entries.len() == 1 { "y" } else { "ies" },
+                        entries.join(", ")
+                    )?;
+                }
+                write!(
+                    f,
+                    "they are shown under the copy's marker: check each, rename those you keep \
+                     through a mount (the rename encrypts the name under warpfs.diriv) and delete \
+                     the rest; then `warpfs fsck --repair` removes the copy"
+                )?
+            }
             Kind::ConfigCopy => write!(
                 f,
                 "conflicting copy of the config {}: it unlocks with the password it was written for; \

@@ -54,6 +54,7 @@ struct Entry {
 pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item> {
     let mut items = Vec::new();
     let mut seen = HashSet::new();
+    let mut ivs = super::merge::IvIndex::default();
     let mut stack = vec![(PathBuf::new(), "/".to_string())];
     while let Some((rel, plain)) = stack.pop() {
         report.dirs += 1;
@@ -69,23 +70,12 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
         let entries = match vol.view(&dir) {
             Ok(mut view) => {
                 if !view.alt_files.is_empty() {
-                    let mut f = finding(
-                        plain.clone(),
-                        rel.join(DIRIV_FILE),
-                        Kind::DirIvCopies(view.alt_files.iter().map(|(n, _)| lossy(n)).collect()),
-                    );
-                    f.fix = if want.merge_dir_ivs {
-                        match super::merge::merge(vol, &dir, &view) {
-                            Ok(()) => Fix::Done("merged into one IV, names re-encrypted"),
-                            Err(e) => Fix::Failed(e),
-                        }
-                    } else {
-                        Fix::NotAsked("--repair")
-                    };
-                    if matches!(f.fix, Fix::Done(_)) {
+                    let (found, merged) =
+                        super::merge::check(vol, &dir, (&rel, &plain), &view, want.merge_dir_ivs, &mut ivs);
+                    report.findings.extend(found);
+                    if merged {
                         view = vol.view(&dir).unwrap_or(view);
                     }
-                    report.findings.push(f);
                 }
                 shown(report, &rel, &plain, view)
             }

@@ -2,7 +2,8 @@
 //! hard links, unlink of open files, symlinks, mkdir/rmdir, fifos,
 //! chmod/chown/utimens, statfs, xattrs, fallocate, long and odd names, and
 //! persistence of a whole tree across remounts; backing inode numbers reused
-//! under concurrent create/unlink. One test binary (`cargo test -p warpfs
+//! under concurrent create/unlink; a sync tool's copies of IV files and
+//! names. One test binary (`cargo test -p warpfs
 //! --test namespace`): shared helpers here, one module per subject.
 
 #[macro_use]
@@ -11,6 +12,7 @@ mod common;
 
 mod attrs;
 mod concurrent;
+mod conflicts;
 mod links;
 mod naming;
 mod nodes;
