@@ -40,8 +40,8 @@ echo "correct horse battery staple" >"$D/pw"
 "$B" init --passfile "$D/pw" "$D/c" >/dev/null
 
 declare -A ARGS=(
-    [uring-local]="--transport uring --uring-local-wake on"
-    [uring-far]="--transport uring --uring-local-wake off"
+    [uring-local]="--transport uring --uring-enable --uring-local-wake on"
+    [uring-far]="--transport uring --uring-enable --uring-local-wake off"
     [dev]="--transport dev"
 )
 PEERS=(uring-local uring-far dev)

@@ -68,8 +68,7 @@ FIO_PIN=(taskset -c "$CLIENT_CPUS")
 CPIN=(taskset -c "$CLIENT_CPUS")
 wf_ensure python3-matplotlib || wf_warn "no python3-matplotlib: tables and JSON only, no plot"
 
-ENABLE_URING=/sys/module/fuse/parameters/enable_uring
-URING_BEFORE="$(cat "$ENABLE_URING" 2>/dev/null || echo)"
+wf_uring_on
 
 load_peers "$PEERS" peer_missing_warn
 
@@ -88,7 +87,7 @@ work_setup transport
 restore_uring() {
     local rc=$?
     set +e
-    [[ -n $URING_BEFORE ]] && echo "$URING_BEFORE" >"$ENABLE_URING" 2>/dev/null
+    wf_uring_restore
     umount "$WORK/tree-src" 2>/dev/null
     (exit "$rc")
     cleanup

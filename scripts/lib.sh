@@ -50,6 +50,24 @@ wf_skip() {
 
 wf_is_root() { [[ $(id -u) -eq 0 ]]; }
 
+# FUSE over io_uring is served only while the kernel's enable_uring is on,
+# and warpfs writes it only when a mount says --uring-enable: a script that
+# runs several ring mounts turns it on for its run (as root) and puts back
+# the value it found with wf_uring_restore (call it from its EXIT trap).
+WF_URING_PARAM=/sys/module/fuse/parameters/enable_uring
+WF_URING_BEFORE=""
+wf_uring_on() {
+    if wf_is_root && [[ -w $WF_URING_PARAM ]]; then
+        WF_URING_BEFORE="$(cat "$WF_URING_PARAM")"
+        echo Y >"$WF_URING_PARAM"
+    else
+        wf_warn "no writable $WF_URING_PARAM: ring mounts need it on"
+    fi
+}
+wf_uring_restore() {
+    [[ -z $WF_URING_BEFORE ]] || echo "$WF_URING_BEFORE" >"$WF_URING_PARAM" 2>/dev/null || true
+}
+
 wf_ensure() {
     local spec missing=() p seen=" "
     for spec in "$@"; do

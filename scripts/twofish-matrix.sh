@@ -28,6 +28,8 @@ run() {
 }
 run env PROPTEST_CASES=4000 cargo test --release -p warpfs-crypto --lib -- twofish xts
 run env PROPTEST_CASES=2000 cargo test --release -p warpfs-engine --lib split
+wf_uring_on
+trap wf_uring_restore EXIT
 for transport in uring dev; do
     for spec in on off; do
         run env WARPFS_TRANSPORT=$transport WARPFS_TEST_SPECULATION=$spec \

@@ -1,4 +1,4 @@
-# bench/peers/warpfs-uring.sh — warpfs served through FUSE over io_uring (`--transport uring`; as root it turns the kernel's enable_uring on), with the default kernel caches.
+# bench/peers/warpfs-uring.sh — warpfs served through FUSE over io_uring (`--transport uring`; bench/transport.sh turns the kernel's enable_uring on for its run), with the default kernel caches.
 # shellcheck shell=bash
 # shellcheck source=bench/peers/warpfs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/warpfs.sh"
