@@ -405,8 +405,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         (cfg, super::masterkey::read_stdin()?)
     } else {
         let pw = a.pass.source().read("Password: ", false)?;
-        let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
-        (cfg, master)
+        super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?
     };
     let mut vol = Volume::open(
         &a.cipherdir,
