@@ -2,8 +2,9 @@
 //! summary. `flags` (feature flags and the version they imply),
 //! `validate` (checks of hostile values), `json` (the file's JSON model,
 //! load and write form), `create` (new configs, sealing the master key),
-//! `keys` (associated data, unlock, password change, key generations) and
-//! `reverse` (reverse configs) add the rest.
+//! `keys` (associated data, unlock, password change, key generations),
+//! `state` (a config's place in the key history) and `reverse` (reverse
+//! configs) add the rest.
 
 pub use crate::mode::ContentMode;
 use std::fmt;
@@ -14,6 +15,7 @@ const KDF_ALGORITHM: &str = "argon2id";
 const WRAP_ALGORITHM: &str = "aes-256-gcm";
 
 pub use flags::FeatureFlag;
+pub use state::KeyState;
 pub(crate) use validate::show;
 
 /// A loaded (validated) volume config. Holds no secret: the master key
@@ -130,4 +132,5 @@ mod flags;
 mod json;
 mod keys;
 mod reverse;
+mod state;
 mod validate;

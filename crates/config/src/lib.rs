@@ -15,7 +15,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, ContentMode, FeatureFlag};
+pub use config::{Config, ContentMode, FeatureFlag, KeyState};
 pub use error::{ConfigError, Result};
 pub use warpfs_crypto::{KdfParams, MasterKey};
 

@@ -11,12 +11,15 @@
 //!   other; `warpfs passwd` on both sides (two `warpfs.conf`). Afterwards
 //!   every plaintext written on either side is readable through a mount on
 //!   either host; conflict copies carry Syncthing's marker and can be
-//!   renamed and deleted; either password opens either host; `warpfs info`
-//!   and `fsck` report the config copy; the two-IV directory's entries of
-//!   the other IV show only under its marker, `fsck --repair` does not merge
-//!   them (regular files prove nothing about their directory) until they
-//!   are renamed, then merges, and both hosts still read every entry after
-//!   the next sync.
+//!   renamed and deleted; one password opens `warpfs.conf` on both hosts,
+//!   the other is refused there (exit 11, naming the config and its copy)
+//!   and opens the copy when it is named (`--config COPY`); `warpfs info`
+//!   and `fsck` report the config copy; `warpfs passwd --from-copy`
+//!   resolves the conflict on one host and the sync takes it to the other;
+//!   the two-IV directory's entries of the other IV show only under its
+//!   marker, `fsck --repair` does not merge them (regular files prove
+//!   nothing about their directory) until they are renamed, then merges,
+//!   and both hosts still read every entry after the next sync.
 //! - `syncthing_partial_sync_reads_right_bytes_or_a_clean_error`: host B reads
 //!   everything it sees while host A writes and Syncthing copies (B pulls
 //!   largest first, so files come before their directory's IV and their
@@ -90,6 +93,25 @@ fn passwd(v: &Volume, old: &Path, new: &Path) {
     warpfs(args!["passwd", "--passfile", old, "--new-passfile", new, &v.cipher]).expect_ok("warpfs passwd");
 }
 
+/// Syncthing's copies of `warpfs.conf` in `cipher`.
+fn config_copies(cipher: &Path) -> Vec<PathBuf> {
+    fs::read_dir(cipher)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("warpfs") && n.contains(ST_MARK) && n.ends_with(".conf")
+        })
+        .collect()
+}
+
+/// The one copy of `warpfs.conf` in `cipher`.
+fn config_copy(cipher: &Path) -> PathBuf {
+    let copies = config_copies(cipher);
+    assert_eq!(copies.len(), 1, "config copies in {}: {copies:?}", cipher.display());
+    copies[0].clone()
+}
+
 #[test]
 fn syncthing_offline_edits_on_both_sides_lose_nothing() {
     require_syncthing!();
@@ -159,13 +181,30 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
     pair.wait_synced().unwrap();
 
     // Every plaintext, on both hosts, through a fresh mount with either
-    // host's new password.
+    // host's new password: the one warpfs.conf has opens it; the other is
+    // refused (warpfs.conf and its copy named) and opens the copy only when
+    // the copy is named.
     a.unmount();
     b.unmount();
+    let mut main_pw = None;
     for (v, host) in [(&mut a, "A"), (&mut b, "B")] {
+        let copy = config_copy(&v.cipher);
+        let mut opened = Vec::new();
         for pw in [&pw_a, &pw_b] {
             v.passfile = pw.clone();
-            v.mount();
+            let o = v.try_mount(&[]);
+            if o.ok() {
+                opened.push(pw.clone());
+            } else {
+                o.expect_code(11, "the copy's password on warpfs.conf");
+                assert!(
+                    o.stderr.contains(&*copy.to_string_lossy())
+                        && o.stderr.contains(&*v.cipher.join("warpfs.conf").to_string_lossy())
+                        && o.stderr.contains("warpfs passwd --from-copy"),
+                    "{o}"
+                );
+                v.mount_with(&["--config", copy.to_str().unwrap()]);
+            }
             let tree = read_tree(&v.mnt);
             let have = contents(&tree);
             for (case, texts) in &wrote {
@@ -198,10 +237,16 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
             );
             v.unmount();
         }
+        assert_eq!(opened.len(), 1, "host {host}: warpfs.conf opened with {opened:?}");
+        assert!(
+            main_pw.as_ref().is_none_or(|p| *p == opened[0]),
+            "the hosts' warpfs.conf differ"
+        );
+        main_pw = Some(opened[0].clone());
         let info = warpfs(args!["info", &v.cipher]);
         info.expect_ok("warpfs info");
         assert!(info.stdout.contains("conflicting config copy"), "{info}");
-        let o = warpfs(args!["fsck", "--passfile", &pw_a, &v.cipher]);
+        let o = warpfs(args!["fsck", "--passfile", &opened[0], &v.cipher]);
         o.expect_code(20, "fsck after conflicts");
         assert!(o.stdout.contains("conflicting copy of the config"), "{o}");
         // D's other IV decrypts regular files, which carry no proof of
@@ -212,12 +257,32 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
         );
         assert!(o.stdout.contains("conflict copy"), "{o}");
     }
+    // Resolved on A: the copy's password, kept, becomes warpfs.conf's; the
+    // next sync takes the config to B and removes B's copy.
+    let main_pw = main_pw.unwrap();
+    let copy_pw = if main_pw == pw_a { pw_b.clone() } else { pw_a.clone() };
+    let copy = config_copy(&a.cipher);
+    warpfs(args![
+        "passwd",
+        "--passfile",
+        &copy_pw,
+        "--new-passfile",
+        &copy_pw,
+        "--from-copy",
+        &copy,
+        &a.cipher
+    ])
+    .expect_ok("passwd --from-copy");
+    assert!(!copy.exists());
+    a.passfile = main_pw.clone();
+    a.try_mount(&[])
+        .expect_code(10, "warpfs.conf's old password after the resolution");
 
     // A conflict copy is renamed and deleted like any file; fsck --repair
     // merges the two-IV directory on A; after the next sync both hosts
     // still read everything.
-    a.passfile = pw_a.clone();
-    b.passfile = pw_b.clone();
+    a.passfile = copy_pw.clone();
+    b.passfile = copy_pw.clone();
     a.mount();
     let copy = fs::read_dir(&a.mnt)
         .unwrap()
@@ -257,9 +322,16 @@ fn syncthing_offline_edits_on_both_sides_lose_nothing() {
     }
     let before = contents(&read_tree(&a.mnt));
     a.unmount();
-    let o = warpfs(args!["fsck", "--repair", "--passfile", &pw_a, &a.cipher]);
+    let o = warpfs(args!["fsck", "--repair", "--passfile", &copy_pw, &a.cipher]);
     assert!(o.stdout.contains("[repaired: merged into one IV"), "{o}");
+    assert!(!o.stdout.contains("conflicting copy of the config"), "{o}");
     pair.wait_synced().unwrap();
+    assert_eq!(
+        fs::read(b.cipher.join("warpfs.conf")).unwrap(),
+        fs::read(a.cipher.join("warpfs.conf")).unwrap(),
+        "B has the config A resolved"
+    );
+    assert_eq!(config_copies(&b.cipher), Vec::<PathBuf>::new(), "B keeps a config copy");
     for v in [&mut a, &mut b] {
         v.mount();
         let after = contents(&read_tree(&v.mnt));

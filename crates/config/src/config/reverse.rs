@@ -12,13 +12,15 @@ use warpfs_crypto::{KdfParams, MasterKey};
 impl Config {
     /// Make a reverse config at `path` (a new file; its directory must
     /// exist) with a fresh master key: content mode `gcm`, the feature
-    /// flags of format 1 and `reverse`.
+    /// flags of format 1, `reverse` and `bound-seals` (config version 2).
+    /// Reverse configs of format 1 (without `bound-seals`) stay as they
+    /// are: their views keep their bytes.
     pub fn create_reverse(path: &Path, password: &[u8], key_bits: u32, kdf: KdfParams) -> Result<(Config, MasterKey)> {
         super::validate::check_key_bits(key_bits)?;
         super::validate::check_kdf(&kdf)?;
         let (dir, name) = split(path)?;
         let mut flags = V1_FEATURE_FLAGS.to_vec();
-        flags.push(FeatureFlag::Reverse);
+        flags.extend([FeatureFlag::Reverse, FeatureFlag::BoundSeals]);
         let master = MasterKey::generate();
         let cfg = Self::seal(
             format!("warpfs {}", env!("CARGO_PKG_VERSION")),
@@ -78,6 +80,10 @@ mod tests {
         let (cfg, master) = Config::create_reverse(&p, b"pw", 256, fast()).unwrap();
         assert!(cfg.has_feature(FeatureFlag::Reverse));
         assert_eq!(cfg.content_mode(), ContentMode::Gcm);
+        // The current format: symlink targets bound to their entry.
+        assert!(cfg.has_feature(FeatureFlag::BoundSeals));
+        assert_eq!(cfg.version(), crate::FORMAT_VERSION);
+        assert!(!cfg.has_feature(FeatureFlag::FileSummary));
         let (back, bytes) = Config::load_file_bytes(&p).unwrap();
         assert_eq!(back, cfg);
         assert_eq!(bytes, std::fs::read(&p).unwrap());
@@ -91,6 +97,18 @@ mod tests {
         // A forward reader (the copy of a view names it warpfs.conf) takes it.
         std::fs::copy(&p, d.path().join(crate::CONFIG_FILE)).unwrap();
         assert!(Config::load(d.path()).unwrap().has_feature(FeatureFlag::Reverse));
+    }
+
+    #[test]
+    fn a_format_1_reverse_config_keeps_loading_as_it_is() {
+        // Frozen by an earlier warpfs (crates/warpfs/tests/revkit/freeze.sh).
+        let text = include_str!("../../../warpfs/tests/revkit/v1/plain/.warpfs.reverse.conf");
+        let cfg = Config::from_json(text.as_bytes()).unwrap();
+        assert_eq!(cfg.version(), 1);
+        assert!(cfg.has_feature(FeatureFlag::Reverse));
+        assert!(!cfg.has_feature(FeatureFlag::BoundSeals));
+        cfg.unlock(b"frozen reverse view v1").unwrap();
+        assert_eq!(cfg.to_json(), text, "written back byte for byte");
     }
 
     #[test]

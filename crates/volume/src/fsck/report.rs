@@ -132,8 +132,8 @@ impl std::fmt::Display for Finding {
             }
             Kind::ConfigCopy => write!(
                 f,
-                "conflicting copy of the config {}: it unlocks with the password it was written for; \
-                 keep one (warpfs passwd) and delete the other",
+                "conflicting copy of the config {}: it unlocks with the password it was written for, \
+                 and is never used unasked; keep it (warpfs passwd --from-copy) or delete it",
                 self.backing.display()
             )?,
             Kind::Symlink => write!(f, "symlink target does not decrypt")?,

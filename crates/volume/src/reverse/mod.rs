@@ -10,8 +10,11 @@
 //!   (the reverse config, kept hidden in PLAINDIR or given with `--config`);
 //! - regular files: `gcm` cipher files whose file ID derives from the path
 //!   and whose nonces are synthetic ([`content`]);
-//! - symlink targets sealed under a nonce derived from path and target;
-//!   FIFOs, sockets and devices shown as entries of the same type.
+//! - symlink targets sealed under a nonce derived from path and target,
+//!   bound to their entry (directory IV and backing name) when the config
+//!   has `bound-seals` (every new reverse config; a format 1 config keeps
+//!   its unbound seals, so its view keeps its bytes); FIFOs, sockets and
+//!   devices shown as entries of the same type.
 //!
 //! Nothing here talks to the kernel: the FUSE side (`warpfs::fuse::reverse`)
 //! asks for entries, attributes and bytes.
@@ -32,6 +35,7 @@ use keys::Keys;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tree::Tree;
+use warpfs_config::{Config, FeatureFlag};
 use warpfs_content::layout;
 use warpfs_content::Mode;
 use warpfs_crypto::seal::SYMLINK_AD;
@@ -42,6 +46,8 @@ use warpfs_crypto::MasterKey;
 pub const HIDDEN_CONFIG: &str = warpfs_config::REVERSE_CONFIG_FILE;
 /// Longest symlink target the view can show (the kernel's readlink limit).
 const MAX_LINK: usize = 4095;
+/// Tag of a bound symlink target's associated data (FORMAT.md 5.1).
+const SYMLINK_AD_BOUND: &[u8] = b"warpfs symlink v2";
 
 /// An object of the view.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -78,6 +84,8 @@ pub struct ConfigShown {
 pub struct ReverseView {
     tree: Tree,
     keys: Arc<Keys>,
+    /// Symlink targets bound to their entry (`bound-seals`).
+    bound_seals: bool,
     opts: ReverseOptions,
     config: ConfigShown,
     root_dev: u64,
@@ -86,11 +94,13 @@ pub struct ReverseView {
 }
 
 impl ReverseView {
-    /// A view of `plaindir` under `master` (content key of `key_bits`).
+    /// A view of `plaindir` under `master`, the key `cfg` unlocked (its
+    /// key size and flags decide the view's bytes; `config` is how the
+    /// view shows it).
     pub fn new(
         plaindir: PathBuf,
         master: &MasterKey,
-        key_bits: u32,
+        cfg: &Config,
         config: ConfigShown,
         opts: ReverseOptions,
     ) -> Result<Self> {
@@ -101,7 +111,8 @@ impl ReverseView {
         }
         Ok(Self {
             tree,
-            keys: Arc::new(Keys::derive(master, key_bits)),
+            keys: Arc::new(Keys::derive(master, cfg.key_bits())),
+            bound_seals: cfg.has_feature(FeatureFlag::BoundSeals),
             opts,
             config,
             root_dev: st.st_dev,
@@ -196,11 +207,31 @@ impl ReverseView {
     pub fn sealed_target(&self, rel: &[u8]) -> Result<Vec<u8>> {
         let target = self.tree.readlink(rel)?;
         let n = self.keys.rev.symlink_nonce(rel, &target);
-        let b64 = self.keys.seal.seal_b64_with_nonce(SYMLINK_AD, &n, &target);
+        let b64 = self.keys.seal.seal_b64_with_nonce(&self.symlink_ad(rel)?, &n, &target);
         if b64.len() > MAX_LINK {
             return Err(Error::ENAMETOOLONG);
         }
         Ok(b64.into_bytes())
+    }
+
+    /// The associated data of the symlink `rel`'s target: format 1's fixed
+    /// one, or with `bound-seals` the one naming its directory's IV and its
+    /// backing name (`"warpfs symlink v2" ‖ L(diriv) ‖ L(backing name)`,
+    /// `L(x) = u32le(len x) ‖ x`; FORMAT.md 5.1), as a forward mount of a
+    /// copy of the view opens it.
+    fn symlink_ad(&self, rel: &[u8]) -> Result<Vec<u8>> {
+        if !self.bound_seals {
+            return Ok(SYMLINK_AD.to_vec());
+        }
+        let (dir, name) = tree::split(rel);
+        let iv = self.keys.rev.dir_iv(dir);
+        let backing = self.keys.names.backing_name(&iv, name).map_err(|_| Error::EIO)?;
+        let mut ad = SYMLINK_AD_BOUND.to_vec();
+        for part in [&iv[..], backing.file().as_bytes()] {
+            ad.extend_from_slice(&(part.len() as u32).to_le_bytes());
+            ad.extend_from_slice(part);
+        }
+        Ok(ad)
     }
 
     /// The bytes of a view-made file (`warpfs.diriv`, `warpfs.conf`, a

@@ -51,7 +51,7 @@ fn view(f: &Fixture, opts: ReverseOptions) -> ReverseView {
     ReverseView::new(
         f.plain.path().to_owned(),
         &f.master,
-        256,
+        &f.cfg,
         ConfigShown { bytes, stat },
         opts,
     )
@@ -242,4 +242,141 @@ fn hostile_names_and_a_file_that_shrinks() {
             .unwrap_err(),
         Error::EIO
     );
+}
+
+/// The backing symlinks directly in `dir` of a copy of a view, by name.
+fn backing_links(dir: &Path) -> BTreeMap<String, std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_symlink())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_link(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Give the backing symlinks `a` and `b` of `dir` each other's target.
+fn swap_targets(dir: &Path, a: &str, b: &str) {
+    let links = backing_links(dir);
+    for (name, target) in [(a, &links[b]), (b, &links[a])] {
+        std::fs::remove_file(dir.join(name)).unwrap();
+        std::os::unix::fs::symlink(target, dir.join(name)).unwrap();
+    }
+}
+
+#[test]
+fn a_new_view_binds_symlink_targets_to_their_entry() {
+    let f = fixture();
+    assert!(f.cfg.has_feature(FeatureFlag::BoundSeals));
+    let long = "l".repeat(190);
+    std::os::unix::fs::symlink("elsewhere", f.plain.path().join("dir/other")).unwrap();
+    std::os::unix::fs::symlink("a long one's target", f.plain.path().join(format!("dir/{long}"))).unwrap();
+    let c = tempfile::tempdir().unwrap();
+    copy(&view(&f, ReverseOptions::default()), b"", c.path());
+    // Each target opens at its own entry (a forward mount of the copy).
+    let mut want = snapshot(f.plain.path());
+    want.remove(HIDDEN_CONFIG);
+    assert_eq!(forward(&f, c.path()), want);
+    // Moved to another entry of the directory, none opens.
+    let vol = Volume::open(c.path(), &f.cfg, &f.master, Options { read_only: true }).unwrap();
+    let bdir = vol.encrypt_path(Path::new("dir")).unwrap();
+    let links = backing_links(&c.path().join(&bdir));
+    assert_eq!(links.len(), 3, "{links:?}");
+    let names: Vec<&String> = links.keys().collect();
+    assert!(names.iter().any(|n| n.starts_with("warpfs.long.")), "{names:?}");
+    let (a, b, l) = (names[0].clone(), names[1].clone(), names[2].clone());
+    swap_targets(&c.path().join(&bdir), &a, &b);
+    swap_targets(&c.path().join(&bdir), &b, &l);
+    for n in [&a, &b, &l] {
+        assert_eq!(vol.readlink(&bdir.join(n)).unwrap_err(), Error::EIO, "{n}");
+    }
+}
+
+/// The frozen format 1 reverse view (crates/warpfs/tests/revkit/freeze.sh).
+fn frozen_v1() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../warpfs/tests/revkit/v1")
+}
+
+/// Copy the tree `src` (files, directories, symlinks) to `dst`.
+fn copy_plain(src: &Path, dst: &Path) {
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            std::fs::create_dir(&to).unwrap();
+            copy_plain(&e.path(), &to);
+        } else if t.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &to).unwrap();
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// A copy of a view in the form of the frozen `view.txt`.
+fn listing(root: &Path) -> String {
+    use sha2::Digest;
+    let mut lines = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_symlink() {
+                lines.push(format!("l {} {rel}", std::fs::read_link(&p).unwrap().display()));
+            } else if m.is_dir() {
+                lines.push(format!("d {rel}"));
+                stack.push(p);
+            } else {
+                let sum = sha2::Sha256::digest(std::fs::read(&p).unwrap());
+                let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+                lines.push(format!("f {hex} {rel}"));
+            }
+        }
+    }
+    // As `sort` orders the paths in view.txt (LC_ALL=C: by bytes).
+    lines.sort_by(|a, b| a.rsplit(' ').next().cmp(&b.rsplit(' ').next()));
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn a_format_1_reverse_config_gives_the_frozen_view_byte_for_byte() {
+    let frozen = frozen_v1();
+    let plain = tempfile::tempdir().unwrap();
+    copy_plain(&frozen.join("plain"), plain.path());
+    let path = plain.path().join(HIDDEN_CONFIG);
+    let (cfg, bytes) = Config::load_file_bytes(&path).unwrap();
+    assert!(!cfg.has_feature(FeatureFlag::BoundSeals));
+    let pw = std::fs::read_to_string(frozen.join("password.txt")).unwrap();
+    let master = cfg.unlock(pw.lines().next().unwrap().as_bytes()).unwrap();
+    let stat = warpfs_backing::Root::open(plain.path())
+        .unwrap()
+        .lstat(Path::new(HIDDEN_CONFIG))
+        .unwrap();
+    let v = ReverseView::new(
+        plain.path().to_owned(),
+        &master,
+        &cfg,
+        ConfigShown { bytes, stat },
+        ReverseOptions::default(),
+    )
+    .unwrap();
+    let c = tempfile::tempdir().unwrap();
+    copy(&v, b"", c.path());
+    let want = std::fs::read_to_string(frozen.join("view.txt")).unwrap();
+    assert_eq!(listing(c.path()), want);
+    // Its symlink targets stay unbound: moved to another entry, one opens there.
+    let vol = Volume::open(c.path(), &cfg, &master, Options { read_only: true }).unwrap();
+    let links = backing_links(c.path());
+    let names: Vec<&String> = links.keys().collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let before = vol.readlink(Path::new(names[0])).unwrap();
+    swap_targets(c.path(), names[0], names[1]);
+    assert_eq!(vol.readlink(Path::new(names[1])).unwrap(), before);
 }

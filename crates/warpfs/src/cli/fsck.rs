@@ -145,7 +145,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
+    let (cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })

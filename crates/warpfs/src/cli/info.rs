@@ -61,9 +61,16 @@ pub fn run(a: InfoArgs) -> Result<(), CliError> {
     } else {
         println!("{cfg}");
         for p in copies {
+            let state = match super::unlock::read_config(&p) {
+                Ok(c) => format!("it says {}", c.key_state()),
+                Err(e) => format!("unreadable: {e}"),
+            };
             println!(
-                "conflicting config copy: {} (a sync tool's; it unlocks with the password it was written for)",
-                p.display()
+                "conflicting config copy: {} (a sync tool's; {state}; it unlocks with the password it was \
+                 written for; `warpfs passwd --from-copy {} {}` makes it the config)",
+                p.display(),
+                p.display(),
+                a.cipherdir.display()
             );
         }
     }

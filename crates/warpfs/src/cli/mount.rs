@@ -421,8 +421,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     } else {
         // The extpass program runs as the --setuid user.
         let pw = a.pass.source().read_as("Password: ", false, user)?;
-        let (cfg, master, _) = super::unlock::unlock(&a.cipherdir, cfg, pw.bytes())?;
-        (cfg, master)
+        super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?
     };
     let mut vol = Volume::open(
         &a.cipherdir,

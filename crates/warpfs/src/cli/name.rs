@@ -76,13 +76,7 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
         None => {
             let cfg = Config::load_file(&p.config.path(&root))?;
             let pw = p.pass.source().read("Password: ", false)?;
-            let (cfg, master) = if p.config.config.is_some() {
-                let m = cfg.unlock(pw.bytes())?;
-                (cfg, m)
-            } else {
-                let (cfg, m, _) = super::unlock::unlock(&root, cfg, pw.bytes())?;
-                (cfg, m)
-            };
+            let (cfg, master) = super::unlock::unlock(&root, &p.config, cfg, pw.bytes())?;
             drop(pw);
             let vol = Volume::open(&root, &cfg, &master, Options { read_only: true })
                 .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;

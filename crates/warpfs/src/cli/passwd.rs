@@ -2,6 +2,8 @@
 //! master key is rewrapped), so no data is re-encrypted. With `--masterkey
 //! stdin` a forgotten password is reset with the master key `warpfs init`
 //! printed; the old config is kept beside the new one (`warpfs.conf.bak`).
+//! With `--from-copy COPY` a sync tool's copy of the config becomes the
+//! config again (FORMAT.md 13.5), unless it is older than warpfs.conf.
 
 use super::exit::{CliError, BAD_CONFIG};
 use super::PassArgs;
@@ -27,6 +29,13 @@ pub struct PasswdArgs {
     /// config is kept as FILE.bak (FILE.bak.N if that exists).
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass"])]
     masterkey: Option<String>,
+    /// A conflict of `warpfs passwd` on two hosts: make COPY (a sync tool's
+    /// copy of warpfs.conf) the config again, under the new password (or
+    /// the same one). The old password is COPY's; a copy older than
+    /// warpfs.conf (key generation, rekey) is refused. A copy beside
+    /// warpfs.conf is removed once it is the config.
+    #[arg(long, value_name = "COPY", conflicts_with = "masterkey")]
+    from_copy: Option<PathBuf>,
     #[command(flatten)]
     config: super::ConfigArg,
     /// The volume's cipher directory.
@@ -35,7 +44,6 @@ pub struct PasswdArgs {
 
 pub fn run(a: PasswdArgs) -> Result<(), CliError> {
     let path = a.config.path(&a.cipherdir);
-    let cfg = Config::load_file(&path)?;
     let new_src = super::password::Source {
         passfile: a.new_passfile.clone(),
         extpass: a.new_extpass.clone(),
@@ -43,6 +51,12 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
         keyfile: a.pass.keyfile.clone(),
         keyfile_only: a.pass.keyfile_only,
     };
+    if let Some(copy_path) = &a.from_copy {
+        // The config at `path` is only compared with the copy: no password
+        // need open it (a file there that does not parse refuses the copy).
+        return from_copy(&path, copy_path, &a.pass, &new_src);
+    }
+    let cfg = Config::load_file(&path)?;
     if a.masterkey.is_some() {
         let master = super::masterkey::read_stdin()?;
         let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })
@@ -55,16 +69,50 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let old = a.pass.source().read("Old password: ", false)?;
-    // Check the old password before asking for a new one (a sync tool's
-    // copy of CIPHERDIR/warpfs.conf that it opens becomes warpfs.conf again).
-    let cfg = if a.config.config.is_some() {
-        cfg.unlock(old.bytes())?;
-        cfg
-    } else {
-        super::unlock::unlock(&a.cipherdir, cfg, old.bytes())?.0
-    };
+    // Check the old password before asking for a new one; it opens the
+    // config only (a copy that it opens is reported, never used).
+    let (cfg, _) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, old.bytes())?;
     let new = new_src.read("New password: ", true)?;
     cfg.change_password_at(&path, old.bytes(), new.bytes())?;
     println!("Password changed.");
+    Ok(())
+}
+
+/// `--from-copy COPY`: the old password opens COPY, which must not be
+/// older than the config at `path` as that file reads; COPY's settings
+/// are written to `path` under the new password.
+fn from_copy(
+    path: &std::path::Path,
+    copy_path: &std::path::Path,
+    pass: &PassArgs,
+    new_src: &super::password::Source,
+) -> Result<(), CliError> {
+    let copy = super::unlock::read_config(copy_path)
+        .map_err(|e| CliError::new(BAD_CONFIG, format!("{}: {e}", copy_path.display())))?;
+    let old = pass.source().read("Password of the copy: ", false)?;
+    copy.unlock(old.bytes())?;
+    let main = super::unlock::main_beside(path, copy_path);
+    super::unlock::check_named(&copy, copy_path, &main, path)?;
+    let beside = super::unlock::copy_beside(path, copy_path);
+    let new = new_src.read("New password: ", true)?;
+    copy.change_password_at(path, old.bytes(), new.bytes())?;
+    if beside {
+        warpfs_backing::split_user_path(copy_path)
+            .and_then(|(dir, name)| warpfs_backing::unlink(&dir.top().entry(&name)))
+            .map_err(|e| CliError::new(super::exit::ERROR, format!("{}: {e}", copy_path.display())))?;
+        println!(
+            "Password changed: {} is the config again ({} removed).",
+            path.display(),
+            copy_path.display()
+        );
+    } else if !matches!(main, super::unlock::Main::Same) {
+        println!(
+            "Password changed: {} holds the settings of {} (which is left as it is).",
+            path.display(),
+            copy_path.display()
+        );
+    } else {
+        println!("Password changed.");
+    }
     Ok(())
 }

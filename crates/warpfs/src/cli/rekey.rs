@@ -78,9 +78,9 @@ type Begun = (Config, super::password::Password, MasterKey, u32);
 /// when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
-    let mut cfg = Config::load_file(&conf)?;
+    let cfg = Config::load_file(&conf)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let master = cfg.unlock(pw.bytes())?;
+    let (mut cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
     let from = cfg.key_generation();
     let target = match cfg.rekey_target() {
         Some(t) => {

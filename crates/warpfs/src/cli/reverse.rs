@@ -172,14 +172,8 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
         excludes,
         one_file_system: m.rev.one_file_system,
     };
-    let view = ReverseView::new(
-        plaindir.clone(),
-        &master,
-        cfg.key_bits(),
-        ConfigShown { bytes, stat },
-        opts,
-    )
-    .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
+    let view = ReverseView::new(plaindir.clone(), &master, &cfg, ConfigShown { bytes, stat }, opts)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", plaindir.display())))?;
     drop(master);
     let transport = Transport::resolve(m.transport).map_err(|e| CliError::new(USAGE, e))?;
     let ring = RingOptions {

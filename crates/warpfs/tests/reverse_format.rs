@@ -1,0 +1,180 @@
+//! Reverse configs and the format of their views (FORMAT.md 14): a
+//! reverse config of format 1 (frozen in `revkit/v1/` by an earlier warpfs)
+//! keeps giving exactly the same view, so a backup of it does not change;
+//! a new one (`warpfs init --reverse`) is format 2 with `bound-seals`, so a
+//! copy of its view binds symlink targets, and xattrs set on it later, to
+//! their entry.
+
+#[macro_use]
+mod common;
+mod revkit;
+
+use common::*;
+use revkit::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Every entry of the view at `root` in the form of `revkit/*/view.txt`
+/// (the same commands as `revkit/freeze.sh`).
+fn view_listing(root: &Path) -> String {
+    sh(Command::new("bash").current_dir(root).env("LC_ALL", "C").arg("-c").arg(
+        r#"set -euo pipefail
+        find . -mindepth 1 | sed 's|^\./||' | sort | while IFS= read -r e; do
+            if [[ -L $e ]]; then printf 'l %s %s\n' "$(readlink "$e")" "$e"
+            elif [[ -d $e ]]; then printf 'd %s\n' "$e"
+            else printf 'f %s %s\n' "$(sha256sum <"$e" | cut -d' ' -f1)" "$e"; fi
+        done"#,
+    ))
+}
+
+/// The frozen format 1 view.
+fn frozen() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/revkit/v1")
+}
+
+/// The backing symlinks in the root of a copy of a view.
+fn root_links(copy: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(copy)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_symlink())
+        .collect();
+    v.sort();
+    v
+}
+
+fn swap_targets(a: &Path, b: &Path) {
+    let (ta, tb) = (fs::read_link(a).unwrap(), fs::read_link(b).unwrap());
+    for (p, t) in [(a, tb), (b, ta)] {
+        fs::remove_file(p).unwrap();
+        std::os::unix::fs::symlink(t, p).unwrap();
+    }
+}
+
+/// The `version` and `feature_flags` of the config at `path`.
+fn format_of(path: &Path) -> (u64, Vec<String>) {
+    let j: serde_json::Value = serde_json::from_slice(&fs::read(path).unwrap()).unwrap();
+    let flags = j["feature_flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    (j["version"].as_u64().unwrap(), flags)
+}
+
+/// A read-write forward mount, unmounted on drop.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if is_mounted(&self.0) {
+            unmount_path(&self.0).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_format_1_reverse_config_keeps_giving_the_frozen_view_byte_for_byte() {
+    require_fuse!();
+    let mut r = Rev::new();
+    let f = frozen();
+    sh(Command::new("cp").arg("-a").arg(f.join("plain/.")).arg(&r.plain));
+    r.pass = f.join("password.txt");
+    assert_eq!(format_of(&r.plain.join(HIDDEN)).0, 1);
+    r.mount_view(&[]);
+    let want = fs::read_to_string(f.join("view.txt")).unwrap();
+    assert_eq!(
+        view_listing(&r.view),
+        want,
+        "the view of a frozen format 1 config changed"
+    );
+    // Its symlink targets stay unbound (format 1): swapped in a copy, they open.
+    let copy = r.p("copy");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
+    let links = root_links(&copy);
+    assert_eq!(links.len(), 2, "{links:?}");
+    swap_targets(&links[0], &links[1]);
+    let fwd = r.forward(&copy);
+    let targets: Vec<PathBuf> = ["link-abs", "link-rel"]
+        .iter()
+        .map(|n| fs::read_link(fwd.join(n)).unwrap())
+        .collect();
+    assert_eq!(targets, [PathBuf::from("hello.txt"), PathBuf::from("/etc/hostname")]);
+}
+
+#[test]
+fn a_new_reverse_config_is_format_2_and_binds_symlink_targets_and_xattrs() {
+    require_fuse!();
+    let mut r = Rev::new();
+    fs::write(r.plain.join("f"), b"file f").unwrap();
+    fs::write(r.plain.join("g"), b"file g").unwrap();
+    std::os::unix::fs::symlink("target of a", r.plain.join("a")).unwrap();
+    std::os::unix::fs::symlink("target of b", r.plain.join("b")).unwrap();
+    r.init();
+    let (version, flags) = format_of(&r.plain.join(HIDDEN));
+    assert_eq!(version, 2);
+    assert!(
+        flags.iter().any(|f| f == "bound-seals") && flags.iter().any(|f| f == "reverse"),
+        "{flags:?}"
+    );
+    r.mount_view(&[]);
+    let copy = r.p("copy");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
+    let intact = r.p("intact");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&intact));
+    // Swapped in a copy, neither target opens.
+    let links = root_links(&copy);
+    assert_eq!(links.len(), 2, "{links:?}");
+    swap_targets(&links[0], &links[1]);
+    let fwd = r.forward(&copy);
+    for n in ["a", "b"] {
+        assert_errno(
+            fs::read_link(fwd.join(n)),
+            libc::EIO,
+            &format!("readlink {n} after the swap"),
+        );
+    }
+    r.unmount(&fwd);
+    // The copy mounted read-write: xattr values are bound to their entry.
+    if !backing_supports_user_xattrs(&intact) || !mounts_serve_xattrs() {
+        warpfs_testkit::skip("no user xattrs on the backing file system or the mounts");
+        return;
+    }
+    let mnt = r.p("rw");
+    fs::create_dir(&mnt).unwrap();
+    let log = r.p("rw.log");
+    warpfs(args!["mount", "--passfile", &r.pass, "--log-file", &log, &intact, &mnt]).expect_ok("mount the copy");
+    let m = Mounted(mnt.clone());
+    assert_eq!(fs::read_link(mnt.join("a")).unwrap(), PathBuf::from("target of a"));
+    setxattr(&mnt.join("f"), "user.k", b"value of f", 0).unwrap();
+    setxattr(&mnt.join("g"), "user.k", b"value of g", 0).unwrap();
+    drop(m);
+    let backing: Vec<PathBuf> = fs::read_dir(&intact)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| listxattr(p).unwrap_or_default().iter().any(|n| n == "user.warpfs.id"))
+        .collect();
+    assert_eq!(backing.len(), 2, "{backing:?}");
+    let name = listxattr(&backing[0])
+        .unwrap()
+        .into_iter()
+        .find(|n| n.starts_with("user.warpfs.") && n != "user.warpfs.id")
+        .unwrap();
+    let (v0, v1) = (
+        getxattr(&backing[0], &name).unwrap(),
+        getxattr(&backing[1], &name).unwrap(),
+    );
+    setxattr(&backing[0], &name, &v1, 0).unwrap();
+    setxattr(&backing[1], &name, &v0, 0).unwrap();
+    warpfs(args!["mount", "--passfile", &r.pass, "--log-file", &log, &intact, &mnt]).expect_ok("remount the copy");
+    let _m = Mounted(mnt.clone());
+    for n in ["f", "g"] {
+        assert_errno(
+            getxattr(&mnt.join(n), "user.k"),
+            libc::EIO,
+            &format!("getxattr {n} after the swap"),
+        );
+    }
+}
