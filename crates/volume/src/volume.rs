@@ -138,6 +138,11 @@ impl Volume {
         self.keysource.journal_key()
     }
 
+    /// The key that authenticates this volume's fsck undo files.
+    pub(crate) fn undo_key(&self) -> warpfs_crypto::UndoKey {
+        self.keysource.undo_key()
+    }
+
     /// The attached engine, if any.
     pub fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.as_ref()
