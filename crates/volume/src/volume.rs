@@ -99,7 +99,7 @@ impl Volume {
             files: Arc::new(FileTable::default()),
             opts,
             chown_new: crate::sys::euid() == 0,
-            online: Default::default(),
+            online: crate::rekey::Online::new(config.rekey_id()),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
         })
     }
