@@ -34,7 +34,8 @@ pub struct FsckArgs {
     /// Put back what an earlier --zero-bad-blocks changed, from its undo
     /// file (default: the newest CIPHERDIR/warpfs.fsck.undo-N); a file only
     /// if it is still the same file and still holds what fsck wrote.
-    /// Checks and repairs nothing else.
+    /// Checks and repairs nothing else. UNDOFILE goes after `=`
+    /// (--undo=FILE).
     #[arg(
         long,
         value_name = "UNDOFILE",
@@ -56,8 +57,8 @@ pub struct FsckArgs {
     #[arg(long)]
     apply_old_journals: bool,
     /// Delete rekey undo journals that are refused (forged, damaged, aimed
-    /// outside CIPHERDIR, of another rekey) or of an earlier warpfs and not
-    /// applied, without applying them.
+    /// outside CIPHERDIR, of another rekey, replayed or out of sequence) or
+    /// of an earlier warpfs and not applied, without applying them.
     #[arg(long)]
     discard_journals: bool,
     /// Every repair that loses no data: --remove-orphan-sidecars,
