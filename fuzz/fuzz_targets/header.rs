@@ -3,21 +3,28 @@
 //! errors, never panics, `plain_size(backing_len(s)) == s` for every size
 //! warpfs writes, and a record that parses encodes back to the same bytes
 //! (also past the record's tag: the input is fuzzed again with a valid
-//! length and tag).
+//! length and tag); fsck's undo file (6b) is read into an error, never a
+//! panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use warpfs_content::header::Header;
 use warpfs_content::undo::{Content, Record};
 use warpfs_content::{entry, layout, Mode};
-use warpfs_crypto::{JournalKey, MasterKey};
+use warpfs_crypto::{JournalKey, MasterKey, UndoKey};
 
 fn key() -> &'static JournalKey {
     static K: std::sync::OnceLock<JournalKey> = std::sync::OnceLock::new();
     K.get_or_init(|| JournalKey::derive(&MasterKey::from_bytes(&[7; 32]).unwrap()))
 }
 
+fn undo_key() -> &'static UndoKey {
+    static K: std::sync::OnceLock<UndoKey> = std::sync::OnceLock::new();
+    K.get_or_init(|| UndoKey::derive(&MasterKey::from_bytes(&[7; 32]).unwrap()))
+}
+
 fuzz_target!(|data: &[u8]| {
+    let _ = warpfs_content::zeroundo::decode(data, undo_key());
     match Record::decode(data, key()) {
         Ok(Content::Record(r)) => assert_eq!(r.encode(key()), data),
         Ok(Content::Unauthenticated(r)) => assert_eq!(r.encode_unauthenticated(), data),

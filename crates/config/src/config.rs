@@ -32,8 +32,13 @@ pub struct Config {
     salt: [u8; SALT_LEN],
     key_generation: u32,
     rekey_target: Option<u32>,
+    /// The random ID of the rekey under way (with the `rekey-id` flag).
+    rekey_id: Option<[u8; REKEY_ID_LEN]>,
     wrapped: Wrapped,
 }
+
+/// Bytes of a rekey ID (FORMAT.md 10.1).
+pub const REKEY_ID_LEN: usize = 16;
 
 impl Config {
     /// How file contents are encrypted.
@@ -71,6 +76,12 @@ impl Config {
     /// The generation an unfinished rekey moves files to, if one is under way.
     pub fn rekey_target(&self) -> Option<u32> {
         self.rekey_target
+    }
+    /// The random ID of the rekey under way, which its undo journal
+    /// records carry (FORMAT.md 10.1); `None` outside a rekey, and for a
+    /// rekey an earlier warpfs started.
+    pub fn rekey_id(&self) -> Option<[u8; REKEY_ID_LEN]> {
+        self.rekey_id
     }
     /// The generation new files get: the rekey target while a rekey is under
     /// way, else the key generation.

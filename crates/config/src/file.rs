@@ -56,6 +56,7 @@ impl Config {
             self.kdf_params(),
             gens,
         )?
+        .with_rekey_id(self.rekey_id_for(gens.1))
         .wrap_under(master, password)
     }
 

@@ -15,7 +15,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub use config::{Config, ContentMode, FeatureFlag, KeyState};
+pub use config::{Config, ContentMode, FeatureFlag, KeyState, REKEY_ID_LEN};
 pub use error::{ConfigError, Result};
 pub use warpfs_crypto::{KdfParams, MasterKey};
 
@@ -34,7 +34,7 @@ pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
 /// Feature flags a version 1 config carries (all required).
 pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [FeatureFlag::DirIv, FeatureFlag::LongNames, FeatureFlag::SivNames];
 /// Feature flags a config of any version may carry besides those.
-pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 1] = [FeatureFlag::Reverse];
+pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 2] = [FeatureFlag::Reverse, FeatureFlag::RekeyId];
 /// Name of a reverse config inside PLAINDIR (FORMAT.md 14); a reverse view
 /// shows it as `warpfs.conf`.
 pub const REVERSE_CONFIG_FILE: &str = ".warpfs.reverse.conf";

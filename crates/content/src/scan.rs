@@ -1,16 +1,20 @@
 //! fsck's per-file scan: every check a reader makes on one cipher file
 //! (FORMAT.md 3) run over the whole file, collecting every problem instead
 //! of stopping at the first; and the two block-level repairs fsck may make
-//! (zero a bad block's entry, cut a torn tail).
+//! (zero a bad block's entry, cut a torn tail). A `gcm` block is called bad
+//! only when it fails under every key generation the volume has: the
+//! header's generation and rekey watermark, which choose the key a reader
+//! uses, are not authenticated (FORMAT.md 10.2).
 
 use crate::entry;
 use crate::header::{self, Header};
 use crate::keyring::Keyring;
 use crate::layout::{self, block_count, block_len, data_offset, entry_offset, segment_runs};
-use crate::{ContentError, Mode};
+use crate::{Cipher, ContentError, Mode};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use warpfs_crypto::Nonce;
 
 /// One problem found in a cipher file.
@@ -43,10 +47,23 @@ pub enum Problem {
         /// The I/O error.
         what: String,
     },
-    /// `gcm`: the block's tag does not verify (tampered, moved or torn).
+    /// `gcm`: the block's tag does not verify under any key generation of
+    /// the volume (tampered, moved or torn).
     BadTag {
         /// Block number.
         block: u64,
+    },
+    /// `gcm`: blocks `first..=last` verify, but under key generation
+    /// `generation`, not the one the header's generation and rekey
+    /// watermark name (which a reader uses): the header was changed. The
+    /// blocks read as EIO, but their data is there; never zeroed.
+    OtherGeneration {
+        /// First block of the run.
+        first: u64,
+        /// Last block of the run.
+        last: u64,
+        /// The generation they verify under.
+        generation: u32,
     },
     /// The file's summary (FORMAT.md 12) does not verify: some blocks or
     /// nonce pages were rolled back or mixed from another version of the
@@ -69,6 +86,7 @@ impl Problem {
             | Problem::Unreadable { block, .. }
             | Problem::BadTag { block }
             | Problem::RepeatedNonce { block, .. } => Some(*block),
+            Problem::OtherGeneration { first, .. } => Some(*first),
             _ => None,
         }
     }
@@ -101,6 +119,23 @@ impl std::fmt::Display for Problem {
             Problem::RepeatedNonce { block, first } => {
                 write!(f, "block {block}: nonce repeats the one of block {first} of this file")
             }
+            Problem::OtherGeneration {
+                first,
+                last,
+                generation,
+            } => {
+                if first == last {
+                    write!(f, "block {first}: ")?;
+                } else {
+                    write!(f, "blocks {first}..{last}: ")?;
+                }
+                write!(
+                    f,
+                    "verify under key generation {generation}, not the one the header names \
+                     (its key generation or rekey watermark was changed): they read as errors, \
+                     but their data is intact; never zeroed"
+                )
+            }
         }
     }
 }
@@ -122,17 +157,36 @@ pub struct Scan {
     /// last commit (open for writing, or a crash before its close or
     /// fsync); their blocks are checked by their tags alone.
     pub unverified_segments: u64,
+    /// The file has a summary (FORMAT.md 12; header version 2).
+    pub summary: bool,
 }
 
-/// Scan one cipher file opened read-only: header, length, every nonce
-/// entry, nonces repeated within the file (at most `nonce_cap` remembered)
-/// and, in `gcm`, every tag. `on_nonce(block, nonce)` is called for each
-/// written block (for the volume-wide check), `on_bytes(n)` after each
-/// segment with the plaintext bytes checked. Errors only when the file's
-/// length cannot be read.
+/// Scan one cipher file: header, length, every nonce entry, nonces
+/// repeated within the file (at most `nonce_cap` remembered) and, in
+/// `gcm`, every tag: under the generation the header names for the block,
+/// then under the volume's other one (mid-rekey), so that a changed
+/// header never makes a readable block look bad. `on_nonce(block, nonce)`
+/// is called for each written block (for the volume-wide check),
+/// `on_bytes(n)` after each segment with the plaintext bytes checked.
+/// Errors only when the file's length cannot be read.
 pub fn scan(
     file: &File,
     keys: &Keyring,
+    nonce_cap: usize,
+    on_nonce: &mut dyn FnMut(u64, &Nonce),
+    on_bytes: &mut dyn FnMut(u64),
+) -> Result<Scan, ContentError> {
+    scan_with(file, keys, &[], nonce_cap, on_nonce, on_bytes)
+}
+
+/// [`scan`], trying `extra` ciphers too before a `gcm` block is called bad
+/// (fsck adds the generation before the volume's after a rekey: a file
+/// left behind, or put back from a backup, may still be of it). A header
+/// naming a generation `keys` lacks is a problem as for a reader.
+pub fn scan_with(
+    file: &File,
+    keys: &Keyring,
+    extra: &[Arc<Cipher>],
     nonce_cap: usize,
     on_nonce: &mut dyn FnMut(u64, &Nonce),
     on_bytes: &mut dyn FnMut(u64),
@@ -194,6 +248,16 @@ pub fn scan(
         });
     }
     let id = hdr.file_id;
+    out.summary = hdr.summary;
+    // Every generation the volume has, for blocks that fail under the one
+    // the header names.
+    let all: Vec<_> = [Some(keys.write_generation()), keys.write_generation().checked_sub(1)]
+        .into_iter()
+        .flatten()
+        .filter_map(|g| keys.get(g))
+        .chain(extra.iter().cloned())
+        .collect();
+    let mut saved = Vec::new();
     match (keys.summary(), hdr.summary) {
         (Some(k), true) => match crate::summary::check(file, k, &id, size) {
             Ok(c) => {
@@ -265,9 +329,23 @@ pub fn scan(
             }
             if mode == Mode::Gcm {
                 let c = &ciphers[usize::from(hdr.block_generation(x) != hdr.generation)];
+                let others: Vec<_> = all.iter().filter(|o| o.generation() != c.generation()).collect();
+                if !others.is_empty() {
+                    saved.clear();
+                    saved.extend_from_slice(buf);
+                }
                 match c.open_block_quiet(c.on_demand(), &id, x, ent, buf) {
                     Ok(()) => {}
-                    Err(ContentError::BadTag { block }) => out.problems.push(Problem::BadTag { block }),
+                    Err(ContentError::BadTag { block }) => {
+                        let under = others.into_iter().find(|o| {
+                            buf.copy_from_slice(&saved);
+                            o.open_block_quiet(o.on_demand(), &id, x, ent, buf).is_ok()
+                        });
+                        match under {
+                            Some(o) => other_generation(&mut out.problems, x, o.generation()),
+                            None => out.problems.push(Problem::BadTag { block }),
+                        }
+                    }
                     Err(err) => out.problems.push(Problem::Entry {
                         block: x,
                         what: entry_what(err),
@@ -278,6 +356,25 @@ pub fn scan(
         on_bytes(run_bytes as u64);
     }
     Ok(out)
+}
+
+/// Add block `x` to the run of blocks verifying under `generation` it
+/// continues, or start one.
+fn other_generation(problems: &mut Vec<Problem>, x: u64, generation: u32) {
+    if let Some(Problem::OtherGeneration {
+        last, generation: g, ..
+    }) = problems.last_mut()
+    {
+        if *g == generation && *last + 1 == x {
+            *last = x;
+            return;
+        }
+    }
+    problems.push(Problem::OtherGeneration {
+        first: x,
+        last: x,
+        generation,
+    });
 }
 
 fn entry_what(e: ContentError) -> String {
@@ -293,15 +390,20 @@ fn entry_what(e: ContentError) -> String {
 /// In a file with a summary (FORMAT.md 12) the entry's summary slot
 /// stays, and [`reseal_summary`] must follow.
 pub fn zero_block(file: &File, mode: Mode, block: u64) -> std::io::Result<()> {
-    let z = [0u8; 32];
     let mut h = [0u8; header::LEN];
     let summary = file.read_exact_at(&mut h, 0).is_ok() && Header::parse(&h).is_ok_and(|h| h.summary);
-    let at = entry_offset(mode, block);
-    if summary {
-        file.write_all_at(&z[..12], at)?;
-        file.write_all_at(&z[16..], at + 16)?;
-    } else {
-        file.write_all_at(&z[..mode.entry_len()], at)?;
+    zero_blocks(file, mode, summary, &[block])
+}
+
+/// [`zero_block`] for each of `blocks` of a file with (`summary`) or
+/// without a summary, synced once.
+pub fn zero_blocks(file: &File, mode: Mode, summary: bool, blocks: &[u64]) -> std::io::Result<()> {
+    let z = [0u8; 32];
+    for &block in blocks {
+        let at = entry_offset(mode, block);
+        for &(a, b) in crate::zeroundo::entry_zero_parts(mode, summary) {
+            file.write_all_at(&z[a..b], at + a as u64)?;
+        }
     }
     file.sync_data()
 }
@@ -339,170 +441,5 @@ pub fn fix_torn_tail(file: &File, mode: Mode, fixed_len: u64) -> std::io::Result
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cipher::Cipher;
-    use crate::CipherFile;
-    use std::sync::Arc;
-    use warpfs_crypto::{ContentKey, GcmTagger};
-    use warpfs_keystream::Direct;
-
-    fn cipher(mode: Mode) -> Arc<Cipher> {
-        let key = ContentKey::new(&[9u8; 32]).unwrap();
-        let tagger = GcmTagger::new(&key);
-        Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger))
-    }
-
-    fn file_with(mode: Mode, data: &[u8]) -> (tempfile::NamedTempFile, Arc<Cipher>) {
-        let c = cipher(mode);
-        let t = tempfile::NamedTempFile::new().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(t.path())
-            .unwrap();
-        let cf = CipherFile::open(f, c.clone(), "t".into()).unwrap();
-        cf.write_at(0, data).unwrap();
-        (t, c)
-    }
-
-    fn run(t: &tempfile::NamedTempFile, c: &Arc<Cipher>) -> (Scan, Vec<u64>, u64) {
-        let f = File::open(t.path()).unwrap();
-        let mut blocks = Vec::new();
-        let mut bytes = 0;
-        let k = Keyring::new(c.clone(), None);
-        let s = scan(&f, &k, 1 << 20, &mut |b, _| blocks.push(b), &mut |n| bytes += n).unwrap();
-        (s, blocks, bytes)
-    }
-
-    fn data(n: usize) -> Vec<u8> {
-        (0..n).map(|i| (i * 7 + i / 4096) as u8).collect()
-    }
-
-    #[test]
-    fn clean_files_have_no_problems() {
-        for mode in [Mode::Ctr, Mode::Gcm] {
-            let n = 300 * 4096 + 77; // nnode, one full page, part of the next
-            let (t, c) = file_with(mode, &data(n));
-            let (s, blocks, bytes) = run(&t, &c);
-            assert!(s.problems.is_empty(), "{mode:?}: {:?}", s.problems);
-            assert_eq!(s.size, n as u64);
-            assert_eq!(s.blocks, 301);
-            assert_eq!(s.written, 301);
-            assert_eq!(blocks, (0..301).collect::<Vec<_>>());
-            assert_eq!(bytes, n as u64);
-        }
-    }
-
-    #[test]
-    fn flipped_data_bit_is_a_bad_tag_at_its_block_and_zeroing_makes_a_hole() {
-        let (t, c) = file_with(Mode::Gcm, &data(40 * 4096));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(t.path())
-            .unwrap();
-        let off = data_offset(Mode::Gcm, 20) + 5;
-        let mut b = [0u8; 1];
-        f.read_exact_at(&mut b, off).unwrap();
-        f.write_all_at(&[b[0] ^ 0x10], off).unwrap();
-        let (s, _, _) = run(&t, &c);
-        assert_eq!(s.problems, vec![Problem::BadTag { block: 20 }]);
-        assert!(s.problems[0].zeroable());
-        zero_block(&f, Mode::Gcm, 20).unwrap();
-        let (s, _, _) = run(&t, &c);
-        assert!(s.problems.is_empty());
-        assert_eq!(s.written, 39);
-        let cf = CipherFile::open(f, c, "t".into()).unwrap();
-        let mut buf = vec![1u8; 4096 * 3];
-        cf.read_at(19 * 4096, &mut buf).unwrap();
-        let want = data(40 * 4096);
-        assert_eq!(&buf[..4096], &want[19 * 4096..20 * 4096]);
-        assert!(buf[4096..8192].iter().all(|&x| x == 0));
-        assert_eq!(&buf[8192..], &want[21 * 4096..22 * 4096]);
-    }
-
-    #[test]
-    fn ctr_cannot_see_flipped_data_but_sees_bad_entries_and_repeats() {
-        let (t, c) = file_with(Mode::Ctr, &data(5 * 4096));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(t.path())
-            .unwrap();
-        f.write_all_at(&[0xff], data_offset(Mode::Ctr, 1)).unwrap();
-        assert!(run(&t, &c).0.problems.is_empty());
-        // Block 3 gets block 1's entry; block 2 gets a key generation.
-        let mut e1 = [0u8; 16];
-        f.read_exact_at(&mut e1, entry_offset(Mode::Ctr, 1)).unwrap();
-        f.write_all_at(&e1, entry_offset(Mode::Ctr, 3)).unwrap();
-        f.write_all_at(&[7], entry_offset(Mode::Ctr, 2) + 12).unwrap();
-        let (s, _, _) = run(&t, &c);
-        assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
-        assert!(matches!(&s.problems[0], Problem::Entry { block: 2, what } if what.contains("key generation")));
-        assert_eq!(s.problems[1], Problem::RepeatedNonce { block: 3, first: 1 });
-        assert!(!s.problems[1].zeroable());
-    }
-
-    #[test]
-    fn torn_tail_is_found_and_cut_without_losing_data() {
-        for mode in [Mode::Ctr, Mode::Gcm] {
-            let n = 16 * 4096 + 3 * 4096;
-            let (t, c) = file_with(mode, &data(n));
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(t.path())
-                .unwrap();
-            // Shrink to exactly the end of the nnode's data plus half a page.
-            let good = layout::backing_len(mode, 16 * 4096);
-            let torn = good + layout::page_len(mode) / 2;
-            f.set_len(torn).unwrap();
-            let (s, _, _) = run(&t, &c);
-            assert_eq!(
-                s.problems,
-                vec![Problem::TornTail {
-                    backing_len: torn,
-                    fixed_len: good
-                }]
-            );
-            fix_torn_tail(&f, mode, good).unwrap();
-            let (s, _, _) = run(&t, &c);
-            assert!(s.problems.is_empty());
-            assert_eq!(s.size, 16 * 4096);
-            let cf = CipherFile::open(f, c, "t".into()).unwrap();
-            let mut buf = vec![0u8; 16 * 4096];
-            cf.read_at(0, &mut buf).unwrap();
-            assert_eq!(buf, data(n)[..16 * 4096]);
-        }
-    }
-
-    #[test]
-    fn bad_header_and_length_stop_the_scan() {
-        let (t, c) = file_with(Mode::Gcm, &data(5000));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(t.path())
-            .unwrap();
-        f.write_all_at(b"X", 0).unwrap();
-        let (s, _, _) = run(&t, &c);
-        assert!(matches!(&s.problems[..], [Problem::Header(w)] if w.contains("magic")));
-        // A ctr cipher sees the gcm header's mode.
-        f.write_all_at(b"W", 0).unwrap();
-        let (s, _, _) = run(&t, &cipher(Mode::Ctr));
-        assert!(matches!(&s.problems[..], [Problem::Header(w)] if w.contains("differs")));
-        f.set_len(100).unwrap();
-        let (s, _, _) = run(&t, &c);
-        assert!(matches!(&s.problems[..], [Problem::Length(_)]));
-    }
-
-    #[test]
-    fn nonce_cap_is_reported() {
-        let (t, c) = file_with(Mode::Gcm, &data(10 * 4096));
-        let f = File::open(t.path()).unwrap();
-        let s = scan(&f, &Keyring::new(c, None), 4, &mut |_, _| {}, &mut |_| {}).unwrap();
-        assert!(s.nonce_cap_hit);
-        assert!(s.problems.is_empty());
-    }
-}
+#[path = "scan_tests.rs"]
+mod tests;

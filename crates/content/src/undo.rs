@@ -2,8 +2,10 @@
 //! segment an in-place rekey is re-encrypting, made durable before the
 //! segment is touched, so that after a crash at any point the segment can
 //! be put back exactly as it was. A record is authenticated with an
-//! HMAC-SHA256 under the volume's journal key and names its file by a
-//! relative path that cannot leave CIPHERDIR; anything else is refused.
+//! HMAC-SHA256 under the volume's journal key, names the rekey it belongs
+//! to (its random ID) and its place in its file's move (a sequence
+//! number), and names its file by a relative path that cannot leave
+//! CIPHERDIR; anything else is refused.
 
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -12,8 +14,12 @@ use warpfs_crypto::{JournalKey, JOURNAL_TAG_LEN};
 
 /// First bytes of a journal record.
 pub const MAGIC: [u8; 8] = *b"WRPFUNDO";
-/// Record format version written now: authenticated (HMAC-SHA256).
-pub const VERSION: u16 = 2;
+/// Record format version written now: authenticated (HMAC-SHA256), with
+/// the rekey's ID and the record's sequence number.
+pub const VERSION: u16 = 3;
+/// The authenticated record of a rekey without an ID (one an earlier
+/// warpfs started): written while such a rekey is finished, read always.
+pub const VERSION_NO_ID: u16 = 2;
 /// The record version of earlier builds: a SHA-256 checksum, no MAC.
 pub const VERSION_UNAUTHENTICATED: u16 = 1;
 /// Most bytes a record may restore (a segment's header, entries and data
@@ -27,8 +33,10 @@ const MAX_PATH: usize = 64 << 10;
 /// Bytes before the file ID in a version 2 record: magic, version,
 /// reserved, record length, key generation.
 const PREFIX: usize = 8 + 2 + 2 + 4 + 4;
+/// Bytes a version 3 record adds after them: rekey ID, sequence number.
+const REKEY: usize = 16 + 8;
 /// Most bytes a journal file may hold.
-const MAX_FILE: usize = PREFIX + 16 + 8 + 4 + MAX_PATH + 4 + MAX_RANGES * 12 + MAX_RESTORE + JOURNAL_TAG_LEN;
+const MAX_FILE: usize = PREFIX + REKEY + 16 + 8 + 4 + MAX_PATH + 4 + MAX_RANGES * 12 + MAX_RESTORE + JOURNAL_TAG_LEN;
 
 /// Why a journal is refused (never applied): the reason, for the user.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,12 +54,26 @@ pub enum JournalError {
     Refused(#[from] Refused),
 }
 
+/// Which rekey a record belongs to, and its place in it (record version 3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rekey {
+    /// The rekey's random ID (the config's `rekey_id`, FORMAT.md 10.1).
+    pub id: [u8; 16],
+    /// The record's sequence number in its file's move: the rekey
+    /// watermark the file's header had before the segment moved (its
+    /// segments move in order, 0, 1, 2, …).
+    pub seq: u64,
+}
+
 /// One record: which file, and the bytes to put back at which offsets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
     /// The key generation the rekey was moving the file to (0 in a
     /// version 1 record, which did not say).
     pub generation: u32,
+    /// The rekey and the record's place in it; `None` in a record of
+    /// version 1 or 2.
+    pub rekey: Option<Rekey>,
     /// The cipher file's ID (its header bytes 8..24).
     pub file_id: [u8; 16],
     /// The backing inode number when the record was written (a hint).
@@ -111,13 +133,14 @@ pub fn check_path(p: &[u8]) -> Result<(), Refused> {
     Ok(())
 }
 
-/// Encode a version 2 record (see [`Record::encode`]) from borrowed ranges
-/// into `out` (cleared first), so a rekey reuses one buffer and copies the
-/// old bytes once.
+/// Encode a record (see [`Record::encode`]) from borrowed ranges into
+/// `out` (cleared first), so a rekey reuses one buffer and copies the old
+/// bytes once: version 3 with `rekey`, else version 2.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_into(
     key: &JournalKey,
     generation: u32,
+    rekey: Option<&Rekey>,
     file_id: &[u8; 16],
     ino: u64,
     path: &[u8],
@@ -125,14 +148,20 @@ pub fn encode_into(
     out: &mut Vec<u8>,
 ) {
     let body: usize = ranges.iter().map(|(_, b)| 12 + b.len()).sum();
-    let total = PREFIX + 16 + 8 + 4 + path.len() + 4 + body + JOURNAL_TAG_LEN;
+    let extra = if rekey.is_some() { REKEY } else { 0 };
+    let total = PREFIX + extra + 16 + 8 + 4 + path.len() + 4 + body + JOURNAL_TAG_LEN;
     out.clear();
     out.reserve(total);
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    let version = if rekey.is_some() { VERSION } else { VERSION_NO_ID };
+    out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&[0, 0]);
     out.extend_from_slice(&(total as u32).to_le_bytes());
     out.extend_from_slice(&generation.to_le_bytes());
+    if let Some(r) = rekey {
+        out.extend_from_slice(&r.id);
+        out.extend_from_slice(&r.seq.to_le_bytes());
+    }
     body_into(file_id, ino, path, ranges, out);
     let tag = key.tag(out);
     out.extend_from_slice(&tag);
@@ -158,16 +187,19 @@ impl Record {
         self.ranges.iter().map(|(o, b)| (*o, b.as_slice())).collect()
     }
 
-    /// The bytes on disk (version 2): magic, version, reserved (2), the
-    /// record's length in bytes (u32, tag included), key generation (u32),
-    /// file ID, inode, path length (u32) and path, range count (u32), per
-    /// range offset (u64), length (u32) and bytes, then HMAC-SHA256 of
-    /// everything before under `key`. Integers little-endian.
+    /// The bytes on disk (version 3; version 2 without [`Record::rekey`]):
+    /// magic, version, reserved (2), the record's length in bytes (u32, tag
+    /// included), key generation (u32), (version 3:) rekey ID (16) and
+    /// sequence number (u64), file ID, inode, path length (u32) and path,
+    /// range count (u32), per range offset (u64), length (u32) and bytes,
+    /// then HMAC-SHA256 of everything before under `key`. Integers
+    /// little-endian.
     pub fn encode(&self, key: &JournalKey) -> Vec<u8> {
         let mut v = Vec::new();
         encode_into(
             key,
             self.generation,
+            self.rekey.as_ref(),
             &self.file_id,
             self.ino,
             &self.path,
@@ -216,10 +248,21 @@ impl Record {
             return Err(Refused("reserved bytes are not zero".into()));
         }
         match version {
-            VERSION => decode_v2(b, key),
+            VERSION => decode_tagged(b, key, true),
+            VERSION_NO_ID => decode_tagged(b, key, false),
             VERSION_UNAUTHENTICATED => decode_v1(b),
             v => Err(Refused(format!("unsupported record version {v}"))),
         }
+    }
+
+    /// The file's header before the move (the record's range at offset 0):
+    /// its generation and rekey watermark say which segment the record
+    /// protects. `None` when the record has no such range.
+    pub fn old_header(&self) -> Option<crate::header::Header> {
+        self.ranges
+            .iter()
+            .find(|(o, b)| *o == 0 && b.len() == crate::header::LEN)
+            .and_then(|(_, b)| crate::header::Header::parse(b).ok())
     }
 
     /// Put the old bytes back into `file` and make them durable. The caller
@@ -232,12 +275,14 @@ impl Record {
     }
 }
 
-fn decode_v2(b: &[u8], key: &JournalKey) -> Result<Content, Refused> {
+/// A record of version 3 (`with_id`) or 2.
+fn decode_tagged(b: &[u8], key: &JournalKey, with_id: bool) -> Result<Content, Refused> {
     if b.len() < PREFIX {
         return Ok(Content::Torn);
     }
+    let head = PREFIX + if with_id { REKEY } else { 0 };
     let total = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
-    if !(PREFIX + 16 + 8 + 4 + 4 + JOURNAL_TAG_LEN..=MAX_FILE).contains(&total) {
+    if !(head + 16 + 8 + 4 + 4 + JOURNAL_TAG_LEN..=MAX_FILE).contains(&total) {
         return Err(Refused(format!("its record length {total} is impossible")));
     }
     if b.len() < total {
@@ -253,7 +298,13 @@ fn decode_v2(b: &[u8], key: &JournalKey) -> Result<Content, Refused> {
         ));
     }
     let generation = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
-    let rec = parse_body(&signed[PREFIX..], generation)?;
+    let mut rec = parse_body(&signed[head..], generation)?;
+    if with_id {
+        rec.rekey = Some(Rekey {
+            id: b[PREFIX..PREFIX + 16].try_into().expect("16 bytes"),
+            seq: u64::from_le_bytes(b[PREFIX + 16..head].try_into().expect("8 bytes")),
+        });
+    }
     Ok(Content::Record(rec))
 }
 
@@ -301,6 +352,7 @@ fn parse_body(body: &[u8], generation: u32) -> Result<Record, Refused> {
     }
     Ok(Record {
         generation,
+        rekey: None,
         file_id,
         ino,
         path,
@@ -379,217 +431,5 @@ impl Journal {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use warpfs_crypto::MasterKey;
-
-    fn key(b: u8) -> JournalKey {
-        JournalKey::derive(&MasterKey::from_bytes(&[b; 32]).unwrap())
-    }
-
-    fn rec() -> Record {
-        Record {
-            generation: 3,
-            file_id: [7; 16],
-            ino: 42,
-            path: b"dir/file".to_vec(),
-            ranges: vec![(0, vec![1; 32]), (32, vec![2; 512]), (544, vec![3; 4096])],
-        }
-    }
-
-    fn refused(b: &[u8], k: &JournalKey, why: &str) {
-        match Record::decode(b, k) {
-            Err(Refused(m)) => assert!(m.contains(why), "{m:?} does not say {why:?}"),
-            other => panic!("accepted ({other:?}), want refused: {why}"),
-        }
-    }
-
-    #[test]
-    fn round_trip_empty_and_torn() {
-        let k = key(1);
-        let r = rec();
-        let b = r.encode(&k);
-        assert_eq!(Record::decode(&b, &k).unwrap(), Content::Record(r));
-        assert_eq!(Record::decode(&[], &k).unwrap(), Content::Empty);
-        // Any prefix is torn (shorter than the length it says it has).
-        for cut in [1, 10, 12, 19, 20, 39, b.len() / 2, b.len() - 1] {
-            assert_eq!(Record::decode(&b[..cut], &k).unwrap(), Content::Torn, "cut {cut}");
-        }
-    }
-
-    #[test]
-    fn a_record_without_the_volume_key_is_refused() {
-        let r = rec();
-        let b = r.encode(&key(1));
-        refused(&b, &key(2), "MAC does not verify");
-        for at in [9, 16, 20, 40, 60, b.len() - 1] {
-            let mut flipped = b.clone();
-            flipped[at] ^= 1;
-            let m = Record::decode(&flipped, &key(1));
-            assert!(m.is_err(), "byte {at} flipped: {m:?}");
-        }
-        // A forger who recomputes a SHA-256 (what version 1 checked) over a
-        // version 2 record gets nowhere either.
-        let mut forged = b[..b.len() - 32].to_vec();
-        let sum = Sha256::digest(&forged);
-        forged.extend_from_slice(&sum);
-        refused(&forged, &key(1), "MAC does not verify");
-        // Trailing bytes after a whole record, and a wrong length.
-        let mut long = b.clone();
-        long.push(0);
-        refused(&long, &key(1), "bytes follow");
-        let mut tiny = b.clone();
-        tiny[12..16].copy_from_slice(&8u32.to_le_bytes());
-        refused(&tiny, &key(1), "record length");
-    }
-
-    #[test]
-    fn paths_that_could_leave_cipherdir_are_refused_even_when_authenticated() {
-        let k = key(1);
-        for (p, why) in [
-            (&b"/etc/passwd"[..], "absolute"),
-            (b"../outside", "\"..\""),
-            (b"a/../../outside", "\"..\""),
-            (b"a/..", "\"..\""),
-            (b"./a", "\".\""),
-            (b"a//b", "empty component"),
-            (b"a/", "empty component"),
-            (b"a\0b", "NUL"),
-        ] {
-            let r = Record {
-                path: p.to_vec(),
-                ..rec()
-            };
-            refused(&r.encode(&k), &k, why);
-            refused(&r.encode_unauthenticated(), &k, why);
-        }
-        for p in [&b""[..], b"f", b"a/b/c", b"warpfs.long.x", b"..a/b..", b"a.b/.c"] {
-            check_path(p).unwrap();
-        }
-    }
-
-    #[test]
-    fn a_version_1_record_is_unauthenticated() {
-        let k = key(1);
-        let r = Record { generation: 0, ..rec() };
-        let b = r.encode_unauthenticated();
-        assert_eq!(&b[8..10], &1u16.to_le_bytes());
-        // Whatever the key: it has no MAC.
-        assert_eq!(Record::decode(&b, &k).unwrap(), Content::Unauthenticated(r.clone()));
-        assert_eq!(Record::decode(&b, &key(9)).unwrap(), Content::Unauthenticated(r));
-        // Cut or changed, its checksum fails: torn, as earlier builds read it.
-        assert_eq!(Record::decode(&b[..b.len() - 1], &k).unwrap(), Content::Torn);
-        let mut flipped = b.clone();
-        flipped[60] ^= 1;
-        assert_eq!(Record::decode(&flipped, &k).unwrap(), Content::Torn);
-    }
-
-    fn resum(mut body: Vec<u8>) -> Vec<u8> {
-        let sum = Sha256::digest(&body);
-        body.extend_from_slice(&sum);
-        body
-    }
-
-    fn retag(mut b: Vec<u8>, k: &JournalKey) -> Vec<u8> {
-        b.truncate(b.len() - 32);
-        let n = b.len() + 32;
-        b[12..16].copy_from_slice(&(n as u32).to_le_bytes());
-        let t = k.tag(&b);
-        b.extend_from_slice(&t);
-        b
-    }
-
-    #[test]
-    fn well_tagged_nonsense_is_refused() {
-        let k = key(1);
-        let b = rec().encode(&k);
-        let mut v = b.clone();
-        v[8] = 9; // version
-        refused(&retag(v, &k), &k, "version 9");
-        let mut v = b.clone();
-        v[0] = b'X';
-        refused(&retag(v, &k), &k, "bad magic");
-        let mut v = b.clone();
-        v[10] = 1;
-        refused(&retag(v, &k), &k, "reserved");
-        let mut v = b[..b.len() - 32].to_vec();
-        v.extend_from_slice(&[0; 33]); // a trailing byte inside the record
-        refused(&retag(v, &k), &k, "trailing");
-        let huge = Record {
-            ranges: vec![(0, vec![0; MAX_RESTORE + 1])],
-            ..rec()
-        };
-        refused(&huge.encode(&k), &k, "range too large");
-        let wrap = Record {
-            ranges: vec![(u64::MAX, vec![0; 2])],
-            ..rec()
-        };
-        refused(&wrap.encode(&k), &k, "range too large");
-        // The same checks for version 1.
-        let b1 = rec().encode_unauthenticated();
-        let mut v = b1[..b1.len() - 32].to_vec();
-        v.push(0);
-        refused(&resum(v), &k, "trailing");
-    }
-
-    #[test]
-    fn journal_saves_clears_and_applies() {
-        let k = key(4);
-        let j = Journal::new(tempfile::tempfile().unwrap());
-        assert_eq!(j.load(&k).unwrap(), Content::Empty);
-        let r = rec();
-        j.save(&r, &k).unwrap();
-        assert_eq!(j.load(&k).unwrap(), Content::Record(r.clone()));
-        assert!(matches!(j.load(&key(5)), Err(JournalError::Refused(_))));
-        let target = tempfile::tempfile().unwrap();
-        target.write_all_at(&[9; 5000], 0).unwrap();
-        r.apply(&target).unwrap();
-        let mut b = vec![0u8; 5000];
-        target.read_exact_at(&mut b, 0).unwrap();
-        assert!(b[..32].iter().all(|&x| x == 1));
-        assert!(b[32..544].iter().all(|&x| x == 2));
-        assert!(b[544..4640].iter().all(|&x| x == 3));
-        assert!(b[4640..].iter().all(|&x| x == 9));
-        j.clear().unwrap();
-        assert_eq!(j.load(&k).unwrap(), Content::Empty);
-    }
-
-    #[test]
-    fn a_record_without_its_magic_is_uncommitted() {
-        // What a power loss may leave of save_encoded: the body (or only
-        // its length, the pages in between zeros) without the magic.
-        let k = key(4);
-        let b = rec().encode(&k);
-        let mut body = b.clone();
-        body[..8].fill(0);
-        assert_eq!(Record::decode(&body, &k).unwrap(), Content::Torn);
-        assert_eq!(Record::decode(&vec![0; b.len()], &k).unwrap(), Content::Torn);
-        // With its magic the record is whole; a zero page in it is damage.
-        let mut holed = b.clone();
-        holed[40..80].fill(0);
-        assert!(Record::decode(&holed, &k).is_err());
-    }
-
-    proptest! {
-        #[test]
-        fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..256)) {
-            let _ = Record::decode(&b, &key(1));
-            let mut v = MAGIC.to_vec();
-            v.extend_from_slice(&b);
-            let _ = Record::decode(&v, &key(1));
-        }
-
-        #[test]
-        fn random_records_round_trip(
-            generation in any::<u32>(),
-            id in any::<[u8; 16]>(),
-            ino in any::<u64>(),
-            path in proptest::collection::vec(b'a'..=b'z', 0..40),
-            ranges in proptest::collection::vec((0u64..1 << 40, proptest::collection::vec(any::<u8>(), 0..100)), 0..4),
-        ) {
-            let r = Record { generation, file_id: id, ino, path, ranges };
-            prop_assert_eq!(Record::decode(&r.encode(&key(2)), &key(2)).unwrap(), Content::Record(r));
-        }
-    }
-}
+#[path = "undo_tests.rs"]
+mod tests;

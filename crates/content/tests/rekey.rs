@@ -67,6 +67,7 @@ impl RekeyIo for MemIo {
         assert!(self.rec.is_none(), "a record is saved while another is pending");
         self.rec = Some(Record {
             generation: 0,
+            rekey: None,
             file_id: *file_id,
             ino: 0,
             path: Vec::new(),

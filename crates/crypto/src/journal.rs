@@ -1,7 +1,9 @@
-//! The key that authenticates rekey undo journals (FORMAT.md 10.3): an
-//! HMAC-SHA256 tag under an HKDF-SHA256 subkey of the master key, so that a
-//! journal someone without the master key wrote into CIPHERDIR (a forged
-//! record, a record with its checksum recomputed) is refused, never applied.
+//! The keys that authenticate what fsck and the rekey leave in CIPHERDIR to
+//! be applied later: the rekey's undo journals (FORMAT.md 10.3) and fsck's
+//! undo files (FORMAT.md 6b). Each is an HMAC-SHA256 tag under its own
+//! HKDF-SHA256 subkey of the master key, so that a journal or undo file
+//! someone without the master key wrote into CIPHERDIR (a forged record, a
+//! record with its checksum recomputed) is refused, never applied.
 
 use crate::keys::MasterKey;
 use crate::locked::Locked;
@@ -11,12 +13,38 @@ use sha2::Sha256;
 
 /// HKDF info string of the journal key.
 pub const INFO_JOURNAL: &[u8] = b"warpfs v1 rekey journal";
+/// HKDF info string of the fsck undo key.
+pub const INFO_FSCK_UNDO: &[u8] = b"warpfs v1 fsck undo";
 /// Length of a journal tag in bytes.
 pub const JOURNAL_TAG_LEN: usize = 32;
+/// Length of an undo file tag in bytes.
+pub const UNDO_TAG_LEN: usize = 32;
+
+/// A 32-byte HMAC-SHA256 key from HKDF-SHA256 of the master key (no
+/// salt), in locked memory zeroized on drop.
+struct HmacKey(Locked<[u8; 32]>);
+
+impl HmacKey {
+    fn derive(master: &MasterKey, info: &[u8]) -> Self {
+        let mut k = Locked::new([0u8; 32]);
+        Hkdf::<Sha256>::new(None, master.as_bytes())
+            .expand(info, &mut *k)
+            .expect("32 bytes is a valid HKDF-SHA256 output length");
+        Self(k)
+    }
+
+    fn mac(&self, parts: &[&[u8]]) -> Hmac<Sha256> {
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&*self.0).expect("HMAC takes any key length");
+        for p in parts {
+            m.update(p);
+        }
+        m
+    }
+}
 
 /// HKDF-SHA256 of the master key (no salt) under [`INFO_JOURNAL`], 32
 /// bytes, in locked memory zeroized on drop; `Debug` never shows it.
-pub struct JournalKey(Locked<[u8; 32]>);
+pub struct JournalKey(HmacKey);
 
 impl std::fmt::Debug for JournalKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -27,27 +55,46 @@ impl std::fmt::Debug for JournalKey {
 impl JournalKey {
     /// The journal key of `master`.
     pub fn derive(master: &MasterKey) -> Self {
-        let mut k = Locked::new([0u8; 32]);
-        Hkdf::<Sha256>::new(None, master.as_bytes())
-            .expand(INFO_JOURNAL, &mut *k)
-            .expect("32 bytes is a valid HKDF-SHA256 output length");
-        Self(k)
-    }
-
-    fn mac(&self, data: &[u8]) -> Hmac<Sha256> {
-        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&*self.0).expect("HMAC takes any key length");
-        m.update(data);
-        m
+        Self(HmacKey::derive(master, INFO_JOURNAL))
     }
 
     /// HMAC-SHA256 of `data`.
     pub fn tag(&self, data: &[u8]) -> [u8; JOURNAL_TAG_LEN] {
-        self.mac(data).finalize().into_bytes().into()
+        self.0.mac(&[data]).finalize().into_bytes().into()
     }
 
     /// Whether `tag` is the tag of `data` (constant time).
     pub fn verify(&self, data: &[u8], tag: &[u8]) -> bool {
-        self.mac(data).verify_slice(tag).is_ok()
+        self.0.mac(&[data]).verify_slice(tag).is_ok()
+    }
+}
+
+/// The key of fsck's undo files: HKDF-SHA256 of the master key (no salt)
+/// under [`INFO_FSCK_UNDO`], 32 bytes, in locked memory zeroized on drop;
+/// `Debug` never shows it.
+pub struct UndoKey(HmacKey);
+
+impl std::fmt::Debug for UndoKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UndoKey(..)")
+    }
+}
+
+impl UndoKey {
+    /// The undo key of `master`.
+    pub fn derive(master: &MasterKey) -> Self {
+        Self(HmacKey::derive(master, INFO_FSCK_UNDO))
+    }
+
+    /// HMAC-SHA256 of the concatenation of `parts`.
+    pub fn tag(&self, parts: &[&[u8]]) -> [u8; UNDO_TAG_LEN] {
+        self.0.mac(parts).finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is the tag of the concatenation of `parts` (constant
+    /// time).
+    pub fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.0.mac(parts).verify_slice(tag).is_ok()
     }
 }
 
@@ -94,5 +141,21 @@ mod tests {
         assert!(!k.verify(b"record", &t[..31]), "a short tag");
         assert!(!k.verify(b"record", &[]), "no tag");
         assert_eq!(format!("{k:?}"), "JournalKey(..)");
+    }
+
+    #[test]
+    fn the_undo_key_is_its_own_hkdf_key() {
+        let m = MasterKey::from_bytes(&[5u8; 32]).unwrap();
+        let u = UndoKey::derive(&m);
+        let prk = hmac(&[0u8; 32], &[&[5u8; 32]]);
+        let k = hmac(&prk, &[INFO_FSCK_UNDO, &[1]]);
+        assert_eq!(u.tag(&[b"rec", b"ord"])[..], hmac(&k, &[b"record"])[..]);
+        let t = u.tag(&[b"record"]);
+        assert!(u.verify(&[b"re", b"cord"], &t));
+        assert!(!u.verify(&[b"recorD"], &t));
+        assert!(!UndoKey::derive(&MasterKey::from_bytes(&[6u8; 32]).unwrap()).verify(&[b"record"], &t));
+        // Domain separation: the journal key of the same master differs.
+        assert_ne!(key(5).tag(b"record"), t);
+        assert_eq!(format!("{u:?}"), "UndoKey(..)");
     }
 }

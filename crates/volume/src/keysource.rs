@@ -89,4 +89,9 @@ impl KeySource {
     pub(crate) fn journal_key(&self) -> JournalKey {
         JournalKey::derive(&self.master)
     }
+
+    /// The key that authenticates fsck's undo files (FORMAT.md 6b).
+    pub(crate) fn undo_key(&self) -> warpfs_crypto::UndoKey {
+        warpfs_crypto::UndoKey::derive(&self.master)
+    }
 }

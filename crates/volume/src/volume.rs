@@ -104,7 +104,7 @@ impl Volume {
             files: Arc::new(FileTable::default()),
             opts,
             chown_new: warpfs_backing::euid() == 0,
-            online: Default::default(),
+            online: crate::rekey::Online::new(config.rekey_id()),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
         })
     }
@@ -141,6 +141,11 @@ impl Volume {
     /// The key that authenticates this volume's rekey undo journals.
     pub(crate) fn journal_key(&self) -> warpfs_crypto::JournalKey {
         self.keysource.journal_key()
+    }
+
+    /// The key that authenticates this volume's fsck undo files.
+    pub(crate) fn undo_key(&self) -> warpfs_crypto::UndoKey {
+        self.keysource.undo_key()
     }
 
     /// The attached engine, if any.

@@ -92,3 +92,51 @@ fn example_volumes_mount_and_match_expected() {
         );
     }
 }
+
+/// A volume frozen mid-rekey finishes its rekey with this warpfs. One an
+/// earlier warpfs left (its config without a rekey ID) is given an ID
+/// first, so that its undo records carry one (record version 3).
+#[test]
+fn midrekey_volumes_finish_their_rekey() {
+    let vols: Vec<PathBuf> = example_volumes()
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains("-midrekey"))
+        .collect();
+    assert!(vols.len() >= 2, "{vols:?}");
+    require_fuse!();
+    for vol in vols {
+        let name = vol.file_name().unwrap().to_string_lossy().into_owned();
+        let mut v = Volume::blank(Mode::Gcm);
+        copy_tree(&vol.join("cipher"), &v.cipher);
+        fs::copy(vol.join("password.txt"), &v.passfile).unwrap();
+        let conf = || fs::read_to_string(v.cipher.join("warpfs.conf")).unwrap();
+        let rekey = |kill: Option<&str>| {
+            let mut cmd = std::process::Command::new(BIN);
+            cmd.args(["rekey", "--jobs", "1", "--passfile"])
+                .arg(&v.passfile)
+                .arg(&v.cipher);
+            if let Some(k) = kill {
+                cmd.env("WARPFS_REKEY_KILL", k);
+            }
+            run_cmd(cmd, std::time::Duration::from_secs(300))
+        };
+        let id = |c: &str| c.lines().find(|l| l.contains("\"rekey_id\"")).map(str::to_string);
+        let before = id(&conf());
+        assert!(conf().contains("\"rekey_target\""), "{name}");
+        let o = rekey(Some("saved:1"));
+        assert_eq!(o.code, None, "{name}: not killed\n{o}");
+        let j = fs::read(v.cipher.join("warpfs.rekey.undo-0")).unwrap();
+        assert_eq!(&j[8..10], &3u16.to_le_bytes(), "{name}: record version");
+        let now = id(&conf());
+        assert!(now.is_some() && conf().contains("\"rekey-id\""), "{name}: {}", conf());
+        if before.is_some() {
+            assert_eq!(now, before, "{name}: the rekey kept its ID");
+        }
+        rekey(None).expect_ok(&format!("{name}: the rekey finishes"));
+        assert!(!conf().contains("rekey"), "{name}: {}", conf());
+        let o = v.try_mount(&[]);
+        assert!(o.ok(), "{name}\n{o}");
+        assert_snapshots_eq(&snapshot(&v.mnt), &snapshot(&vol.join("expected")), &name);
+        v.unmount();
+    }
+}

@@ -351,3 +351,79 @@ fn rolled_back_block_is_reported_with_summaries() {
     v.mount();
     assert_bytes_eq(&fs::read(v.p("d/f.bin")).unwrap(), &want, "old version");
 }
+
+/// `--zero-bad-blocks` saves what it changes to `CIPHERDIR/warpfs.fsck.undo-1`
+/// first; `fsck --undo` puts the file back byte for byte and removes it; an
+/// altered undo file is refused and changes nothing.
+#[test]
+fn zeroed_blocks_go_to_an_undo_file_that_fsck_undo_puts_back() {
+    require_fuse!();
+    let (v, _, back) = one_file(Mode::Gcm, 10);
+    flip(&back, Mode::Gcm.block_data_offset(3) + 7);
+    let damaged = fs::read(&back).unwrap();
+    fsck(&v, &["--undo"]).expect_code(1, "no undo file yet");
+    let o = fsck(&v, &["--zero-bad-blocks"]);
+    o.expect_code(21, "zero bad blocks");
+    let undo = v.cipher.join("warpfs.fsck.undo-1");
+    assert!(
+        o.stdout.contains(&format!("saved in {}", undo.display())) && o.stdout.contains("--undo="),
+        "{o}"
+    );
+    let zeroed = fs::read(&back).unwrap();
+    assert!(zeroed != damaged);
+    // An undo file of another run is noted, not a problem.
+    let o = fsck(&v, &[]);
+    o.expect_ok("after zeroing");
+    assert!(
+        o.stdout.contains("note: ") && o.stdout.contains("warpfs.fsck.undo-1"),
+        "{o}"
+    );
+    // Altered: refused, nothing written, kept.
+    let good = fs::read(&undo).unwrap();
+    let mut bad = good.clone();
+    let at = bad.len() - 2000;
+    bad[at] ^= 1;
+    fs::write(&undo, &bad).unwrap();
+    let o = fsck(&v, &["--undo"]);
+    o.expect_code(20, "altered undo file");
+    assert!(
+        o.stderr.contains("refused") && o.stderr.contains("MAC does not verify"),
+        "{o}"
+    );
+    assert!(fs::read(&back).unwrap() == zeroed);
+    // Genuine: the block is back as it was.
+    fs::write(&undo, &good).unwrap();
+    let o = fsck(&v, &[&format!("--undo={}", undo.display())]);
+    o.expect_ok("fsck --undo");
+    assert!(o.stdout.contains("1 block(s) put back"), "{o}");
+    assert!(fs::read(&back).unwrap() == damaged, "not put back exactly");
+    assert!(!undo.exists(), "a spent undo file is removed");
+    fsck(&v, &[]).expect_code(20, "the bad block is back");
+}
+
+/// After a rekey, a file put back from a backup (blocks of the old key
+/// generation) whose header was changed to name the new one: its blocks
+/// read as errors, but fsck tries both generations and never zeroes them.
+#[test]
+fn zero_bad_blocks_never_wipes_blocks_of_the_other_key_generation() {
+    require_fuse!();
+    let (v, _, back) = one_file(Mode::Gcm, 40);
+    let old = fs::read(&back).unwrap();
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("rekey").arg("--passfile").arg(&v.passfile).arg(&v.cipher);
+    run_cmd(cmd, std::time::Duration::from_secs(300)).expect_ok("rekey");
+    // The old copy, its header saying generation 1.
+    let mut put_back = old.clone();
+    put_back[24..28].copy_from_slice(&1u32.to_le_bytes());
+    fs::write(&back, &put_back).unwrap();
+    let o = fsck(&v, &["--zero-bad-blocks"]);
+    o.expect_code(20, "blocks of the other generation");
+    assert!(
+        o.stdout
+            .contains("/d/f.bin: blocks 0..39: verify under key generation 0, not the one the header names"),
+        "{o}"
+    );
+    assert!(!o.stdout.contains("repaired: block made a hole"), "{o}");
+    assert!(fs::read(&back).unwrap() == put_back, "fsck wiped readable blocks");
+    assert!(!v.cipher.join("warpfs.fsck.undo-1").exists());
+}

@@ -245,3 +245,69 @@ fn a_genuine_journal_is_not_followed_through_a_symlink() {
     v.unmount();
     assert!(!v.cipher.join(JOURNAL).exists());
 }
+
+/// Kill `warpfs rekey --jobs 1` of `dir` at `at` (FORMAT.md 10.4's points).
+fn rekey_killed(dir: &Path, passfile: &Path, at: &str) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["rekey", "--jobs", "1", "--passfile"])
+        .arg(passfile)
+        .arg(dir)
+        .env("WARPFS_REKEY_KILL", at);
+    let o = run_cmd(cmd, std::time::Duration::from_secs(300));
+    assert_eq!(o.code, None, "the rekey should have been killed at {at}\n{o}");
+}
+
+/// Genuine records (tagged under the volume's key, of the generation under
+/// way) that are not of this point of this rekey: the record of a segment
+/// the rekey has since moved on from (replayed from earlier in the same
+/// journal), and a record of another rekey (a copy of the volume rekeyed
+/// on its own: same key, same generation, same file). Each stops the mount
+/// and is reported, nothing applied; the rekey's own journal is applied
+/// and the rekey finishes.
+#[test]
+fn replayed_and_foreign_rekey_records_are_refused() {
+    require_fuse!();
+    let mut v = Volume::new(Mode::Gcm);
+    // The nnode's blocks and three segments.
+    let data = Rng::new(9).bytes(3 * 1024 * 1024 + 5);
+    write_file(&v.p("victim"), &data);
+    v.unmount();
+    let copy = v.root().join("copy");
+    copy_tree(&v.cipher, &copy);
+    rekey_killed(&copy, &v.passfile, "saved:1");
+    let foreign = fs::read(copy.join(JOURNAL)).unwrap();
+    // The record of segment 0; then a run that moves segments 0 and 1 and
+    // stops while moving segment 2.
+    rekey_killed(&v.cipher, &v.passfile, "saved:1");
+    let first = fs::read(v.cipher.join(JOURNAL)).unwrap();
+    rekey_killed(&v.cipher, &v.passfile, "data:3");
+    let genuine = fs::read(v.cipher.join(JOURNAL)).unwrap();
+    assert!(genuine != first);
+    let backing = content_files(&v).pop().unwrap();
+    let before = fs::read(&backing).unwrap();
+    for (bytes, why) in [(&first, "out of sequence"), (&foreign, "another rekey")] {
+        fs::write(v.cipher.join(JOURNAL), bytes).unwrap();
+        let o = v.try_mount(&[]);
+        assert_eq!(o.code, Some(13), "{why}: the mount should refuse\n{o}");
+        assert!(o.stderr.contains("not applied") && o.stderr.contains(why), "{why}: {o}");
+        assert!(fs::read(&backing).unwrap() == before, "{why}: the file changed");
+        let o = fsck(&v, &["--repair"]);
+        o.expect_code(20, why);
+        assert!(o.stdout.contains(JOURNAL) && o.stdout.contains(why), "{why}: {o}");
+        assert!(
+            fs::read(&backing).unwrap() == before,
+            "{why}: fsck --repair changed the file"
+        );
+    }
+    fs::write(v.cipher.join(JOURNAL), &genuine).unwrap();
+    let o = v.try_mount(&[]);
+    assert!(o.ok() && o.stderr.contains("put back 1 segment"), "{o}");
+    assert!(fs::read(v.p("victim")).unwrap() == data);
+    v.unmount();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["rekey", "--passfile"]).arg(&v.passfile).arg(&v.cipher);
+    run_cmd(cmd, std::time::Duration::from_secs(300)).expect_ok("the rekey finishes");
+    v.mount();
+    assert!(fs::read(v.p("victim")).unwrap() == data);
+    v.unmount();
+}

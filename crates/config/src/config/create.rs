@@ -144,7 +144,8 @@ impl Config {
     }
 
     /// A config with a fresh salt and the given key generations, master key
-    /// not wrapped yet (see [`Config::wrap_under`]).
+    /// not wrapped yet (see [`Config::wrap_under`]), and no rekey ID (the
+    /// `rekey-id` flag dropped; [`Config::with_rekey_id`] sets one).
     pub(crate) fn seal_gens(
         creator: String,
         content_mode: ContentMode,
@@ -153,9 +154,12 @@ impl Config {
         kdf: KdfParams,
         gens: (u32, Option<u32>),
     ) -> Result<Config> {
+        let mut feature_flags = feature_flags;
+        feature_flags.retain(|&f| f != FeatureFlag::RekeyId);
         Ok(Config {
             key_generation: gens.0,
             rekey_target: gens.1,
+            rekey_id: None,
             version: version_of(&feature_flags),
             creator,
             content_mode,

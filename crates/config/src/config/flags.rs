@@ -22,6 +22,10 @@ pub enum FeatureFlag {
     /// `gcm` files carry an authenticated summary of their nonce entries
     /// (FORMAT.md 12; config version 2).
     FileSummary,
+    /// The rekey under way has a random ID (`rekey_id`) that its undo
+    /// journal records carry (FORMAT.md 10.1, 10.3). Present only while a
+    /// rekey is under way; any config version.
+    RekeyId,
 }
 
 impl FeatureFlag {
@@ -34,6 +38,7 @@ impl FeatureFlag {
             FeatureFlag::Reverse => "reverse",
             FeatureFlag::BoundSeals => "bound-seals",
             FeatureFlag::FileSummary => "file-summary",
+            FeatureFlag::RekeyId => "rekey-id",
         }
     }
 

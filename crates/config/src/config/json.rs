@@ -1,8 +1,8 @@
 //! The JSON model of `warpfs.conf` (field order = file order): loading
 //! and validating the file (hostile input) and its written form.
 
-use super::validate::{check_generations, check_kdf, check_key_bits, check_version_flags, show};
-use super::{Config, FeatureFlag, KDF_ALGORITHM, WRAP_ALGORITHM};
+use super::validate::{check_generations, check_kdf, check_key_bits, check_rekey_id, check_version_flags, show};
+use super::{Config, FeatureFlag, KDF_ALGORITHM, REKEY_ID_LEN, WRAP_ALGORITHM};
 use crate::error::{ConfigError, Result};
 use crate::mode::ContentMode;
 use crate::{BLOCK_SIZE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
@@ -34,6 +34,9 @@ struct FileV1 {
     /// Generation a rekey under way moves every file to; absent = none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rekey_target: Option<u32>,
+    /// The rekey's random ID (base64 of 16 bytes), with the `rekey-id` flag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rekey_id: Option<String>,
     wrapped_key: WrappedJson,
 }
 
@@ -178,6 +181,11 @@ impl Config {
         }
         let key_generation = f.key_generation.unwrap_or(0);
         check_generations(key_generation, f.rekey_target)?;
+        let rekey_id = match f.rekey_id {
+            Some(s) => Some(decode_fixed::<REKEY_ID_LEN>("rekey_id", &s)?),
+            None => None,
+        };
+        check_rekey_id(rekey_id.is_some(), f.rekey_target, &flags)?;
         let nonce = decode_fixed::<WRAP_NONCE_LEN>("wrapped_key.nonce", &f.wrapped_key.nonce)?;
         let ct = decode_fixed::<WRAPPED_LEN>("wrapped_key.ciphertext", &f.wrapped_key.ciphertext)?;
         Ok(Config {
@@ -191,6 +199,7 @@ impl Config {
             salt,
             key_generation,
             rekey_target: f.rekey_target,
+            rekey_id,
             wrapped: Wrapped {
                 nonce,
                 ciphertext: ct.to_vec(),
@@ -217,6 +226,7 @@ impl Config {
             },
             key_generation: (self.key_generation > 0).then_some(self.key_generation),
             rekey_target: self.rekey_target,
+            rekey_id: self.rekey_id.map(|id| B64.encode(id)),
             wrapped_key: WrappedJson {
                 algorithm: WRAP_ALGORITHM.to_owned(),
                 nonce: B64.encode(self.wrapped.nonce),

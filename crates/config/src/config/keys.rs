@@ -3,7 +3,7 @@
 //! generations.
 
 use super::validate::check_generations;
-use super::{Config, KDF_ALGORITHM};
+use super::{Config, FeatureFlag, KDF_ALGORITHM, REKEY_ID_LEN};
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
 use crate::{CONFIG_FILE, FORMAT_NAME};
@@ -53,7 +53,58 @@ impl Config {
         if let Some(t) = self.rekey_target {
             field(&mut a, "rekey_target", t.to_string().as_bytes());
         }
+        if let Some(id) = &self.rekey_id {
+            field(&mut a, "rekey_id", id);
+        }
         a
+    }
+
+    /// This config (not wrapped yet) with rekey ID `id`: the field and the
+    /// `rekey-id` flag (last), or neither. Only while a rekey is under way.
+    pub(crate) fn with_rekey_id(mut self, id: Option<[u8; REKEY_ID_LEN]>) -> Config {
+        self.feature_flags.retain(|&f| f != FeatureFlag::RekeyId);
+        self.rekey_id = id.filter(|_| self.rekey_target.is_some());
+        if self.rekey_id.is_some() {
+            self.feature_flags.push(FeatureFlag::RekeyId);
+        }
+        self
+    }
+
+    /// The rekey ID a rewrite of this config with rekey target `target`
+    /// carries: this one's for the same rekey, a fresh random one for a
+    /// rekey that starts, none outside a rekey.
+    pub(crate) fn rekey_id_for(&self, target: Option<u32>) -> Option<[u8; REKEY_ID_LEN]> {
+        match target {
+            None => None,
+            Some(_) if target == self.rekey_target => self.rekey_id,
+            Some(_) => Some(warpfs_crypto::rand::array()),
+        }
+    }
+
+    /// Give the rekey under way a rekey ID when it has none (one started by
+    /// an earlier warpfs): rewrap the master key under `password` (which
+    /// must unlock this config; fresh salt) and atomically replace the
+    /// config at `path`. Call only once no undo journal without an ID is
+    /// left (they would be refused). Returns the new config (this one when
+    /// there is nothing to do).
+    pub fn add_rekey_id_at(&self, path: &Path, password: &[u8]) -> Result<Config> {
+        if self.rekey_target.is_none() || self.rekey_id.is_some() {
+            return Ok(self.clone());
+        }
+        let master = self.unlock(password)?;
+        let cfg = Self::seal_gens(
+            self.creator.clone(),
+            self.content_mode,
+            self.key_bits,
+            self.feature_flags.clone(),
+            self.kdf,
+            (self.key_generation, self.rekey_target),
+        )?
+        .with_rekey_id(Some(warpfs_crypto::rand::array()))
+        .wrap_under(&master, password)?;
+        let (dir, name) = crate::file::split(path)?;
+        write_atomic(&dir, &name, cfg.to_json().as_bytes(), Mode::Replace)?;
+        Ok(cfg)
     }
 
     pub(super) fn derive_kek(&self, password: &[u8]) -> Result<zeroize::Zeroizing<[u8; 32]>> {
@@ -89,6 +140,7 @@ impl Config {
             self.kdf,
             (self.key_generation, self.rekey_target),
         )?
+        .with_rekey_id(self.rekey_id)
         .wrap_under(&master, new)?;
         write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::Replace)
     }
@@ -114,6 +166,7 @@ impl Config {
             self.kdf,
             (key_generation, rekey_target),
         )?
+        .with_rekey_id(self.rekey_id_for(rekey_target))
         .wrap_under(&master, password)?;
         write_atomic(dir, CONFIG_FILE, cfg.to_json().as_bytes(), Mode::Replace)?;
         Ok(cfg)

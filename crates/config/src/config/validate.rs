@@ -35,6 +35,23 @@ pub(super) fn check_generations(key_generation: u32, rekey_target: Option<u32>) 
     }
 }
 
+/// `rekey_id` exactly with the `rekey-id` flag, and only while a rekey is
+/// under way.
+pub(super) fn check_rekey_id(present: bool, rekey_target: Option<u32>, flags: &[FeatureFlag]) -> Result<()> {
+    let flag = flags.contains(&FeatureFlag::RekeyId);
+    if present != flag {
+        return Err(ConfigError::parse(if present {
+            "\"rekey_id\" needs the feature flag rekey-id"
+        } else {
+            "feature flag rekey-id needs \"rekey_id\""
+        }));
+    }
+    if present && rekey_target.is_none() {
+        return Err(ConfigError::parse("\"rekey_id\" without \"rekey_target\""));
+    }
+    Ok(())
+}
+
 /// Version 2 exactly when a version 2 flag is present; `file-summary` in
 /// `gcm` only.
 pub(super) fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {

@@ -136,3 +136,117 @@ fn version_2_features_round_trip_and_are_authenticated() {
     let (c1, _) = Config::create_with_features(d2.path(), b"pw", ContentMode::Ctr, 256, KdfParams::MIN, &[]).unwrap();
     assert_eq!(c1.version(), 1);
 }
+
+#[test]
+fn a_rekey_has_an_authenticated_id_only_while_it_is_under_way() {
+    let d = tempfile::tempdir().unwrap();
+    let (cfg, master) = Config::create(d.path(), PW, ContentMode::Gcm, 256, fast()).unwrap();
+    assert_eq!(cfg.rekey_id(), None);
+    let mid = cfg.set_generations(d.path(), PW, 0, Some(1)).unwrap();
+    let id = mid.rekey_id().expect("a rekey that starts gets an ID");
+    assert!(mid.has_feature(FeatureFlag::RekeyId));
+    assert_eq!(mid.version(), 1, "the flag does not change the version");
+    let text = std::fs::read_to_string(config_path(d.path())).unwrap();
+    assert!(text.contains("\"rekey_id\"") && text.contains("\"rekey-id\""), "{text}");
+    assert_eq!(Config::load(d.path()).unwrap(), mid);
+    // The AAD ends with it (after rekey_target).
+    let mut tail = (8u32).to_le_bytes().to_vec();
+    tail.extend_from_slice(b"rekey_id");
+    tail.extend_from_slice(&16u32.to_le_bytes());
+    tail.extend_from_slice(&id);
+    assert!(mid.aad().ends_with(&tail));
+    // Kept by a password change and by resuming the same rekey.
+    mid.change_password(d.path(), PW, b"other").unwrap();
+    let changed = Config::load(d.path()).unwrap();
+    assert_eq!(changed.rekey_id(), Some(id));
+    let resumed = changed.set_generations(d.path(), b"other", 0, Some(1)).unwrap();
+    assert_eq!(resumed.rekey_id(), Some(id));
+    // Authenticated: another ID (or none) fails the unwrap.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(config_path(d.path())).unwrap()).unwrap();
+    v["rekey_id"] = json!("AAAAAAAAAAAAAAAAAAAAAA==");
+    let other = Config::from_json(v.to_string().as_bytes()).unwrap();
+    assert!(matches!(other.unlock(b"other"), Err(ConfigError::WrongPassword)));
+    // Gone (with its flag) when the rekey ends; the next rekey gets another.
+    let done = resumed.set_generations(d.path(), b"other", 1, None).unwrap();
+    assert!(done.rekey_id().is_none() && !done.has_feature(FeatureFlag::RekeyId));
+    let text = std::fs::read_to_string(config_path(d.path())).unwrap();
+    assert!(!text.contains("rekey"), "{text}");
+    let next = done.set_generations(d.path(), b"other", 1, Some(2)).unwrap();
+    assert!(next.rekey_id().is_some_and(|n| n != id));
+    assert_eq!(next.unlock(b"other").unwrap(), master);
+}
+
+#[test]
+fn a_rekey_of_an_earlier_warpfs_gets_an_id_when_asked() {
+    let d = tempfile::tempdir().unwrap();
+    let p = config_path(d.path());
+    let (cfg, master) = Config::create(d.path(), PW, ContentMode::Gcm, 256, fast()).unwrap();
+    // What an earlier warpfs wrote: a rekey target, no ID.
+    let old = Config::seal_gens(
+        cfg.creator().to_string(),
+        cfg.content_mode(),
+        cfg.key_bits(),
+        cfg.feature_flags().to_vec(),
+        cfg.kdf_params(),
+        (0, Some(1)),
+    )
+    .unwrap()
+    .wrap_under(&master, PW)
+    .unwrap();
+    std::fs::write(&p, old.to_json()).unwrap();
+    let old = Config::load(d.path()).unwrap();
+    assert_eq!((old.rekey_target(), old.rekey_id()), (Some(1), None));
+    // Resuming keeps it without (its journals have none).
+    let resumed = old.set_generations_at(&p, PW, 0, Some(1)).unwrap();
+    assert_eq!(resumed.rekey_id(), None);
+    let with = resumed.add_rekey_id_at(&p, PW).unwrap();
+    assert!(with.rekey_id().is_some() && with.has_feature(FeatureFlag::RekeyId));
+    assert_eq!(Config::load(d.path()).unwrap(), with);
+    assert_eq!(with.unlock(PW).unwrap(), master);
+    assert_eq!(with.add_rekey_id_at(&p, PW).unwrap(), with, "nothing to do");
+    assert!(matches!(
+        resumed.add_rekey_id_at(&p, b"wrong"),
+        Err(ConfigError::WrongPassword)
+    ));
+}
+
+#[test]
+fn a_hostile_rekey_id_is_refused() {
+    let id = json!("AAECAwQFBgcICQoLDA0ODw==");
+    let flags = json!(["dir-iv", "long-names", "siv-names", "rekey-id"]);
+    let ok = |v: &mut Value| {
+        v["rekey_target"] = json!(1);
+        v["rekey_id"] = id.clone();
+        v["feature_flags"] = flags.clone();
+    };
+    assert!(edited(ok).is_ok());
+    for (bad, why) in [
+        (
+            Box::new(|v: &mut Value| v["feature_flags"] = json!(["dir-iv", "long-names", "siv-names"])) as Edit,
+            "needs the feature flag",
+        ),
+        (
+            Box::new(|v: &mut Value| drop(v.as_object_mut().unwrap().remove("rekey_id"))),
+            "needs \"rekey_id\"",
+        ),
+        (
+            Box::new(|v: &mut Value| drop(v.as_object_mut().unwrap().remove("rekey_target"))),
+            "without \"rekey_target\"",
+        ),
+        (
+            Box::new(|v: &mut Value| v["rekey_id"] = json!("AAECAwQFBgcICQoLDA0O")),
+            "16 bytes",
+        ),
+        (Box::new(|v: &mut Value| v["rekey_id"] = json!("not base64!")), "base64"),
+        (Box::new(|v: &mut Value| v["rekey_id"] = json!(7)), "expected a string"),
+    ] {
+        let r = edited(|v| {
+            ok(v);
+            bad(v);
+        });
+        match r {
+            Err(e) => assert!(e.to_string().contains(why), "{e} does not say {why}"),
+            Ok(_) => panic!("accepted; want refused: {why}"),
+        }
+    }
+}

@@ -2,18 +2,26 @@
 //! directory IV, long-name sidecar, symlink target, cipher-file header,
 //! nonce entry, repeated nonce within a file and across the volume, and in
 //! `gcm` every tag), report each problem by plaintext path and block, and
-//! repair only what was asked, never destroying readable data.
+//! repair only what was asked, never destroying readable data. A file is
+//! scanned and repaired through one descriptor, opened without following a
+//! symlink and checked to be the file the walk found; it is repaired only
+//! while its path still leads to it.
 
 mod merge;
 mod repair;
 mod report;
+mod undo;
 mod walk;
 
 pub use report::{Finding, Fix, Kind, Report};
+pub use undo::{restore, undo_files, Restored, UndoError, UndoTo, UNDO_PREFIX};
 
 use crate::volume::Volume;
 use std::collections::HashMap;
-use warpfs_content::scan;
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use warpfs_content::{scan, Cipher};
 use warpfs_crypto::Nonce;
 
 /// Nonces remembered per file for the repeated-nonce check (4 Mi: a 16 GiB file).
@@ -38,7 +46,7 @@ pub struct Repairs {
 }
 
 /// How an fsck run goes.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// Repairs to make.
     pub repairs: Repairs,
@@ -46,6 +54,8 @@ pub struct Options {
     pub file_nonce_cap: usize,
     /// Nonces remembered across the volume.
     pub volume_nonce_cap: usize,
+    /// Where zeroed blocks are saved (FORMAT.md 6b).
+    pub undo_to: UndoTo,
 }
 
 impl Default for Options {
@@ -54,6 +64,7 @@ impl Default for Options {
             repairs: Repairs::default(),
             file_nonce_cap: FILE_NONCE_CAP,
             volume_nonce_cap: VOLUME_NONCE_CAP,
+            undo_to: UndoTo::default(),
         }
     }
 }
@@ -62,8 +73,62 @@ impl Default for Options {
 /// plaintext bytes scanned so far and in all. The volume must not be
 /// mounted (the CLI checks).
 pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) -> Report {
+    check_with(vol, opts, progress, &mut |_| {})
+}
+
+/// Open the walked file `item` for its scan (read-write when a repair may
+/// write it), never through a symlink, and only if it is still the file
+/// the walk found. With it, why it could not be opened for writing, if so
+/// (its repairs then fail).
+fn open_scanned(vol: &Volume, item: &walk::Item, write: bool) -> Result<(File, Option<String>), String> {
+    let base = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let replaced = |e: std::io::Error| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            "replaced by a symbolic link since the walk: not scanned".to_string()
+        } else {
+            e.to_string()
+        }
+    };
+    let (file, rw) = match vol.open_backing(&item.rel, if write { libc::O_RDWR } else { libc::O_RDONLY } | base) {
+        Ok(f) => (f, None),
+        Err(e) if write && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => (
+            vol.open_backing(&item.rel, libc::O_RDONLY | base).map_err(replaced)?,
+            Some(format!("cannot be opened for writing: {e}")),
+        ),
+        Err(e) => return Err(replaced(e)),
+    };
+    let md = file.metadata().map_err(|e| e.to_string())?;
+    use std::os::unix::fs::MetadataExt;
+    if !md.file_type().is_file() || (md.dev(), md.ino()) != (item.dev, item.ino) {
+        return Err("replaced by another file since the walk: not scanned".into());
+    }
+    Ok((file, rw))
+}
+
+/// The cipher of the generation before the volume's, after a rekey (a
+/// file left behind or put back from a backup may be of it): tried before
+/// a block is called bad.
+fn older_generation(vol: &Volume) -> Vec<Arc<Cipher>> {
+    let g = vol.keys.write_generation();
+    match g.checked_sub(1) {
+        Some(p) if !vol.keys.rekeying() => vol.make_cipher(p).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// [`check`], calling `between(rel)` after each file's scan and before its
+/// repairs (tests replace the file there).
+pub(crate) fn check_with(
+    vol: &Volume,
+    opts: Options,
+    progress: &mut dyn FnMut(u64, u64),
+    between: &mut dyn FnMut(&Path),
+) -> Report {
     let mut report = Report::default();
     let items = walk::walk(vol, &mut report, opts.repairs);
+    let write = opts.repairs.zero_bad_blocks || opts.repairs.fix_torn_tails;
+    let extra = older_generation(vol);
+    let mut undo = undo::Out::new(opts.undo_to.clone());
     let total: u64 = items
         .iter()
         .map(|i| warpfs_content::plain_size_of(vol.mode, i.len))
@@ -89,15 +154,20 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
             progress(done, total);
         };
         // Opening and reading the file fail alike: an I/O finding, no repair.
-        let scanned = vol
-            .open_backing(&item.rel, libc::O_RDONLY)
+        let scanned = open_scanned(vol, item, write).and_then(|(file, rw)| {
+            scan::scan_with(
+                &file,
+                &vol.keys,
+                &extra,
+                opts.file_nonce_cap,
+                &mut on_nonce,
+                &mut on_bytes,
+            )
+            .map(|s| (file, rw, s))
             .map_err(|e| e.to_string())
-            .and_then(|file| {
-                scan::scan(&file, &vol.keys, opts.file_nonce_cap, &mut on_nonce, &mut on_bytes)
-                    .map_err(|e| e.to_string())
-            });
-        let s = match scanned {
-            Ok(s) => s,
+        });
+        let (file, rw, s) = match scanned {
+            Ok(x) => x,
             Err(e) => {
                 report.findings.push(Finding {
                     path: item.path.clone(),
@@ -124,7 +194,7 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
             ));
         }
         let first = report.findings.len();
-        for p in s.problems {
+        for p in s.problems.iter().cloned() {
             report.findings.push(Finding {
                 path: item.path.clone(),
                 backing: item.rel.clone(),
@@ -144,7 +214,15 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
                 fix: Fix::None,
             });
         }
-        repair::file(vol, &item.rel, &mut report.findings[first..], opts.repairs);
+        between(&item.rel);
+        let scanned = repair::Scanned {
+            item,
+            file: &file,
+            read_only: rw,
+            size: s.size,
+            summary: s.summary,
+        };
+        repair::file(vol, &scanned, &mut report.findings[first..], opts.repairs, &mut undo);
     }
     if volume_cap_hit {
         report.notes.push(format!(
@@ -153,73 +231,18 @@ pub fn check(vol: &Volume, opts: Options, progress: &mut dyn FnMut(u64, u64)) ->
         ));
     }
     repair::sidecars(vol, &mut report.findings, opts.repairs);
+    report.undo = undo.path().map(|p| (p.to_path_buf(), undo.blocks));
+    if let Ok(files) = undo_files(vol) {
+        for p in files.iter().filter(|p| Some(p.as_path()) != undo.path()) {
+            report.notes.push(format!(
+                "{}: the undo file of an earlier fsck --zero-bad-blocks: warpfs fsck --undo={} puts its blocks back; delete it once they are not wanted",
+                p.display(),
+                p.display()
+            ));
+        }
+    }
     report
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Caller, Options as VolOptions};
-    use std::ffi::OsStr;
-    use std::path::Path;
-    use warpfs_config::{Config, ContentMode, KdfParams};
-
-    fn volume(dir: &Path, mode: ContentMode) -> Volume {
-        let (cfg, master) = Config::create(dir, b"pw", mode, 256, KdfParams::MIN).unwrap();
-        Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
-        Volume::open(dir, &cfg, &master, VolOptions::default()).unwrap()
-    }
-
-    fn write(v: &Volume, name: &str, blocks: usize) {
-        let who = Caller { uid: 0, gid: 0 };
-        let (_, _, f, _) = v
-            .create(Path::new(""), OsStr::new(name), 0o644, libc::O_RDWR, who, name.into())
-            .unwrap();
-        f.write_at(0, &vec![0x5a; blocks * 4096]).unwrap();
-    }
-
-    #[test]
-    fn clean_then_flipped_block_named_by_path() {
-        let t = tempfile::tempdir().unwrap();
-        let v = volume(t.path(), ContentMode::Gcm);
-        write(&v, "f", 4);
-        let mut seen = (0, 0);
-        let r = check(&v, Options::default(), &mut |d, t| seen = (d, t));
-        assert!(r.clean(), "{:?}", r.findings);
-        assert_eq!((r.files, r.blocks, r.written), (1, 4, 4));
-        assert_eq!(seen, (4 * 4096, 4 * 4096));
-        let back = crate::names::encode(
-            &v.names,
-            &crate::diriv::read(&v.dir(std::path::Path::new("")).unwrap()).unwrap(),
-            OsStr::new("f"),
-        )
-        .unwrap();
-        let p = v.root().join(crate::names::file_of(&back));
-        let mut raw = std::fs::read(&p).unwrap();
-        let off = warpfs_content::layout::data_offset(v.mode, 2) as usize;
-        raw[off] ^= 1;
-        std::fs::write(&p, &raw).unwrap();
-        let r = check(&v, Options::default(), &mut |_, _| {});
-        assert_eq!(r.findings.len(), 1);
-        assert_eq!(r.findings[0].path, "/f");
-        assert_eq!(r.findings[0].block(), Some(2));
-        assert_eq!(r.findings[0].fix, Fix::NotAsked("--zero-bad-blocks"));
-        assert!(!r.all_repaired());
-    }
-
-    #[test]
-    fn volume_nonce_cap_is_a_note() {
-        let t = tempfile::tempdir().unwrap();
-        let v = volume(t.path(), ContentMode::Ctr);
-        write(&v, "a", 3);
-        write(&v, "b", 3);
-        let opts = Options {
-            volume_nonce_cap: 4,
-            ..Options::default()
-        };
-        let r = check(&v, opts, &mut |_, _| {});
-        assert!(r.clean());
-        assert_eq!(r.notes.len(), 1, "{:?}", r.notes);
-        assert!(r.notes[0].contains("first 4 only"));
-    }
-}
+mod tests;

@@ -171,6 +171,9 @@ pub struct Report {
     pub findings: Vec<Finding>,
     /// Notes that are not problems (caps hit).
     pub notes: Vec<String>,
+    /// The undo file this run wrote (FORMAT.md 6b) and the blocks it
+    /// saved, when it zeroed any.
+    pub undo: Option<(std::path::PathBuf, u64)>,
 }
 
 impl Report {

@@ -24,6 +24,11 @@ pub(super) struct Item {
     pub rel: PathBuf,
     /// Backing length when walked.
     pub len: u64,
+    /// Device and inode when walked: the file fsck scans and repairs must
+    /// still be this one.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -104,6 +109,8 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
                         path,
                         rel: erel,
                         len: md.st_size as u64,
+                        dev: md.st_dev,
+                        ino: md.st_ino,
                     });
                 }
             } else if ft == libc::S_IFLNK {

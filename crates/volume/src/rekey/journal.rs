@@ -2,8 +2,10 @@
 //! rekey worker, `warpfs.rekey.undo-<k>`, holding the old bytes of the
 //! segment that worker is moving; and their recovery after a crash. A
 //! journal is applied only when its MAC verifies under the volume's
-//! journal key, it belongs to the rekey under way, and its file is found
-//! beneath CIPHERDIR without following a symlink; anything else is refused
+//! journal key, it belongs to the rekey under way (its generation and
+//! random ID), its file is found beneath CIPHERDIR without following a
+//! symlink and is at the very segment the record protects (its sequence
+//! number), and no other journal names that file; anything else is refused
 //! and left for the user to decide (`warpfs fsck`).
 
 use super::Event;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use warpfs_backing::{Expect, Root};
 use warpfs_content::header::{self, Header};
 use warpfs_content::rekeystep::{RekeyIo, Stage};
-use warpfs_content::undo::{self, Content, Journal, JournalError, Record};
+use warpfs_content::undo::{self, Content, Journal, JournalError, Record, Rekey};
 use warpfs_crypto::JournalKey;
 
 /// Name prefix of the journals in the CIPHERDIR root (reserved, FORMAT.md 4.4).
@@ -30,6 +32,8 @@ pub(crate) struct JournalIo {
     key: Arc<JournalKey>,
     /// The key generation the rekey moves files to.
     generation: u32,
+    /// The rekey's ID (records of version 3), if it has one.
+    rekey_id: Option<[u8; 16]>,
     ino: u64,
     rel: Vec<u8>,
     /// The encoded record (reused: a segment's record is about 1 MiB).
@@ -58,12 +62,14 @@ fn open_journal(root: &Root, name: &Path, flags: i32) -> io::Result<File> {
 
 impl JournalIo {
     /// Create (or take over, empty) worker `k`'s journal in `root`, for a
-    /// rekey to key generation `generation`.
+    /// rekey to key generation `generation` with ID `rekey_id` (none: a
+    /// rekey an earlier warpfs started, records of version 2).
     pub(crate) fn create(
         root: &Root,
         k: usize,
         key: Arc<JournalKey>,
         generation: u32,
+        rekey_id: Option<[u8; 16]>,
         on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
     ) -> Result<Self, String> {
         let name = PathBuf::from(format!("{JOURNAL_PREFIX}{k}"));
@@ -89,6 +95,7 @@ impl JournalIo {
             name,
             key,
             generation,
+            rekey_id,
             ino: 0,
             rel: Vec::new(),
             buf: Vec::new(),
@@ -118,9 +125,27 @@ impl JournalIo {
 
 impl RekeyIo for JournalIo {
     fn save(&mut self, file_id: &[u8; 16], ranges: &[(u64, &[u8])]) -> io::Result<()> {
+        // The sequence number is the segment's: the watermark of the old
+        // header the record saves.
+        let rekey = match self.rekey_id {
+            Some(id) => {
+                let seq = ranges
+                    .iter()
+                    .find(|(o, b)| *o == 0 && b.len() == header::LEN)
+                    .and_then(|(_, b)| Header::parse(b).ok())
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "undo record without the file's header"))?
+                    .rekeyed;
+                Some(Rekey {
+                    id,
+                    seq: u64::from(seq),
+                })
+            }
+            None => None,
+        };
         undo::encode_into(
             &self.key,
             self.generation,
+            rekey.as_ref(),
             file_id,
             self.ino,
             &self.rel,
@@ -304,17 +329,86 @@ fn find(root: &Root, rec: &Record, flags: i32) -> Result<Option<File>, String> {
     Ok(None)
 }
 
+/// What a journal must belong to: the rekey under way, if any.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Expected {
+    /// Its target generation.
+    pub(crate) generation: Option<u32>,
+    /// Its ID (`None`: a rekey an earlier warpfs started, whose records
+    /// have none).
+    pub(crate) rekey_id: Option<[u8; 16]>,
+}
+
+/// Why `rec` (authentic, of the rekey's generation) is not of the rekey
+/// under way, if it is not.
+fn foreign(rec: &Record, expected: Expected) -> Option<String> {
+    match (rec.rekey.map(|r| r.id), expected.rekey_id) {
+        (Some(a), Some(b)) if a == b => None,
+        (None, None) => None,
+        (Some(_), Some(_)) => Some(
+            "it belongs to another rekey (its rekey ID is not the config's): a journal copied from another volume or an earlier rekey".into(),
+        ),
+        (Some(_), None) => Some("it carries a rekey ID, but the rekey under way has none (a copied journal)".into()),
+        (None, Some(_)) => Some(
+            "it has no rekey ID, but the rekey under way has one: a journal of another rekey, or of an earlier warpfs".into(),
+        ),
+    }
+}
+
+/// Whether `f` is at the very point of the move `rec` protects: the
+/// record's old header (its range at offset 0) is of the generation
+/// before the record's and of its file ID, its watermark is the record's
+/// sequence number, and `f`'s header now has that generation and that
+/// watermark (a crash before the header was written) or the next (after).
+/// Anything else is a record replayed from earlier in the rekey or out of
+/// order: applying it would put back bytes the file has moved on from.
+fn in_sequence(f: &File, rec: &Record) -> Result<(), String> {
+    let old = rec
+        .old_header()
+        .ok_or_else(|| "corrupt record: it does not save its file's header".to_string())?;
+    if old.file_id != rec.file_id || old.generation.checked_add(1) != Some(rec.generation) {
+        return Err("corrupt record: its saved header is not of its file and generation".into());
+    }
+    if let Some(r) = rec.rekey {
+        if r.seq != u64::from(old.rekeyed) {
+            return Err("corrupt record: its sequence number is not its segment's".into());
+        }
+    }
+    let mut h = [0u8; header::LEN];
+    f.read_exact_at(&mut h, 0)
+        .map_err(|e| format!("its file's header cannot be read: {e}"))?;
+    let now = Header::parse(&h).map_err(|e| format!("its file's header is not valid: {e}"))?;
+    if now.generation == old.generation
+        && (now.rekeyed == old.rekeyed || Some(now.rekeyed) == old.rekeyed.checked_add(1))
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "out of sequence: it is record {} of its file's move to key generation {}, but the file is at {} (a record replayed from earlier in the rekey, or out of order)",
+        old.rekeyed,
+        rec.generation,
+        if now.generation == old.generation {
+            format!("segment {}", now.rekeyed)
+        } else {
+            format!("key generation {}", now.generation)
+        }
+    ))
+}
+
 /// Judge one journal: its state, and for a record the file it applies to.
-fn judge(root: &Root, name: &Path, key: &JournalKey, expected: Option<u32>, flags: i32) -> (State, Option<File>) {
+fn judge(root: &Root, name: &Path, key: &JournalKey, expected: Expected, flags: i32) -> (State, Option<File>) {
     let loaded = open_journal(root, name, libc::O_RDONLY)
         .map_err(JournalError::Io)
         .and_then(|f| Journal::new(f).load(key));
     let (state, rec) = match loaded {
         Ok(Content::Empty) => return (State::Empty, None),
         Ok(Content::Torn) => return (State::Torn, None),
-        Ok(Content::Record(r)) if expected == Some(r.generation) => (State::Ready(r.clone()), r),
+        Ok(Content::Record(r)) if expected.generation == Some(r.generation) => match foreign(&r, expected) {
+            Some(why) => return (State::Refused(why), None),
+            None => (State::Ready(r.clone()), r),
+        },
         Ok(Content::Record(r)) => {
-            let now = match expected {
+            let now = match expected.generation {
                 Some(e) => format!("the rekey under way is to generation {e}"),
                 None => "no rekey is under way".into(),
             };
@@ -331,29 +425,71 @@ fn judge(root: &Root, name: &Path, key: &JournalKey, expected: Option<u32>, flag
         Err(JournalError::Io(e)) => return (State::Refused(format!("it cannot be read: {e}")), None),
     };
     match find(root, &rec, flags) {
+        Ok(Some(f)) if matches!(state, State::Ready(_)) => match in_sequence(&f, &rec) {
+            Ok(()) => (state, Some(f)),
+            Err(why) => (State::Refused(why), None),
+        },
         Ok(f) => (state, f),
         Err(why) => (State::Refused(why), None),
     }
 }
 
-fn inspect_in(root: &Root, key: &JournalKey, expected: Option<u32>) -> Result<Vec<Found>, String> {
+/// Every journal of `root`, judged; two records naming one file are both
+/// refused (a worker's journal is emptied before its file is handed on,
+/// so one of them is replayed).
+fn judge_all(
+    root: &Root,
+    key: &JournalKey,
+    expected: Expected,
+    flags: i32,
+) -> Result<Vec<(PathBuf, State, Option<File>)>, String> {
     let names = journals(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
-    Ok(names
+    let mut v: Vec<(PathBuf, State, Option<File>)> = names
         .into_iter()
-        .map(|n| Found {
-            state: judge(root, &n, key, expected, libc::O_RDONLY).0,
+        .map(|n| {
+            let (st, f) = judge(root, &n, key, expected, flags);
+            (n, st, f)
+        })
+        .collect();
+    let id = |s: &State| match s {
+        State::Ready(r) | State::Unauthenticated(r) => Some(r.file_id),
+        _ => None,
+    };
+    let ids: Vec<Option<[u8; 16]>> = v.iter().map(|(_, st, _)| id(st)).collect();
+    for (i, mine) in ids.iter().enumerate() {
+        let Some(mine) = mine else { continue };
+        let other = ids
+            .iter()
+            .enumerate()
+            .find(|&(j, o)| j != i && o.as_ref() == Some(mine))
+            .map(|(j, _)| v[j].0.clone());
+        if let Some(o) = other {
+            v[i].1 = State::Refused(format!(
+                "another undo journal ({}) names the same file: one of them is replayed",
+                o.display()
+            ));
+            v[i].2 = None;
+        }
+    }
+    Ok(v)
+}
+
+fn inspect_in(root: &Root, key: &JournalKey, expected: Expected) -> Result<Vec<Found>, String> {
+    Ok(judge_all(root, key, expected, libc::O_RDONLY)?
+        .into_iter()
+        .map(|(n, state, _)| Found {
+            state,
             path: root.shown(&n),
         })
         .collect())
 }
 
-fn recover_in(root: &Root, key: &JournalKey, expected: Option<u32>, d: Decisions) -> Result<Recovered, String> {
+fn recover_in(root: &Root, key: &JournalKey, expected: Expected, d: Decisions) -> Result<Recovered, String> {
     let e = |p: &Path, e: &dyn std::fmt::Display| format!("{}: {e}", p.display());
     let mut out = Recovered::default();
     let mut changed = false;
-    for name in journals(root).map_err(|x| e(root.path(), &x))? {
+    for (name, state, file) in judge_all(root, key, expected, libc::O_RDWR)? {
         let path = root.shown(&name);
-        let (state, file) = judge(root, &name, key, expected, libc::O_RDWR);
         let (apply, why) = match &state {
             State::Empty | State::Torn => (None, None),
             State::Ready(r) => (Some(r), None),
@@ -406,10 +542,12 @@ fn recover_in(root: &Root, key: &JournalKey, expected: Option<u32>, d: Decisions
     Ok(out)
 }
 
-/// The rekey generation a journal of `vol` must belong to: the target of
-/// the rekey under way, if any.
-fn expected(vol: &crate::Volume) -> Option<u32> {
-    vol.keys.rekeying().then(|| vol.keys.write_generation())
+/// The rekey a journal of `vol` must belong to: the one under way, if any.
+fn expected(vol: &crate::Volume) -> Expected {
+    Expected {
+        generation: vol.keys.rekeying().then(|| vol.keys.write_generation()),
+        rekey_id: vol.online.rekey_id(),
+    }
 }
 
 /// Every journal in `vol`'s CIPHERDIR and what it holds (for `fsck`;

@@ -7,6 +7,13 @@ use warpfs_content::Mode;
 use warpfs_crypto::MasterKey;
 
 const GEN: u32 = 1;
+/// The ID of the rekey under way.
+const ID: [u8; 16] = [0x1d; 16];
+/// What the tests' journals must belong to.
+const EXPECTED: Expected = Expected {
+    generation: Some(GEN),
+    rekey_id: Some(ID),
+};
 
 fn key(b: u8) -> JournalKey {
     JournalKey::derive(&MasterKey::from_bytes(&[b; 32]).unwrap())
@@ -55,14 +62,32 @@ impl Fx {
         }
     }
 
+    /// A record of the rekey under way for the file's segment 0 (its
+    /// header as it is, generation 0, watermark 0).
     fn rec(&self, path: &str) -> Record {
+        let h = std::fs::read(self.root.join("d/f")).map_or_else(
+            |_| cipher_file(self.id, 0)[..header::LEN].to_vec(),
+            |b| b[..header::LEN].to_vec(),
+        );
         Record {
             generation: GEN,
+            rekey: Some(Rekey { id: ID, seq: 0 }),
             file_id: self.id,
             ino: 0,
             path: path.as_bytes().to_vec(),
-            ranges: vec![(100, vec![0xee; 64])],
+            ranges: vec![(0, h), (100, vec![0xee; 64])],
         }
+    }
+
+    /// Set the file's header watermark (and generation).
+    fn at(&self, generation: u32, rekeyed: u32) {
+        let p = self.root.join("d/f");
+        let mut b = std::fs::read(&p).unwrap();
+        let mut h = Header::parse(&b[..header::LEN]).unwrap();
+        h.generation = generation;
+        h.rekeyed = rekeyed;
+        b[..header::LEN].copy_from_slice(&h.to_bytes());
+        std::fs::write(&p, b).unwrap();
     }
 
     fn plant(&self, bytes: &[u8]) -> PathBuf {
@@ -72,11 +97,11 @@ impl Fx {
     }
 
     fn recover(&self, d: Decisions) -> Recovered {
-        recover_in(&self.door(), &self.key, Some(GEN), d).unwrap()
+        recover_in(&self.door(), &self.key, EXPECTED, d).unwrap()
     }
 
     fn states(&self) -> Vec<State> {
-        inspect_in(&self.door(), &self.key, Some(GEN))
+        inspect_in(&self.door(), &self.key, EXPECTED)
             .unwrap()
             .into_iter()
             .map(|f| f.state)
@@ -109,7 +134,7 @@ impl Fx {
         assert_eq!(r.kept.len(), 1, "{r:?}");
         assert!(r.kept[0].1.contains(why), "{r:?}");
         assert!(r.kept_message().contains(JOURNAL_PREFIX) && r.kept_message().contains(why));
-        assert!(inspect_in(&self.door(), &self.key, Some(GEN)).unwrap()[0]
+        assert!(inspect_in(&self.door(), &self.key, EXPECTED).unwrap()[0]
             .describe()
             .unwrap()
             .contains("never applied"));
@@ -218,7 +243,7 @@ fn a_journal_that_is_a_symlink_is_refused_and_never_truncated() {
     fx.refused(&j, "symbolic link");
     // A rekey worker does not take it over (it would truncate the target).
     symlink(fx.out.join("secret"), &j).unwrap();
-    let e = JournalIo::create(&fx.door(), 0, Arc::new(key(3)), GEN, None)
+    let e = JournalIo::create(&fx.door(), 0, Arc::new(key(3)), GEN, Some(ID), None)
         .err()
         .unwrap();
     assert!(e.contains("symbolic link"), "{e}");
@@ -229,7 +254,7 @@ fn a_journal_that_is_a_symlink_is_refused_and_never_truncated() {
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     fx.refused(&j, "not a regular file");
-    assert!(JournalIo::create(&fx.door(), 1, Arc::new(key(3)), GEN, None).is_ok());
+    assert!(JournalIo::create(&fx.door(), 1, Arc::new(key(3)), GEN, Some(ID), None).is_ok());
 }
 
 #[test]
@@ -253,12 +278,12 @@ fn forged_and_stale_records_are_refused() {
     fx.refused(&j, "key generation 2");
     // And with no rekey under way at all.
     fx.plant(&fx.rec("d/f").encode(&fx.key));
-    let st = inspect_in(&fx.door(), &fx.key, None).unwrap();
+    let st = inspect_in(&fx.door(), &fx.key, Expected::default()).unwrap();
     assert!(
         matches!(&st[0].state, State::Refused(m) if m.contains("no rekey is under way")),
         "{st:?}"
     );
-    let r = recover_in(&fx.door(), &fx.key, None, Decisions::automatic()).unwrap();
+    let r = recover_in(&fx.door(), &fx.key, Expected::default(), Decisions::automatic()).unwrap();
     assert_eq!((r.restored, r.kept.len()), (0, 1));
     fx.outside_untouched();
     assert!(!fx.inside_restored());
@@ -340,14 +365,148 @@ fn an_old_unauthenticated_record_waits_for_a_decision() {
 fn a_rekey_worker_writes_authenticated_records() {
     let fx = Fx::new();
     let k = Arc::new(key(3));
-    let mut io = JournalIo::create(&fx.door(), 0, k.clone(), GEN, None).unwrap();
+    let mut io = JournalIo::create(&fx.door(), 0, k.clone(), GEN, Some(ID), None).unwrap();
     io.target(0, Path::new("d/f"));
-    io.save(&fx.id, &[(100, &[0xee; 64][..])]).unwrap();
-    assert!(matches!(&fx.states()[..], [State::Ready(r)] if r.generation == GEN && r.path == b"d/f"));
+    let h = std::fs::read(fx.root.join("d/f")).unwrap()[..header::LEN].to_vec();
+    // Without the file's header a record has no sequence number.
+    assert!(io.save(&fx.id, &[(100, &[0xee; 64][..])]).is_err());
+    io.save(&fx.id, &[(0, &h[..]), (100, &[0xee; 64][..])]).unwrap();
+    assert!(matches!(&fx.states()[..], [State::Ready(r)]
+        if r.generation == GEN && r.path == b"d/f" && r.rekey == Some(Rekey { id: ID, seq: 0 })));
     // A second worker may not take over a journal with a record.
-    assert!(JournalIo::create(&fx.door(), 0, k.clone(), GEN, None).is_err());
+    assert!(JournalIo::create(&fx.door(), 0, k.clone(), GEN, Some(ID), None).is_err());
     let r = fx.recover(Decisions::automatic());
     assert_eq!(r.restored, 1);
     assert!(fx.inside_restored());
+    fx.outside_untouched();
+}
+
+/// What a worker's journal holds after saving the record of segment
+/// `seq` of the file (its header at watermark `seq`).
+fn saved(fx: &Fx, io: &mut JournalIo, seq: u32) -> Vec<u8> {
+    fx.at(0, seq);
+    let h = std::fs::read(fx.root.join("d/f")).unwrap()[..header::LEN].to_vec();
+    io.save(&fx.id, &[(0, &h[..]), (100, &[0xee; 64][..])]).unwrap();
+    std::fs::read(fx.root.join(format!("{JOURNAL_PREFIX}0"))).unwrap()
+}
+
+#[test]
+fn a_record_replayed_from_earlier_in_the_same_journal_is_refused() {
+    let fx = Fx::new();
+    let mut io = JournalIo::create(&fx.door(), 0, Arc::new(key(3)), GEN, Some(ID), None).unwrap();
+    io.target(0, Path::new("d/f"));
+    // Segments 0 and 1 move; the rekey stops while moving segment 2.
+    let first = saved(&fx, &mut io, 0);
+    io.done().unwrap();
+    let second = saved(&fx, &mut io, 1);
+    io.done().unwrap();
+    let third = saved(&fx, &mut io, 2);
+    drop(io);
+    // Segment 0's record put back in the journal: refused, never applied.
+    let j = fx.plant(&first);
+    let st = fx.states();
+    assert!(
+        matches!(&st[..], [State::Refused(m)] if m.contains("out of sequence") && m.contains("segment 2")),
+        "{st:?}"
+    );
+    fx.refused(&j, "out of sequence");
+    // Segment 1's after segment 2's header was written too.
+    fx.at(0, 3);
+    fx.plant(&second);
+    assert!(matches!(&fx.states()[..], [State::Refused(m)] if m.contains("out of sequence")));
+    // The genuine one, before or after its header was written, is applied.
+    for w in [2, 3] {
+        fx.at(0, w);
+        fx.plant(&third);
+        let r = fx.recover(Decisions::automatic());
+        assert_eq!((r.restored, r.kept.len()), (1, 0), "watermark {w}: {r:?}");
+        assert!(fx.inside_restored());
+        let b = std::fs::read(fx.root.join("d/f")).unwrap();
+        assert_eq!(
+            Header::parse(&b[..header::LEN]).unwrap().rekeyed,
+            2,
+            "its old header is back"
+        );
+    }
+    // A record of a file that has finished its move.
+    fx.at(GEN, 0);
+    fx.plant(&third);
+    assert!(matches!(&fx.states()[..], [State::Refused(m)] if m.contains("key generation 1")));
+    fx.outside_untouched();
+}
+
+#[test]
+fn a_record_of_another_rekey_is_refused() {
+    // Same volume key, same target generation, another rekey's ID (a copy
+    // of the volume rekeyed on its own, or an earlier rekey to it).
+    let fx = Fx::new();
+    let other = Record {
+        rekey: Some(Rekey { id: [0x2e; 16], seq: 0 }),
+        ..fx.rec("d/f")
+    };
+    let j = fx.plant(&other.encode(&fx.key));
+    fx.refused(&j, "another rekey");
+    // A record without an ID while the rekey has one, and the reverse.
+    let plain = Record {
+        rekey: None,
+        ..fx.rec("d/f")
+    };
+    let j = fx.plant(&plain.encode(&fx.key));
+    fx.refused(&j, "has no rekey ID");
+    fx.plant(&fx.rec("d/f").encode(&fx.key));
+    let none = Expected {
+        rekey_id: None,
+        ..EXPECTED
+    };
+    let st = inspect_in(&fx.door(), &fx.key, none).unwrap();
+    assert!(
+        matches!(&st[0].state, State::Refused(m) if m.contains("carries a rekey ID")),
+        "{st:?}"
+    );
+    // A rekey of an earlier warpfs (no ID) still applies its own records.
+    std::fs::remove_file(&j).unwrap();
+    fx.plant(&plain.encode(&fx.key));
+    let r = recover_in(&fx.door(), &fx.key, none, Decisions::automatic()).unwrap();
+    assert_eq!((r.restored, r.kept.len()), (1, 0));
+    assert!(fx.inside_restored());
+    fx.outside_untouched();
+}
+
+#[test]
+fn records_out_of_order_are_refused() {
+    // A record of a segment the file has not reached.
+    let fx = Fx::new();
+    fx.at(0, 2);
+    let ahead = Record {
+        rekey: Some(Rekey { id: ID, seq: 2 }),
+        ..fx.rec("d/f")
+    };
+    fx.at(0, 0);
+    let j = fx.plant(&ahead.encode(&fx.key));
+    fx.refused(&j, "out of sequence");
+    // A sequence number that is not its saved header's.
+    let fx = Fx::new();
+    let wrong = Record {
+        rekey: Some(Rekey { id: ID, seq: 1 }),
+        ..fx.rec("d/f")
+    };
+    let j = fx.plant(&wrong.encode(&fx.key));
+    fx.refused(&j, "sequence number is not its segment's");
+    // Two journals naming the same file: neither is applied.
+    let fx = Fx::new();
+    let rec = fx.rec("d/f");
+    fx.plant(&rec.encode(&fx.key));
+    let j1 = fx.root.join(format!("{JOURNAL_PREFIX}1"));
+    std::fs::write(&j1, rec.encode(&fx.key)).unwrap();
+    let st = fx.states();
+    assert!(
+        st.iter()
+            .all(|s| matches!(s, State::Refused(m) if m.contains("names the same file")))
+            && st.len() == 2,
+        "{st:?}"
+    );
+    let r = fx.recover(Decisions::automatic());
+    assert_eq!((r.restored, r.kept.len()), (0, 2));
+    assert!(!fx.inside_restored());
     fx.outside_untouched();
 }

@@ -52,6 +52,9 @@ pub struct RekeyOptions {
     pub max_rate: Option<u64>,
     /// Told of every [`Event`] (crash tests stop the process here).
     pub on_event: Option<Arc<dyn Fn(Event) + Send + Sync>>,
+    /// The rekey's ID from the config (FORMAT.md 10.1), which an online
+    /// rekey's start request carries; `None` keeps the one the volume has.
+    pub rekey_id: Option<[u8; 16]>,
 }
 
 /// Counters of a rekey run, shared with whoever shows progress.
@@ -80,6 +83,9 @@ pub(crate) struct Walk {
     pub(crate) mode: Mode,
     /// Authenticates the undo journals.
     pub(crate) journal_key: Arc<JournalKey>,
+    /// The rekey's ID, which its journal records carry (none: a rekey an
+    /// earlier warpfs started).
+    pub(crate) rekey_id: Option<[u8; 16]>,
 }
 
 impl Walk {
@@ -90,6 +96,7 @@ impl Walk {
             keys: vol.keys.clone(),
             mode: vol.mode,
             journal_key: Arc::new(vol.journal_key()),
+            rekey_id: vol.online.rekey_id(),
         }
     }
 }
@@ -241,7 +248,14 @@ fn walk_once(
             let (next, failed) = (&next, &failed);
             sc.spawn(move || {
                 let target = w.keys.write_generation();
-                let mut io = match JournalIo::create(&w.root, k, w.journal_key.clone(), target, opts.on_event.clone()) {
+                let mut io = match JournalIo::create(
+                    &w.root,
+                    k,
+                    w.journal_key.clone(),
+                    target,
+                    w.rekey_id,
+                    opts.on_event.clone(),
+                ) {
                     Ok(io) => io,
                     Err(m) => {
                         fail(failed, m);

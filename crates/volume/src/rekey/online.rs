@@ -14,8 +14,10 @@ use std::time::Instant;
 /// writes to the mount root's `trusted.warpfs.rekey`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
-    /// `start TARGET JOBS MAX_RATE`: move every file to key generation
-    /// `TARGET` with `JOBS` workers, at most `MAX_RATE` bytes/s (0: no limit).
+    /// `start TARGET JOBS MAX_RATE [REKEY_ID]`: move every file to key
+    /// generation `TARGET` with `JOBS` workers, at most `MAX_RATE` bytes/s
+    /// (0: no limit), the journal records carrying `REKEY_ID` (32 hex
+    /// digits: the config's `rekey_id`).
     Start {
         /// The key generation to move to.
         target: u32,
@@ -23,6 +25,8 @@ pub enum Request {
         jobs: usize,
         /// Bytes per second, `None` for no limit.
         max_rate: Option<u64>,
+        /// The rekey's ID, when the config has one.
+        rekey_id: Option<[u8; 16]>,
     },
     /// `finish`: the config no longer names the old generation; drop it.
     Finish,
@@ -32,7 +36,19 @@ impl Request {
     /// The request's text.
     pub fn encode(&self) -> String {
         match self {
-            Request::Start { target, jobs, max_rate } => format!("start {target} {jobs} {}", max_rate.unwrap_or(0)),
+            Request::Start {
+                target,
+                jobs,
+                max_rate,
+                rekey_id,
+            } => {
+                let mut s = format!("start {target} {jobs} {}", max_rate.unwrap_or(0));
+                if let Some(id) = rekey_id {
+                    s.push(' ');
+                    s.extend(id.iter().map(|b| format!("{b:02x}")));
+                }
+                s
+            }
             Request::Finish => "finish".into(),
         }
     }
@@ -45,12 +61,24 @@ impl Request {
             s.parse::<u64>()
                 .map_err(|_| format!("bad number in rekey request: {s:?}"))
         };
+        let hex = |s: &str| -> Result<[u8; 16], String> {
+            let bad = || format!("bad rekey ID in rekey request: {s:?}");
+            if s.len() != 32 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            let mut id = [0u8; 16];
+            for (i, b) in id.iter_mut().enumerate() {
+                *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+            }
+            Ok(id)
+        };
         match w.as_slice() {
             ["finish"] => Ok(Request::Finish),
-            ["start", target, jobs, rate] => Ok(Request::Start {
+            ["start", target, jobs, rate, id @ ..] if id.len() <= 1 => Ok(Request::Start {
                 target: u32::try_from(num(target)?).map_err(|_| "key generation out of range".to_string())?,
                 jobs: (num(jobs)?.clamp(1, 256)) as usize,
                 max_rate: Some(num(rate)?).filter(|&r| r > 0),
+                rekey_id: id.first().map(|s| hex(s)).transpose()?,
             }),
             _ => Err(format!("unknown rekey request {t:?}")),
         }
@@ -72,21 +100,50 @@ struct Job {
     handle: Option<JoinHandle<()>>,
 }
 
-/// The online rekey's state: none, or one job (running or ended).
+/// The online rekey's state: none, or one job (running or ended); and the
+/// ID of the rekey under way.
 #[derive(Default)]
 pub struct Online {
     job: Mutex<Option<Job>>,
     /// The last refused request, for `warpfs rekey` to show.
     refused: Mutex<Option<String>>,
+    /// The rekey under way's ID (FORMAT.md 10.1): the config's when the
+    /// volume was opened, or the one a start request carried.
+    rekey_id: Mutex<Option<[u8; 16]>>,
 }
 
 impl Online {
+    /// The state of a volume whose config names rekey ID `id`.
+    pub(crate) fn new(id: Option<[u8; 16]>) -> Self {
+        Self {
+            job: Mutex::new(None),
+            refused: Mutex::new(None),
+            rekey_id: Mutex::new(id),
+        }
+    }
+
     fn job(&self) -> std::sync::MutexGuard<'_, Option<Job>> {
         self.job.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn id(&self) -> std::sync::MutexGuard<'_, Option<[u8; 16]>> {
+        self.rekey_id.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ID of the rekey under way, if it has one.
+    pub(crate) fn rekey_id(&self) -> Option<[u8; 16]> {
+        *self.id()
     }
 }
 
 impl Volume {
+    /// The rekey under way has ID `id` now (the config was given one, e.g.
+    /// to a rekey an earlier warpfs started): its journal records carry it,
+    /// and only records with it are applied.
+    pub fn set_rekey_id(&self, id: Option<[u8; 16]>) {
+        *self.online.id() = id;
+    }
+
     /// Start moving every file to key generation `target` in the
     /// background: the write generation plus one (the config then records
     /// it as `rekey_target`, which `warpfs rekey` writes first), or the
@@ -114,7 +171,20 @@ impl Volume {
             }
         }
         let write = self.keys.write_generation();
-        if write.checked_add(1) == Some(target) && !self.keys.rekeying() {
+        let fresh = write.checked_add(1) == Some(target) && !self.keys.rekeying();
+        // The records carry the config's rekey ID: the request's (which
+        // `warpfs rekey` read from the config it unlocked), never another
+        // than the one this volume knows for a rekey already under way.
+        let id = match (fresh, self.online.rekey_id(), opts.rekey_id) {
+            (false, Some(a), Some(b)) if a != b => {
+                return Err(
+                    "the config names another rekey ID than the rekey under way on this mount: unmount and run warpfs rekey again".into(),
+                )
+            }
+            (true, _, asked) => asked,
+            (false, known, asked) => asked.or(known),
+        };
+        if fresh {
             self.keys.begin_rekey(self.make_cipher(target)?)?;
             tracing::info!("rekey: new files and moved blocks use key generation {target}");
         } else if !(write == target && self.keys.rekeying()) {
@@ -128,6 +198,7 @@ impl Volume {
                 let _ = h.join();
             }
         }
+        *self.online.id() = id;
         let (progress, state) = (Arc::new(Progress::default()), Arc::new(AtomicU8::new(RUNNING)));
         let (error, stop) = (Arc::new(Mutex::new(None)), Arc::new(AtomicBool::new(false)));
         let walk = Walk::of(self);
@@ -186,6 +257,7 @@ impl Volume {
             }
         }
         self.keys.end_rekey();
+        *self.online.id() = None;
         Ok(())
     }
 
@@ -262,21 +334,36 @@ mod tests {
                 target: 3,
                 jobs: 2,
                 max_rate: None,
+                rekey_id: None,
             },
             Request::Start {
                 target: u32::MAX,
                 jobs: 256,
                 max_rate: Some(1 << 20),
+                rekey_id: Some([0xa7; 16]),
             },
         ] {
             assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
         }
+        assert_eq!(
+            Request::parse(b"start 1 2 0 000102030405060708090a0b0c0d0e0f").unwrap(),
+            Request::Start {
+                target: 1,
+                jobs: 2,
+                max_rate: None,
+                rekey_id: Some(std::array::from_fn(|i| i as u8)),
+            }
+        );
         for bad in [
             &b""[..],
             b"start",
             b"start 1 2",
             b"start x 1 0",
             b"start 4294967296 1 0",
+            b"start 1 1 0 00",
+            b"start 1 1 0 000102030405060708090a0b0c0d0e0g",
+            b"start 1 1 0 000102030405060708090a0b0c0d0e0f 00",
+            b"start 1 1 0 +00102030405060708090a0b0c0d0e0f",
             b"stop",
             b"\xff",
         ] {

@@ -1,8 +1,9 @@
 //! `warpfs fsck`: check an unmounted volume and report every problem by
-//! plaintext path and block; repair only what the options ask for. Exit
-//! codes: 0 clean, 20 problems found, 21 every problem found was repaired,
-//! 22 refused because the volume is mounted; 10/11 wrong password / bad
-//! config as everywhere.
+//! plaintext path and block; repair only what the options ask for; put
+//! back what `--zero-bad-blocks` changed (`--undo`). Exit codes: 0 clean
+//! (or everything put back), 20 problems found (or not everything put
+//! back), 21 every problem found was repaired, 22 refused because the
+//! volume is mounted; 10/11 wrong password / bad config as everywhere.
 
 use super::exit::{CliError, ERROR, FSCK_MOUNTED, FSCK_PROBLEMS, FSCK_REPAIRED};
 use super::PassArgs;
@@ -20,10 +21,29 @@ pub struct FsckArgs {
     /// Password source.
     #[command(flatten)]
     pass: PassArgs,
-    /// Make blocks that cannot be read (bad GCM tag, corrupt nonce entry)
-    /// holes that read as zeros. Not part of --repair.
+    /// Make blocks that cannot be read under any key generation of the
+    /// volume (bad GCM tag, corrupt nonce entry) holes that read as zeros,
+    /// saving what it changes to an undo file first (--undo puts it back).
+    /// Not part of --repair.
     #[arg(long)]
     zero_bad_blocks: bool,
+    /// With --zero-bad-blocks: write the undo file to PATH (a new file)
+    /// instead of CIPHERDIR/warpfs.fsck.undo-N.
+    #[arg(long, value_name = "PATH", requires = "zero_bad_blocks")]
+    undo_file: Option<PathBuf>,
+    /// Put back what an earlier --zero-bad-blocks changed, from its undo
+    /// file (default: the newest CIPHERDIR/warpfs.fsck.undo-N); a file only
+    /// if it is still the same file and still holds what fsck wrote.
+    /// Checks and repairs nothing else. UNDOFILE goes after `=`
+    /// (--undo=FILE).
+    #[arg(
+        long,
+        value_name = "UNDOFILE",
+        num_args = 0..=1,
+        require_equals = true,
+        conflicts_with_all = ["zero_bad_blocks", "remove_orphan_sidecars", "fix_torn_tails", "apply_old_journals", "discard_journals", "repair"]
+    )]
+    undo: Option<Option<PathBuf>>,
     /// Delete long-name sidecars whose entry is gone.
     #[arg(long)]
     remove_orphan_sidecars: bool,
@@ -37,8 +57,8 @@ pub struct FsckArgs {
     #[arg(long)]
     apply_old_journals: bool,
     /// Delete rekey undo journals that are refused (forged, damaged, aimed
-    /// outside CIPHERDIR, of another rekey) or of an earlier warpfs and not
-    /// applied, without applying them.
+    /// outside CIPHERDIR, of another rekey, replayed or out of sequence) or
+    /// of an earlier warpfs and not applied, without applying them.
     #[arg(long)]
     discard_journals: bool,
     /// Every repair that loses no data: --remove-orphan-sidecars,
@@ -151,6 +171,9 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })
         .map_err(|e| CliError::new(FSCK_PROBLEMS, format!("cannot check the volume: {e}")))?;
     drop(master);
+    if let Some(u) = &a.undo {
+        return undo(&vol, u.as_deref());
+    }
     let repairs = Repairs {
         zero_bad_blocks: a.zero_bad_blocks,
         remove_orphan_sidecars: a.remove_orphan_sidecars || a.repair,
@@ -174,6 +197,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     let (extra, extra_fixed) = journals(&vol, &a)?;
     let opts = fsck::Options {
         repairs,
+        undo_to: a.undo_file.clone().map_or(fsck::UndoTo::Cipherdir, fsck::UndoTo::Path),
         ..Default::default()
     };
     let report = fsck::check(&vol, opts, &mut |done, total| {
@@ -186,6 +210,14 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     for n in &report.notes {
         println!("note: {n}");
+    }
+    if let Some((p, n)) = &report.undo {
+        println!(
+            "note: what the {n} zeroed block(s) held is saved in {}: warpfs fsck --undo={} {} puts it back",
+            p.display(),
+            p.display(),
+            a.cipherdir.display()
+        );
     }
     println!(
         "fsck: {} directories, {} files, {} symlinks, {} blocks ({} written, nonces checked); {} problems, {} repaired",
@@ -207,6 +239,47 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
         Err(CliError::new(
             FSCK_PROBLEMS,
             format!("{found} problem(s) found, {} not repaired", found - fixed),
+        ))
+    }
+}
+
+/// `fsck --undo`: put back what `--zero-bad-blocks` changed, from the
+/// undo file `path` (or the newest in CIPHERDIR). Exit 0 when every file
+/// was put back, 20 when the undo file is refused or a file was not.
+fn undo(vol: &Volume, path: Option<&Path>) -> Result<(), CliError> {
+    let r = fsck::restore(vol, path).map_err(|e| {
+        let code = match e {
+            fsck::UndoError::Refused(_) => FSCK_PROBLEMS,
+            fsck::UndoError::NotFound(_) | fsck::UndoError::Io(_) => ERROR,
+        };
+        CliError::new(code, e.to_string())
+    })?;
+    let mut blocks = 0;
+    for (f, res) in &r.files {
+        match res {
+            Ok(n) => {
+                blocks += n;
+                println!("restored: {f}: {n} block(s) put back");
+            }
+            Err(why) => println!("problem: {f}: not restored: {why}"),
+        }
+    }
+    let bad = r.files.iter().filter(|(_, x)| x.is_err()).count();
+    if bad == 0 {
+        println!(
+            "fsck: put back {blocks} block(s) of {} file(s) from {}; the undo file is removed",
+            r.files.len(),
+            r.path.display()
+        );
+        Ok(())
+    } else {
+        Err(CliError::new(
+            FSCK_PROBLEMS,
+            format!(
+                "{bad} of {} file(s) not restored (nothing written to them); {} is kept",
+                r.files.len(),
+                r.path.display()
+            ),
         ))
     }
 }

@@ -74,8 +74,8 @@ pub fn kill_hook() -> Option<RekeyHook> {
 /// the master key and the target generation.
 type Begun = (Config, super::password::Password, MasterKey, u32);
 
-/// Unlock the config and make sure it records a rekey target (writing it
-/// when absent).
+/// Unlock the config and make sure it records a rekey target (writing it,
+/// with a fresh rekey ID, when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
     let cfg = Config::load_file(&conf)?;
@@ -204,15 +204,22 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
             )
         })?;
     let rate = max_rate(a)?;
-    let (cfg, pw, master, target) = begin(a)?;
+    let (mut cfg, pw, master, target) = begin(a)?;
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
         .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
     recover_or_stop(&vol, &a.cipherdir, ERROR)?;
+    if cfg.rekey_id().is_none() {
+        // A rekey an earlier warpfs started: its journals (all applied by
+        // now) had no rekey ID; from here on its records carry one.
+        cfg = cfg.add_rekey_id_at(&a.config.path(&a.cipherdir), pw.bytes())?;
+        vol.set_rekey_id(cfg.rekey_id());
+    }
     let jobs = jobs(a);
     let opts = RekeyOptions {
         jobs,
         max_rate: rate,
         on_event: kill_hook(),
+        rekey_id: None,
     };
     let (progress, stop, done) = (Progress::default(), AtomicBool::new(false), AtomicBool::new(false));
     let start = Instant::now();
@@ -301,10 +308,14 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     let control = ControlKey::derive(&master);
     drop(master);
     let jobs = jobs(a);
+    // A rekey an earlier warpfs started keeps going without a rekey ID
+    // here (the mount may be writing records without one); an offline
+    // `warpfs rekey` gives it one.
     let start = Request::Start {
         target,
         jobs,
         max_rate: rate,
+        rekey_id: cfg.rekey_id(),
     };
     let start = start.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), start.as_bytes());

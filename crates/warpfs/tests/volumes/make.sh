@@ -22,6 +22,9 @@
 #                        tree with a `warpfs rekey` killed part way (config
 #                        with a rekey target, files of both key generations,
 #                        one file with a rekey watermark inside it; FORMAT.md 10)
+#   TAG=NAME             name the volume v<VERSION>-NAME-<MODE> (with
+#                        MIDREKEY=1, e.g. TAG=midrekey-id: a rekey with the
+#                        rekey ID of FORMAT.md 10.1)
 # Needs root (or fusermount3) and /dev/fuse. Everything is deterministic
 # except the cipher bytes (random keys, IVs, nonces).
 set -euo pipefail
@@ -137,6 +140,7 @@ midrekey() {
 for mode in "${modes[@]}"; do
     out="$here/v$version-$mode"
     [[ ${MIDREKEY:-} == 1 ]] && out="$here/v$version-midrekey-$mode"
+    [[ -n ${TAG:-} ]] && out="$here/v$version-$TAG-$mode"
     if [[ -e $out ]]; then
         [[ ${FORCE:-} == 1 ]] || die "$out exists (frozen volumes are not regenerated; FORCE=1 to replace)"
         rm -rf "$out"

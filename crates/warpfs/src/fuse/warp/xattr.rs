@@ -25,12 +25,18 @@ impl WarpFs {
     /// is logged and its reason shows in the status.
     fn rekey_request(&self, value: &[u8]) -> OpResult<()> {
         let r = rekey::Request::parse(value).and_then(|req| match req {
-            rekey::Request::Start { target, jobs, max_rate } => self.vol.rekey_start(
+            rekey::Request::Start {
+                target,
+                jobs,
+                max_rate,
+                rekey_id,
+            } => self.vol.rekey_start(
                 target,
                 rekey::RekeyOptions {
                     jobs,
                     max_rate,
                     on_event: self.rekey_hook.clone(),
+                    rekey_id,
                 },
             ),
             rekey::Request::Finish => self.vol.rekey_finish(),
