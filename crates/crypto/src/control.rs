@@ -4,10 +4,10 @@
 //! the password or the master key ever reaching the daemon in a request.
 
 use crate::keys::MasterKey;
+use crate::locked::Locked;
 use hkdf::hmac::{Hmac, KeyInit, Mac};
 use hkdf::Hkdf;
 use sha2::Sha256;
-use zeroize::Zeroizing;
 
 /// HKDF info string of the control-request key.
 pub const INFO_CONTROL: &[u8] = b"warpfs v1 control";
@@ -15,8 +15,9 @@ pub const INFO_CONTROL: &[u8] = b"warpfs v1 control";
 pub const CONTROL_TAG_LEN: usize = 32;
 
 /// The key that tags control requests: HKDF-SHA256 of the master key (no
-/// salt) under [`INFO_CONTROL`]. Zeroized on drop; `Debug` never shows it.
-pub struct ControlKey(Zeroizing<[u8; 32]>);
+/// salt) under [`INFO_CONTROL`]. On locked pages, zeroized on drop (it
+/// lives as long as the mount); `Debug` never shows it.
+pub struct ControlKey(Locked<[u8; 32]>);
 
 impl std::fmt::Debug for ControlKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -27,7 +28,7 @@ impl std::fmt::Debug for ControlKey {
 impl ControlKey {
     /// The control key of `master`.
     pub fn derive(master: &MasterKey) -> Self {
-        let mut k = Zeroizing::new([0u8; 32]);
+        let mut k = Locked::new([0u8; 32]);
         Hkdf::<Sha256>::new(None, master.as_bytes())
             .expand(INFO_CONTROL, &mut *k)
             .expect("32 bytes is a valid HKDF-SHA256 output length");
@@ -80,6 +81,22 @@ mod tests {
         let k = h(&prk, &[INFO_CONTROL, &[1]]);
         let want = h(&k, &[&4u32.to_le_bytes(), b"name", &5u32.to_le_bytes(), b"value"]);
         assert_eq!(key(3).tag(b"name", b"value")[..], want[..]);
+    }
+
+    #[test]
+    fn the_control_key_is_on_locked_pages() {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain getrlimit into a local.
+        unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+        // SAFETY: no preconditions.
+        if unsafe { libc::geteuid() } != 0 && lim.rlim_cur < 1 << 20 {
+            warpfs_testkit::skip("RLIMIT_MEMLOCK below 1 MiB and not root: mlock is not allowed");
+            return;
+        }
+        assert!(key(1).0.is_locked(), "the mount's control key is not locked in RAM");
     }
 
     #[test]

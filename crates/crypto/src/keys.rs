@@ -4,14 +4,13 @@
 use crate::aes_ctr::ContentKey;
 pub use crate::error::KeyLengthError;
 use crate::error::{Error, Result};
-use crate::locked::Locked;
+use crate::locked::{Locked, LockedBytes};
 use crate::names::NameCipher;
 use crate::seal::Sealer;
 use crate::xts::{XtsCipher, XtsKey};
 use hkdf::Hkdf;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
-use zeroize::Zeroizing;
 
 /// Length of the master key in bytes.
 pub const MASTER_KEY_LEN: usize = 32;
@@ -142,7 +141,7 @@ impl Subkeys {
     pub fn derive_gen(master: &MasterKey, content_key_bits: u32, generation: u32) -> Subkeys {
         let content_len = content_len(content_key_bits);
         let hk = Hkdf::<Sha256>::new(None, master.as_bytes());
-        let mut okm = Zeroizing::new([0u8; 64]);
+        let mut okm = Locked::new([0u8; 64]);
         let expand = |info: &[u8], out: &mut [u8]| {
             // Output lengths here are far below HKDF's 255·32-byte limit.
             hk.expand(info, out)
@@ -169,7 +168,7 @@ impl Subkeys {
 
     /// [`xts_key`](Self::xts_key) of key generation `generation`.
     pub fn xts_key_gen(master: &MasterKey, key_bits: u32, cipher: XtsCipher, generation: u32) -> XtsKey {
-        let mut okm = Zeroizing::new(vec![0u8; 2 * content_len(key_bits)]);
+        let mut okm = LockedBytes::zeroed(2 * content_len(key_bits));
         Hkdf::<Sha256>::new(None, master.as_bytes())
             .expand(&gen_info(INFO_CONTENT_XTS, generation), &mut okm)
             .expect("HKDF-SHA256 output length is within bounds");
@@ -177,19 +176,19 @@ impl Subkeys {
     }
 
     /// The raw bytes of the content key that [`derive`](Self::derive) puts
-    /// in `content` (16 or 32 bytes, zeroized on drop), for a keystream
+    /// in `content` (16 or 32 bytes, on locked pages zeroed on drop), for a keystream
     /// backend that expands the key itself (the engine's forced software
     /// AES for `WARPFS_NO_AESNI=1` experiments).
     ///
     /// # Panics
     /// As [`derive`](Self::derive), for a key size other than 128 or 256.
-    pub fn content_key_bytes(master: &MasterKey, content_key_bits: u32) -> Zeroizing<Vec<u8>> {
+    pub fn content_key_bytes(master: &MasterKey, content_key_bits: u32) -> LockedBytes {
         Self::content_key_bytes_gen(master, content_key_bits, 0)
     }
 
     /// [`content_key_bytes`](Self::content_key_bytes) of key generation `generation`.
-    pub fn content_key_bytes_gen(master: &MasterKey, content_key_bits: u32, generation: u32) -> Zeroizing<Vec<u8>> {
-        let mut out = Zeroizing::new(vec![0u8; content_len(content_key_bits)]);
+    pub fn content_key_bytes_gen(master: &MasterKey, content_key_bits: u32, generation: u32) -> LockedBytes {
+        let mut out = LockedBytes::zeroed(content_len(content_key_bits));
         Hkdf::<Sha256>::new(None, master.as_bytes())
             .expand(&gen_info(INFO_CONTENT, generation), &mut out)
             .expect("HKDF-SHA256 output length is within bounds");

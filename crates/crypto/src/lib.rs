@@ -29,7 +29,7 @@ pub use gcm::{GcmTagger, TAG_LEN};
 pub use journal::{JournalKey, UndoKey, JOURNAL_TAG_LEN, UNDO_TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};
 pub use keys::{MasterKey, Subkeys, MASTER_KEY_LEN};
-pub use locked::{make_non_dumpable, Locked, LockedBytes};
+pub use locked::{make_non_dumpable, Locked, LockedBuf, LockedBytes, LockedWords};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
 pub use summary::{SummaryKey, SUMMARY_TAG_LEN};

@@ -1,11 +1,13 @@
 //! `Locked<T>`: key material on its own page-aligned heap pages, locked in
 //! RAM (`mlock`, so it is never swapped out), left out of core dumps
 //! (`MADV_DONTDUMP`) and overwritten with zeros on drop (after `T`'s own
-//! drop, which for the `aes` types also zeroizes). When `mlock` is not
-//! allowed (RLIMIT_MEMLOCK) a warning is logged once and the key is used
-//! unlocked. Memory locks are not inherited across `fork`: a daemon calls
-//! [`lock_all`] in the child. `T` must keep its secrets inline (arrays, expanded AES keys),
-//! not behind pointers of its own.
+//! drop, which for the `aes` types also zeroizes). [`LockedBuf`] is the
+//! same for a run-time number of bytes or words (raw keys of either
+//! length, key tables a device uploads, keystream masks). When `mlock` is
+//! not allowed (RLIMIT_MEMLOCK) a warning is logged once and the key is
+//! used unlocked. Memory locks are not inherited across `fork`: a daemon
+//! calls [`lock_all`] in the child. `T` must keep its secrets inline
+//! (arrays, expanded AES keys), not behind pointers of its own.
 
 use std::alloc::{alloc_zeroed, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
@@ -58,31 +60,10 @@ impl<T> Locked<T> {
     /// Move `value` onto fresh locked pages. The caller should zeroize its
     /// own copy of the source bytes.
     pub fn new(value: T) -> Self {
-        let page = page_size();
-        let size = std::mem::size_of::<T>().max(1).div_ceil(page) * page;
-        let align = page.max(std::mem::align_of::<T>());
-        let layout = Layout::from_size_align(size, align).expect("page layout");
-        // SAFETY: size > 0.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw as *mut T) else {
-            handle_alloc_error(layout);
-        };
+        let (raw, layout, locked) = alloc_locked(std::mem::size_of::<T>(), std::mem::align_of::<T>());
+        let ptr = raw.cast::<T>();
         // SAFETY: fresh allocation, aligned for T and at least its size.
         unsafe { ptr.as_ptr().write(value) };
-        // SAFETY: raw..raw+size is our own page-aligned allocation.
-        let locked = unsafe { libc::mlock(raw.cast(), size) } == 0;
-        if !locked && !WARNED.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "cannot lock key memory in RAM ({}); keys may be swapped out (raise RLIMIT_MEMLOCK)",
-                std::io::Error::last_os_error()
-            );
-        }
-        // SAFETY: as above; failure only means the pages may be dumped.
-        unsafe { libc::madvise(raw.cast(), size, libc::MADV_DONTDUMP) };
-        REGIONS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((raw as usize, size));
         Self { ptr, layout, locked }
     }
 
@@ -115,73 +96,126 @@ impl<T: Clone> Clone for Locked<T> {
 
 impl<T> Drop for Locked<T> {
     fn drop(&mut self) {
-        let raw = self.ptr.as_ptr() as *mut u8;
         // SAFETY: the T is initialised and dropped exactly once here; then
         // the whole allocation is ours to overwrite, unlock and free.
         unsafe {
             std::ptr::drop_in_place(self.ptr.as_ptr());
-            wipe(raw, self.layout.size());
-            #[cfg(test)]
-            tests::record_freed(raw, self.layout.size());
-            {
-                let mut r = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(i) = r.iter().position(|&(a, _)| a == raw as usize) {
-                    r.swap_remove(i);
-                }
-            }
-            // Harmless when not locked (or locked again by lock_all).
-            libc::munlock(raw.cast(), self.layout.size());
-            dealloc(raw, self.layout);
+            free_locked(self.ptr.cast(), self.layout);
         }
     }
 }
 
-/// A byte buffer of a length chosen at run time on locked, non-dumped
-/// pages, zeroed on drop (keystream masks made ahead of need: what they
-/// XOR decides plaintext).
-pub struct LockedBytes {
-    ptr: NonNull<u8>,
+/// Zeroed pages for `size` bytes aligned to `align` (at least a page),
+/// locked in RAM when allowed and left out of core dumps; recorded for
+/// [`lock_all`].
+fn alloc_locked(size: usize, align: usize) -> (NonNull<u8>, Layout, bool) {
+    let page = page_size();
+    let size = size.max(1).div_ceil(page) * page;
+    let layout = Layout::from_size_align(size, page.max(align)).expect("page layout");
+    // SAFETY: size > 0.
+    let raw = unsafe { alloc_zeroed(layout) };
+    let Some(ptr) = NonNull::new(raw) else {
+        handle_alloc_error(layout);
+    };
+    // SAFETY: raw..raw+size is our own page-aligned allocation.
+    let locked = unsafe { libc::mlock(raw.cast(), size) } == 0;
+    if !locked && !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "cannot lock key memory in RAM ({}); keys may be swapped out (raise RLIMIT_MEMLOCK)",
+            std::io::Error::last_os_error()
+        );
+    }
+    // SAFETY: as above; failure only means the pages may be dumped.
+    unsafe { libc::madvise(raw.cast(), size, libc::MADV_DONTDUMP) };
+    REGIONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((raw as usize, size));
+    (ptr, layout, locked)
+}
+
+/// Overwrite an allocation of [`alloc_locked`] with zeros, unlock and
+/// free it.
+///
+/// # Safety
+/// `ptr` and `layout` come from one `alloc_locked` call, and nothing uses
+/// the allocation any more (nothing in it needs dropping).
+unsafe fn free_locked(ptr: NonNull<u8>, layout: Layout) {
+    let raw = ptr.as_ptr();
+    // SAFETY: per the caller, the allocation is ours to overwrite.
+    unsafe { wipe(raw, layout.size()) };
+    #[cfg(test)]
+    // SAFETY: as above; still allocated.
+    unsafe {
+        tests::record_freed(raw, layout.size())
+    };
+    {
+        let mut r = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = r.iter().position(|&(a, _)| a == raw as usize) {
+            r.swap_remove(i);
+        }
+    }
+    // SAFETY: our own allocation; harmless when not locked (or locked
+    // again by lock_all); freed exactly once.
+    unsafe {
+        libc::munlock(raw.cast(), layout.size());
+        dealloc(raw, layout);
+    }
+}
+
+/// Element types of a [`LockedBuf`]: plain integers, whose all-zero bytes
+/// are a value and which hold no pointers.
+pub trait Plain: Copy + plain::Sealed {}
+
+mod plain {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+}
+
+impl Plain for u8 {}
+impl Plain for u32 {}
+impl Plain for u64 {}
+
+/// A buffer of a length chosen at run time on locked, non-dumped pages,
+/// zeroed on drop: raw keys, key tables a device uploads, keystream masks
+/// made ahead of need (what they XOR decides plaintext).
+pub struct LockedBuf<T: Plain> {
+    ptr: NonNull<T>,
     len: usize,
     layout: Layout,
     locked: bool,
 }
 
-// SAFETY: LockedBytes owns its bytes like a Box<[u8]>.
-unsafe impl Send for LockedBytes {}
-// SAFETY: shared access only hands out &[u8].
-unsafe impl Sync for LockedBytes {}
+/// Bytes on locked pages (masks, raw keys).
+pub type LockedBytes = LockedBuf<u8>;
+/// 32-bit words on locked pages (key tables as a device kernel takes them).
+pub type LockedWords = LockedBuf<u32>;
 
-impl LockedBytes {
-    /// `len` zero bytes on fresh locked pages.
+// SAFETY: LockedBuf owns its elements like a Box<[T]>, and T is a plain integer.
+unsafe impl<T: Plain> Send for LockedBuf<T> {}
+// SAFETY: shared access only hands out &[T].
+unsafe impl<T: Plain> Sync for LockedBuf<T> {}
+
+impl<T: Plain> LockedBuf<T> {
+    /// `len` zero elements on fresh locked pages.
     pub fn zeroed(len: usize) -> Self {
-        let page = page_size();
-        let size = len.max(1).div_ceil(page) * page;
-        let layout = Layout::from_size_align(size, page).expect("page layout");
-        // SAFETY: size > 0.
-        let raw = unsafe { alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            handle_alloc_error(layout);
-        };
-        // SAFETY: raw..raw+size is our own page-aligned allocation.
-        let locked = unsafe { libc::mlock(raw.cast(), size) } == 0;
-        if !locked && !WARNED.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "cannot lock key memory in RAM ({}); keys may be swapped out (raise RLIMIT_MEMLOCK)",
-                std::io::Error::last_os_error()
-            );
-        }
-        // SAFETY: as above.
-        unsafe { libc::madvise(raw.cast(), size, libc::MADV_DONTDUMP) };
-        REGIONS
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((raw as usize, size));
+        let bytes = len.checked_mul(std::mem::size_of::<T>()).expect("buffer size");
+        let (raw, layout, locked) = alloc_locked(bytes, std::mem::align_of::<T>());
         Self {
-            ptr,
+            ptr: raw.cast(),
             len,
             layout,
             locked,
         }
+    }
+
+    /// A copy of `src` on fresh locked pages (the caller wipes `src`).
+    pub fn from_slice(src: &[T]) -> Self {
+        let mut b = Self::zeroed(src.len());
+        b.copy_from_slice(src);
+        b
     }
 
     /// Whether the pages are locked in RAM.
@@ -190,44 +224,39 @@ impl LockedBytes {
     }
 }
 
-impl std::ops::Deref for LockedBytes {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: ptr..ptr+len is initialised (zeroed at allocation).
+impl<T: Plain> std::ops::Deref for LockedBuf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr..ptr+len is initialised (zeroed at allocation, and
+        // all-zero bytes are a T) and aligned for T.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl std::ops::DerefMut for LockedBytes {
-    fn deref_mut(&mut self) -> &mut [u8] {
+impl<T: Plain> std::ops::DerefMut for LockedBuf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
         // SAFETY: unique access through &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl std::fmt::Debug for LockedBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LockedBytes({} bytes)", self.len)
+/// A clone copies page to page.
+impl<T: Plain> Clone for LockedBuf<T> {
+    fn clone(&self) -> Self {
+        Self::from_slice(self)
     }
 }
 
-impl Drop for LockedBytes {
+impl<T: Plain> std::fmt::Debug for LockedBuf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LockedBuf({} x {} bytes)", self.len, std::mem::size_of::<T>())
+    }
+}
+
+impl<T: Plain> Drop for LockedBuf<T> {
     fn drop(&mut self) {
-        let raw = self.ptr.as_ptr();
-        // SAFETY: the whole allocation is ours to overwrite, unlock and free.
-        unsafe {
-            wipe(raw, self.layout.size());
-            #[cfg(test)]
-            tests::record_freed(raw, self.layout.size());
-            {
-                let mut r = REGIONS.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(i) = r.iter().position(|&(a, _)| a == raw as usize) {
-                    r.swap_remove(i);
-                }
-            }
-            libc::munlock(raw.cast(), self.layout.size());
-            dealloc(raw, self.layout);
-        }
+        // SAFETY: plain integers need no drop; the allocation is ours.
+        unsafe { free_locked(self.ptr.cast(), self.layout) }
     }
 }
 
@@ -308,6 +337,30 @@ mod tests {
         let freed = FREED.with(|f| f.borrow().clone());
         assert_eq!(freed.len(), 2 * page_size());
         assert!(freed.iter().all(|&x| x == 0), "mask bytes left in freed pages");
+    }
+
+    #[test]
+    fn locked_words_are_aligned_cloned_apart_and_zeroed_on_drop() {
+        let src = [0xdead_beefu32; 1100]; // 4400 bytes: two pages
+        let w = LockedWords::from_slice(&src);
+        assert_eq!(&w[..], &src[..]);
+        assert_eq!(w.as_ptr() as usize % page_size(), 0);
+        let c = w.clone();
+        assert_eq!(&c[..], &w[..]);
+        assert_ne!(c.as_ptr(), w.as_ptr());
+        if w.is_locked() {
+            assert!(REGIONS
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|&(a, n)| a == w.as_ptr() as usize && n == 2 * page_size()));
+        }
+        drop(c);
+        drop(w);
+        let freed = FREED.with(|f| f.borrow().clone());
+        assert_eq!(freed.len(), 2 * page_size());
+        assert!(freed.iter().all(|&x| x == 0), "key words left in freed pages");
+        assert!(LockedWords::zeroed(0).is_empty());
     }
 
     #[test]

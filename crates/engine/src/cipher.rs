@@ -14,11 +14,16 @@
 //! `WARPFS_NO_AESNI=1` (or `EngineConfig::software_aes`). aes 0.7 has no
 //! `zeroize` feature, so its round keys live in a `warpfs_crypto::Locked`,
 //! which locks them in RAM and zeroes them on drop.
+//!
+//! Every copy of key material a `MaskCipher` holds is on locked pages,
+//! left out of core dumps and zeroed on drop: the expanded keys (in
+//! `ContentKey` or `Locked`), the raw key kept for a device backend and a
+//! Twofish key's device tables (`LockedBytes`, `LockedWords`).
 
 use crate::EngineError;
 use aes::Block;
 use aes07::cipher::{BlockEncrypt, NewBlockCipher};
-use warpfs_crypto::{ContentKey, Nonce, XtsCipher};
+use warpfs_crypto::{ContentKey, LockedBytes, LockedWords, Nonce, XtsCipher};
 
 /// Counter blocks per inner step of the software loop (on the stack).
 const SOFT_CHUNK: usize = 64;
@@ -52,12 +57,13 @@ enum Inner {
 pub struct MaskCipher {
     inner: Inner,
     /// The raw key when it was added as bytes: what a device backend
-    /// uploads (it expands the key itself). Zeroized on drop.
-    raw: Option<zeroize::Zeroizing<Vec<u8>>>,
+    /// uploads (it expands the key itself). On locked pages, zeroed on
+    /// drop.
+    raw: Option<LockedBytes>,
     /// Twofish keys added as bytes: the tables and subkeys a device
-    /// backend uploads (`Twofish::device_words`), expanded once here.
-    /// Zeroized on drop.
-    device: Option<zeroize::Zeroizing<Vec<u32>>>,
+    /// backend uploads (`Twofish::device_words`), expanded once here. On
+    /// locked pages, zeroed on drop.
+    device: Option<LockedWords>,
     /// How long one 4 KiB mask takes on this cpu (measured once, on first
     /// use: [`mask_time`](Self::mask_time)).
     mask_time: std::sync::Arc<std::sync::OnceLock<std::time::Duration>>,
@@ -94,7 +100,7 @@ impl MaskCipher {
         let k = ContentKey::new(raw).map_err(|_| EngineError::KeyLength)?;
         Ok(Self {
             inner: Inner::AesCrate(k),
-            raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+            raw: Some(LockedBytes::from_slice(raw)),
             device: None,
             mask_time: Default::default(),
         })
@@ -107,7 +113,7 @@ impl MaskCipher {
             let k = ContentKey::new(raw).map_err(|_| EngineError::KeyLength)?;
             return Ok(Self {
                 inner: Inner::Hw(k),
-                raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+                raw: Some(LockedBytes::from_slice(raw)),
                 device: None,
                 mask_time: Default::default(),
             });
@@ -119,7 +125,7 @@ impl MaskCipher {
         };
         Ok(Self {
             inner: Inner::Soft(warpfs_crypto::Locked::new(soft)),
-            raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+            raw: Some(LockedBytes::from_slice(raw)),
             device: None,
             mask_time: Default::default(),
         })
@@ -137,7 +143,7 @@ impl MaskCipher {
                 let tf = warpfs_crypto::twofish::Twofish::new(raw).map_err(|_| EngineError::KeyLength)?;
                 Ok(Self {
                     inner: Inner::Hw(k),
-                    raw: Some(zeroize::Zeroizing::new(raw.to_vec())),
+                    raw: Some(LockedBytes::from_slice(raw)),
                     device: Some(tf.device_words()),
                     mask_time: Default::default(),
                 })
@@ -148,7 +154,7 @@ impl MaskCipher {
     /// A Twofish key's tables and subkeys as the device mask kernel takes
     /// them (`Twofish::device_words`); `None` for AES keys.
     pub fn twofish_device_words(&self) -> Option<&[u32]> {
-        self.device.as_deref().map(|v| &v[..])
+        self.device.as_deref()
     }
 
     /// The block cipher.
@@ -188,7 +194,7 @@ impl MaskCipher {
     /// The raw key bytes, when the key was added as bytes (a device backend
     /// needs them; keys wrapped from a `ContentKey` stay on the cpu).
     pub fn raw_key(&self) -> Option<&[u8]> {
-        self.raw.as_deref().map(|v| &v[..])
+        self.raw.as_deref()
     }
 
     /// Key size in bits (128 or 256).

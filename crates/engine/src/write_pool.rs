@@ -12,6 +12,18 @@
 //! pool's lock, and handed to exactly one `seal`: no nonce is ever used
 //! twice. Nonces whose masks were made but never consumed (the pool is
 //! dropped at unmount) are simply never used.
+//!
+//! A pooled mask is used only while its nonce's epoch is live
+//! ([`NonceSupply::live_epoch`], which checks the clocks). The pool holds
+//! its nonces in the order they were drawn, so the masks of retired epochs
+//! are always a prefix of it: each `seal` compares the front's epoch with
+//! the live one, and when they differ every context of that prefix is
+//! redefined at once for the next nonces (the workers start on the new
+//! epoch's masks immediately). A process restored from a snapshot of its
+//! memory therefore never uses a mask made before the snapshot once its
+//! clocks have ended that epoch (docs/decisions/0073-epoch-bound-masks.md).
+//! Z is at most half an epoch's nonces, so one redefinition never needs
+//! more than the next epoch holds.
 
 use crate::engine::KeyLease;
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, ReadWindow, PRIORITY_LOWEST, REFILL_BATCH};
@@ -19,17 +31,67 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use warpfs_crypto::gcm::J0_COUNTER;
 use warpfs_crypto::Nonce;
-use warpfs_keystream::{BlockReader, Keystream, NonceSource};
+use warpfs_keystream::{epoch_of, BlockReader, Keystream, NonceSource};
+
+/// Redefinitions of retired masks one `seal` tries before it makes its
+/// mask for a nonce drawn on the spot (epochs ending faster than the pool
+/// can be redefined: never with Z at most half an epoch).
+const RENEWALS: usize = 3;
 
 /// Where the pool's nonces come from.
 pub trait NonceSupply: Send + Sync {
     /// The next nonce, never returned before.
     fn next_nonce(&self) -> Nonce;
+
+    /// The next `out.len()` nonces, in order (a supply that reads clocks
+    /// reads them once for all).
+    fn next_nonces(&self, out: &mut [Nonce]) {
+        for n in out {
+            *n = self.next_nonce();
+        }
+    }
+
+    /// The epoch (a nonce's first 8 bytes, [`epoch_of`]) whose nonces may
+    /// still be used: a supply whose epochs end by time checks its clocks
+    /// here and ends a due epoch before it answers. The pool drops a mask
+    /// made for a nonce of any other epoch. Called once per `seal`: it
+    /// must be cheap.
+    fn live_epoch(&self) -> u64;
+
+    /// Nonces in one epoch at most; the pool keeps at most half of them
+    /// ahead.
+    fn epoch_size(&self) -> u32 {
+        u32::MAX
+    }
 }
 
 impl NonceSupply for NonceSource {
     fn next_nonce(&self) -> Nonce {
         self.next()
+    }
+    fn next_nonces(&self, out: &mut [Nonce]) {
+        self.next_many(out)
+    }
+    fn live_epoch(&self) -> u64 {
+        NonceSource::live_epoch(self)
+    }
+    fn epoch_size(&self) -> u32 {
+        self.policy().max_nonces
+    }
+}
+
+impl<T: NonceSupply + ?Sized> NonceSupply for Arc<T> {
+    fn next_nonce(&self) -> Nonce {
+        (**self).next_nonce()
+    }
+    fn next_nonces(&self, out: &mut [Nonce]) {
+        (**self).next_nonces(out)
+    }
+    fn live_epoch(&self) -> u64 {
+        (**self).live_epoch()
+    }
+    fn epoch_size(&self) -> u32 {
+        (**self).epoch_size()
     }
 }
 
@@ -46,6 +108,9 @@ pub struct WritePool {
     engine: Arc<Engine>,
     key: KeyId,
     nonces: Box<dyn NonceSupply>,
+    /// Contexts kept ahead: the engine's Z (0 without speculation), at
+    /// most half an epoch.
+    z: usize,
     ring: Mutex<Ring>,
     /// With [`owning`](WritePool::owning): retires the key once the pool
     /// and its read windows are gone (after their masks: fields drop in
@@ -55,12 +120,7 @@ pub struct WritePool {
 
 impl std::fmt::Debug for WritePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "WritePool(key {}, Z={})",
-            self.key.index(),
-            self.engine.config().pool_size
-        )
+        write!(f, "WritePool(key {}, Z={})", self.key.index(), self.z)
     }
 }
 
@@ -71,33 +131,30 @@ impl WritePool {
     }
 
     /// A pool drawing nonces from `nonces`. With speculation on it defines
-    /// its Z contexts at once (nearest nonce first in the queue).
+    /// its Z contexts at once (nearest nonce first in the queue); Z is cut
+    /// to half of [`NonceSupply::epoch_size`].
     pub fn with_nonces(engine: Arc<Engine>, key: KeyId, nonces: Box<dyn NonceSupply>) -> Result<Self, EngineError> {
         engine.cipher(key)?;
         let z = if engine.speculation() {
-            engine.config().pool_size
+            let half = usize::try_from(nonces.epoch_size() / 2).unwrap_or(usize::MAX);
+            engine.config().pool_size.min(half).max(1)
         } else {
             0
         };
-        let mut queue = VecDeque::with_capacity(z);
-        let ctxs: Vec<Ctx> = (0..z).map(|_| engine.context()).collect();
-        let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
-            .iter()
-            .map(|c| (c, key, nonces.next_nonce(), PRIORITY_LOWEST))
-            .collect();
-        let tickets = engine.define_batch(&items)?;
-        drop(items);
-        queue.extend(ctxs.into_iter().zip(tickets));
-        Ok(Self {
+        let pool = Self {
             engine,
             key,
             nonces,
+            z,
             ring: Mutex::new(Ring {
-                queue,
+                queue: VecDeque::with_capacity(z),
                 free: Vec::new(),
             }),
             lease: None,
-        })
+        };
+        let ctxs: Vec<Ctx> = (0..z).map(|_| pool.engine.context()).collect();
+        pool.define_next(&mut pool.ring(), ctxs)?;
+        Ok(pool)
     }
 
     /// A pool that owns `key` (fresh nonce epoch): the key is retired
@@ -121,22 +178,68 @@ impl WritePool {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Define `ctxs` for the next nonces, in order, at the lowest priority
+    /// (one lock of the engine's queue), and queue them at the back.
+    fn define_next(&self, r: &mut Ring, ctxs: Vec<Ctx>) -> Result<(), EngineError> {
+        if ctxs.is_empty() {
+            return Ok(());
+        }
+        let mut nonces = vec![[0u8; 12]; ctxs.len()];
+        self.nonces.next_nonces(&mut nonces);
+        let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
+            .iter()
+            .zip(&nonces)
+            .map(|(c, n)| (c, self.key, *n, PRIORITY_LOWEST))
+            .collect();
+        let tickets = self.engine.define_batch(&items)?;
+        drop(items);
+        r.queue.extend(ctxs.into_iter().zip(tickets));
+        Ok(())
+    }
+
+    /// Redefine the contexts whose nonces belong to a retired epoch (a
+    /// prefix of the queue, which is in drawing order) for the next
+    /// nonces, all at once. Returns the live epoch. One comparison when
+    /// the front is live.
+    fn renew_retired(&self, r: &mut Ring) -> u64 {
+        let mut live = self.nonces.live_epoch();
+        for _ in 0..RENEWALS {
+            let stale = r.queue.iter().take_while(|(_, t)| epoch_of(t.nonce()) != live).count();
+            if stale == 0 {
+                break;
+            }
+            let ctxs: Vec<Ctx> = r.queue.drain(..stale).map(|(c, _)| c).collect();
+            self.define_next(r, ctxs)
+                .expect("a key is retired only once no pool or window uses it");
+            // Drawing may have ended the epoch by count.
+            live = self.nonces.live_epoch();
+        }
+        live
+    }
+
     /// Take a (context, ticket): the pool's front when its mask is ready,
     /// else the back (the nonce the workers, which go front to back, would
     /// reach last: the caller makes that mask itself while they go on with
     /// the front, instead of racing them for the same one); when the pool
     /// is empty (speculation off), a context defined on demand for the next
-    /// nonce.
+    /// nonce. Never a context whose nonce's epoch has been retired.
     fn take(&self) -> (Ctx, Defined) {
         let mut r = self.ring();
-        let front_ready = r.queue.front().is_some_and(|(c, t)| self.engine.is_ready(c, t));
-        let taken = if front_ready {
-            r.queue.pop_front()
-        } else {
-            r.queue.pop_back()
-        };
-        if let Some(t) = taken {
-            return t;
+        if !r.queue.is_empty() {
+            let live = self.renew_retired(&mut r);
+            let front_ready = r.queue.front().is_some_and(|(c, t)| self.engine.is_ready(c, t));
+            let taken = if front_ready {
+                r.queue.pop_front()
+            } else {
+                r.queue.pop_back()
+            };
+            if let Some((c, t)) = taken {
+                if epoch_of(t.nonce()) == live {
+                    return (c, t);
+                }
+                // Still of a retired epoch after RENEWALS: never used.
+                r.free.push(c);
+            }
         }
         let spare = r.free.pop().unwrap_or_else(|| self.engine.context());
         let nonce = self.nonces.next_nonce();
@@ -152,7 +255,7 @@ impl WritePool {
     /// redefined together for the next nonces at the lowest priority, with
     /// one lock of the engine's queue.
     fn give_back(&self, ctx: Ctx) {
-        let z = self.engine.config().pool_size;
+        let z = self.z;
         let mut r = self.ring();
         if !self.engine.speculation() {
             if r.free.len() < REFILL_BATCH {
@@ -173,18 +276,37 @@ impl WritePool {
         }
         let n = r.free.len().min(want);
         let ctxs: Vec<Ctx> = r.free.drain(..n).collect();
-        let nonces: Vec<Nonce> = ctxs.iter().map(|_| self.nonces.next_nonce()).collect();
+        self.define_next(&mut r, ctxs)
+            .expect("a key is retired only once no pool or window uses it");
+    }
+
+    /// A second pool on the same engine and key holding the nonces this
+    /// one holds now, in the same order, drawing further nonces from
+    /// `nonces`: what a snapshot of the process's memory, restored or
+    /// cloned beside the running one, holds (its masks are made again;
+    /// they are the same bytes).
+    #[cfg(test)]
+    pub(crate) fn replica(&self, nonces: Box<dyn NonceSupply>) -> Self {
+        let held: Vec<Nonce> = self.ring().queue.iter().map(|(_, t)| *t.nonce()).collect();
+        let ctxs: Vec<Ctx> = held.iter().map(|_| self.engine.context()).collect();
         let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
             .iter()
-            .zip(&nonces)
+            .zip(&held)
             .map(|(c, n)| (c, self.key, *n, PRIORITY_LOWEST))
             .collect();
-        let tickets = self
-            .engine
-            .define_batch(&items)
-            .expect("a key is retired only once no pool or window uses it");
+        let tickets = self.engine.define_batch(&items).expect("the key is live");
         drop(items);
-        r.queue.extend(ctxs.into_iter().zip(tickets));
+        Self {
+            engine: self.engine.clone(),
+            key: self.key,
+            nonces,
+            z: self.z,
+            ring: Mutex::new(Ring {
+                queue: ctxs.into_iter().zip(tickets).collect(),
+                free: Vec::new(),
+            }),
+            lease: None,
+        }
     }
 }
 
@@ -226,3 +348,6 @@ impl Keystream for WritePool {
         Box::new(w.holding(self.lease.clone()))
     }
 }
+
+#[cfg(test)]
+mod epochs;

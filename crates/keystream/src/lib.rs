@@ -12,7 +12,7 @@ pub mod reader;
 pub mod split;
 
 pub use direct::Direct;
-pub use nonce::{Clock, EpochPolicy, NonceSource, SystemClock};
+pub use nonce::{epoch_of, Clock, EpochPolicy, NonceSource, SystemClock};
 pub use reader::{BlockReader, OnDemand};
 pub use split::{Inline, Splitter};
 pub use warpfs_crypto::Nonce;

@@ -13,7 +13,7 @@ mod block;
 mod schedule;
 
 use crate::error::KeyLengthError;
-use crate::locked::Locked;
+use crate::locked::{Locked, LockedWords};
 
 /// Blocks encrypted in lock-step by [`Twofish::encrypt_blocks`].
 pub const LANES: usize = 3;
@@ -107,13 +107,14 @@ impl Twofish {
     /// The expanded key as a device kernel takes it: the four MDS-folded
     /// S-box tables (256 words each; `g(X)` = s0[b0] ^ s1[b1] ^ s2[b2] ^
     /// s3[b3] of X's little-endian bytes), then the 40 subkeys. Key
-    /// material: zeroized on drop; for uploading to an OpenCL/CUDA device.
-    pub fn device_words(&self) -> zeroize::Zeroizing<Vec<u32>> {
-        let mut v = zeroize::Zeroizing::new(Vec::with_capacity(Self::DEVICE_WORDS));
-        for t in &self.tables.s {
-            v.extend_from_slice(t);
+    /// material: on locked pages, zeroed on drop; for uploading to an
+    /// OpenCL/CUDA device.
+    pub fn device_words(&self) -> LockedWords {
+        let mut v = LockedWords::zeroed(Self::DEVICE_WORDS);
+        for (dst, t) in v.chunks_exact_mut(256).zip(&self.tables.s) {
+            dst.copy_from_slice(t);
         }
-        v.extend_from_slice(&self.tables.k);
+        v[4 * 256..].copy_from_slice(&self.tables.k);
         v
     }
 

@@ -115,15 +115,12 @@ impl CudaDevice {
     }
 
     /// One launch on a locked lane (checked by [`launch_on`]).
-    fn run(&self, ln: &mut Lane, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+    fn run(&self, ln: &mut Lane, l: &Launch<'_>, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         let st = ln.stream.clone();
-        cu(
-            "rk upload",
-            st.memcpy_htod(&l.rk[..], &mut ln.rk.slice_mut(0..l.rk.len())),
-        )?;
+        cu("rk upload", st.memcpy_htod(l.rk, &mut ln.rk.slice_mut(0..l.rk.len())))?;
         cu(
             "desc upload",
-            st.memcpy_htod(&l.desc[..], &mut ln.desc.slice_mut(0..l.desc.len())),
+            st.memcpy_htod(l.desc, &mut ln.desc.slice_mut(0..l.desc.len())),
         )?;
         let cfg = LaunchConfig {
             grid_dim: ((l.items as usize).div_ceil(GROUP) as u32, 1, 1),
@@ -161,7 +158,7 @@ impl Device for CudaDevice {
         self.lanes.len()
     }
 
-    fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+    fn launch(&self, lane: usize, l: &Launch<'_>, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             launch_on(&self.lanes, lane, l, take, |ln, take| self.run(ln, l, take))
         }))

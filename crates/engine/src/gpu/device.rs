@@ -35,14 +35,14 @@ pub const TF_WORDS: usize = warpfs_crypto::twofish::Twofish::DEVICE_WORDS;
 pub const KEY_BUF_WORDS: usize = MAX_KEYS * TF_WORDS;
 
 /// One launch, ready to upload: round keys, descriptors, sizes.
-pub struct Launch {
+pub struct Launch<'a> {
     /// Whether the keys are Twofish (the Twofish kernel runs) or AES.
     pub twofish: bool,
     /// `MAX_KEYS`-bounded key table: `RK_WORDS` per AES key, `TF_WORDS`
-    /// per Twofish key.
-    pub rk: zeroize::Zeroizing<Vec<u32>>,
+    /// per Twofish key. Staged on the lane's locked pages.
+    pub rk: &'a [u32],
     /// `DESC_WORDS` per context.
-    pub desc: Vec<u32>,
+    pub desc: &'a [u32],
     /// Number of contexts.
     pub ndesc: u32,
     /// Work items with work (the global size is this rounded up to `GROUP`).
@@ -60,7 +60,7 @@ pub trait Device: Send + Sync {
     fn lanes(&self) -> usize;
     /// Run `l` on lane `lane`, copy the masks back into the lane's pinned
     /// buffer and hand its first `l.blocks * 16` bytes to `take`.
-    fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String>;
+    fn launch(&self, lane: usize, l: &Launch<'_>, take: &mut dyn FnMut(&[u8])) -> Result<(), String>;
 }
 
 /// The checks and lane handling every driver's [`Device::launch`] shares:
@@ -71,7 +71,7 @@ pub trait Device: Send + Sync {
 pub fn launch_on<L>(
     lanes: &[Mutex<L>],
     lane: usize,
-    l: &Launch,
+    l: &Launch<'_>,
     take: &mut dyn FnMut(&[u8]),
     run: impl FnOnce(&mut L, &mut dyn FnMut(&[u8])) -> Result<(), String>,
 ) -> Result<(), String> {

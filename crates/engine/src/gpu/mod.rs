@@ -15,6 +15,7 @@
 mod cuda;
 mod device;
 mod opencl;
+mod plan;
 mod select;
 mod signals;
 mod tables;
@@ -30,10 +31,11 @@ pub use xts_keys::XtsKeys;
 
 use crate::backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 use crate::MaskCipher;
-use device::{Device, Launch, BLOCKS_PER_ITEM, DESC_WORDS, TF_WORDS};
+use device::Device;
+use plan::{eligible, plan, scatter};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use tables::{expand, RK_WORDS};
+use std::sync::{Arc, Mutex};
+use warpfs_crypto::LockedWords;
 
 /// Failed launches after which the device is dropped (cpu only).
 pub const MAX_FAILURES: usize = 3;
@@ -43,6 +45,9 @@ pub struct DeviceBackend {
     kind: &'static str,
     dev: Box<dyn Device>,
     busy: Vec<AtomicBool>,
+    /// Per lane: the key table of the launch under way, staged on locked
+    /// pages (grown to the largest table a launch needed, zeroed on drop).
+    staging: Vec<Mutex<LockedWords>>,
     next_lane: AtomicUsize,
     failures: AtomicUsize,
     dropped: AtomicBool,
@@ -77,6 +82,7 @@ impl DeviceBackend {
             kind,
             dev,
             busy: (0..lanes).map(|_| AtomicBool::new(false)).collect(),
+            staging: (0..lanes).map(|_| Mutex::new(LockedWords::zeroed(0))).collect(),
             next_lane: AtomicUsize::new(0),
             failures: AtomicUsize::new(0),
             dropped: AtomicBool::new(false),
@@ -117,12 +123,14 @@ impl DeviceBackend {
                     out: &mut o[..],
                 })
                 .collect();
-            let launches = plan(&jobs);
-            for (range, l) in launches {
+            let mut staging = self.staging(lane);
+            for p in plan(&jobs) {
+                let l = p.launch(&mut staging);
                 self.dev
-                    .launch(lane, &l, &mut |bytes| scatter(&mut jobs[range.clone()], bytes))
+                    .launch(lane, &l, &mut |bytes| scatter(&mut jobs[p.range.clone()], bytes))
                     .map_err(|e| format!("self-test launch: {e}"))?;
             }
+            drop(staging);
             drop(jobs);
             for (i, o) in outs.iter().enumerate() {
                 let mut want = vec![0u8; o.len()];
@@ -155,6 +163,14 @@ impl DeviceBackend {
         self.device_masks.load(Ordering::Relaxed)
     }
 
+    /// Lane `lane`'s staging buffer (a lane shared by two threads stages
+    /// one launch at a time).
+    fn staging(&self, lane: usize) -> std::sync::MutexGuard<'_, LockedWords> {
+        self.staging[lane % self.staging.len()]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     fn take_lane(&self) -> (usize, bool) {
         for (i, b) in self.busy.iter().enumerate() {
             if b.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -184,98 +200,6 @@ impl DeviceBackend {
             );
         }
     }
-}
-
-/// Copy a launch's output into its jobs (in launch order, each job's
-/// blocks consecutive).
-fn scatter(jobs: &mut [MaskJob<'_>], bytes: &[u8]) {
-    let mut at = 0usize;
-    for j in jobs {
-        let n = j.out.len();
-        j.out.copy_from_slice(&bytes[at..at + n]);
-        at += n.div_ceil(16) * 16;
-    }
-}
-
-/// Whether a job can go to the device at all.
-fn eligible(j: &MaskJob<'_>) -> bool {
-    j.cipher.raw_key().is_some() && j.out.len().div_ceil(16) <= MAX_BLOCKS
-}
-
-/// Whether a job's key runs on the Twofish kernel.
-fn is_twofish(j: &MaskJob<'_>) -> bool {
-    j.cipher.twofish_device_words().is_some()
-}
-
-/// Split `jobs` (all eligible) into launches: consecutive ranges of one
-/// block cipher within the context, block and key limits.
-fn plan(jobs: &[MaskJob<'_>]) -> Vec<(std::ops::Range<usize>, Launch)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < jobs.len() {
-        let twofish = is_twofish(&jobs[start]);
-        let mut keys: Vec<*const MaskCipher> = Vec::new();
-        let mut rk = zeroize::Zeroizing::new(Vec::new());
-        let mut desc = Vec::new();
-        let (mut blocks, mut items) = (0usize, 0usize);
-        let mut end = start;
-        while end < jobs.len() && end - start < MAX_CONTEXTS {
-            let j = &jobs[end];
-            let nblk = j.out.len().div_ceil(16);
-            let kp: *const MaskCipher = j.cipher;
-            let known = keys.iter().position(|&k| std::ptr::eq(k, kp));
-            if blocks + nblk > MAX_BLOCKS || (known.is_none() && keys.len() == MAX_KEYS) || is_twofish(j) != twofish {
-                break;
-            }
-            let ki = match known {
-                Some(i) => i,
-                None => {
-                    if let Some(w) = j.cipher.twofish_device_words() {
-                        rk.extend_from_slice(w);
-                    } else {
-                        let (w, _) = expand(j.cipher.raw_key().expect("eligible")).expect("16 or 32 bytes");
-                        rk.extend_from_slice(&w[..]);
-                    }
-                    keys.push(kp);
-                    keys.len() - 1
-                }
-            };
-            let rounds = match (twofish, j.cipher.bits()) {
-                (true, _) => 16u32,
-                (false, 128) => 10,
-                (false, _) => 14,
-            };
-            let n = &j.nonce;
-            desc.extend_from_slice(&[
-                u32::from_be_bytes([n[0], n[1], n[2], n[3]]),
-                u32::from_be_bytes([n[4], n[5], n[6], n[7]]),
-                u32::from_be_bytes([n[8], n[9], n[10], n[11]]),
-                j.counter,
-                nblk as u32,
-                blocks as u32,
-                (ki as u32) << 8 | rounds,
-                items as u32,
-            ]);
-            blocks += nblk;
-            items += nblk.div_ceil(BLOCKS_PER_ITEM);
-            end += 1;
-        }
-        debug_assert_eq!(desc.len(), (end - start) * DESC_WORDS);
-        debug_assert_eq!(rk.len(), keys.len() * if twofish { TF_WORDS } else { RK_WORDS });
-        out.push((
-            start..end,
-            Launch {
-                twofish,
-                rk,
-                desc,
-                ndesc: (end - start) as u32,
-                items: items as u32,
-                blocks,
-            },
-        ));
-        start = end;
-    }
-    out
 }
 
 impl Backend for DeviceBackend {
@@ -343,11 +267,14 @@ impl Backend for DeviceBackend {
             base = i + 1;
         }
         let (lane, owned) = self.take_lane();
-        for (range, l) in plan(&dev_jobs) {
+        let mut staging = self.staging(lane);
+        for p in plan(&dev_jobs) {
+            let range = p.range.clone();
             if self.dropped() {
                 self.cpu(&mut dev_jobs[range]);
                 continue;
             }
+            let l = p.launch(&mut staging);
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 self.dev
                     .launch(lane, &l, &mut |bytes| scatter(&mut dev_jobs[range.clone()], bytes))
@@ -364,6 +291,7 @@ impl Backend for DeviceBackend {
                 }
             }
         }
+        drop(staging);
         if owned {
             self.busy[lane].store(false, Ordering::Release);
         }
@@ -400,6 +328,8 @@ impl Backend for Arc<DeviceBackend> {
 
 #[cfg(test)]
 mod tests {
+    use super::device::Launch;
+    use super::tables::{self, RK_WORDS};
     use super::*;
 
     /// A device whose every launch fails.
@@ -411,7 +341,7 @@ mod tests {
         fn lanes(&self) -> usize {
             2
         }
-        fn launch(&self, _: usize, _: &Launch, _: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+        fn launch(&self, _: usize, _: &Launch<'_>, _: &mut dyn FnMut(&[u8])) -> Result<(), String> {
             Err("launch failed".into())
         }
     }
@@ -421,6 +351,7 @@ mod tests {
             kind: "test",
             dev,
             busy: (0..2).map(|_| AtomicBool::new(false)).collect(),
+            staging: (0..2).map(|_| Mutex::new(LockedWords::zeroed(0))).collect(),
             next_lane: AtomicUsize::new(0),
             failures: AtomicUsize::new(0),
             dropped: AtomicBool::new(false),
@@ -456,54 +387,73 @@ mod tests {
         assert!(Backend::name(&b).contains("dropped"));
     }
 
-    #[test]
-    fn plan_respects_context_block_and_key_limits() {
-        let keys: Vec<MaskCipher> = (0..MAX_KEYS as u8 + 3)
-            .map(|i| MaskCipher::new(&[i; 16], false).unwrap())
-            .collect();
-        let mut outs: Vec<Vec<u8>> = (0..MAX_KEYS + 3).map(|_| vec![0u8; 33]).collect();
-        let jobs: Vec<MaskJob<'_>> = outs
-            .iter_mut()
-            .zip(&keys)
-            .map(|(o, k)| MaskJob {
-                cipher: k,
-                nonce: [0; 12],
-                counter: 0,
-                out: &mut o[..],
-            })
-            .collect();
-        let p = plan(&jobs);
-        assert_eq!(p.len(), 2, "a new launch once MAX_KEYS keys are in one");
-        assert_eq!(p[0].0, 0..MAX_KEYS);
-        assert_eq!(p[0].1.blocks, MAX_KEYS * 3);
-        assert_eq!(p[0].1.items, MAX_KEYS as u32);
-        assert_eq!(&p[1].1.desc[..DESC_WORDS], &[0, 0, 0, 0, 3, 0, 10, 0]);
+    /// A device that records where each launch's key table lies and what
+    /// it holds, then fails (the cpu makes the masks).
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<(usize, Vec<u32>)>>);
+    impl Device for Arc<Recorder> {
+        fn name(&self) -> String {
+            "recorder".into()
+        }
+        fn lanes(&self) -> usize {
+            2
+        }
+        fn launch(&self, _: usize, l: &Launch<'_>, _: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+            self.0.lock().unwrap().push((l.rk.as_ptr() as usize, l.rk.to_vec()));
+            Err("recorded".into())
+        }
     }
 
     #[test]
-    fn plan_keeps_one_block_cipher_per_launch() {
+    fn launch_key_tables_are_staged_on_the_lanes_locked_pages() {
+        let rec = Arc::new(Recorder::default());
+        let b = backend(Box::new(rec.clone()));
         let keys = [
-            MaskCipher::new(&[1; 16], false).unwrap(),
-            MaskCipher::with_cipher(warpfs_crypto::XtsCipher::Twofish, &[1; 16], false).unwrap(),
+            MaskCipher::new(&[7; 32], false).unwrap(),
+            MaskCipher::with_cipher(warpfs_crypto::XtsCipher::Twofish, &[7; 32], false).unwrap(),
         ];
-        let mut outs: Vec<Vec<u8>> = (0..5).map(|_| vec![0u8; 40]).collect();
-        let jobs: Vec<MaskJob<'_>> = outs
-            .iter_mut()
-            .enumerate()
-            .map(|(i, o)| MaskJob {
-                cipher: &keys[usize::from(i % 4 >= 2)],
-                nonce: [0; 12],
-                counter: 0,
-                out: &mut o[..],
+        for k in &keys {
+            let mut out = vec![0u8; 64];
+            b.make(&mut [MaskJob {
+                cipher: k,
+                nonce: [2; 12],
+                counter: 1,
+                out: &mut out,
+            }]);
+        }
+        let seen = rec.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        let (aes, _) = tables::expand(&[7; 32]).unwrap();
+        assert_eq!(&seen[0].1[..], &aes[..RK_WORDS]);
+        assert_eq!(&seen[1].1[..], keys[1].twofish_device_words().unwrap());
+        // Both tables were read from a lane's staging buffer, whose pages
+        // are locked (where mlock is allowed).
+        let lane = |addr: usize| {
+            (0..2).find(|&i| {
+                let s = b.staging(i);
+                let base = s.as_ptr() as usize;
+                (base..base + s.len() * 4).contains(&addr)
             })
-            .collect();
-        let p = plan(&jobs);
-        let got: Vec<_> = p.iter().map(|(r, l)| (r.clone(), l.twofish, l.rk.len())).collect();
-        assert_eq!(
-            got,
-            [(0..2, false, RK_WORDS), (2..4, true, TF_WORDS), (4..5, false, RK_WORDS)]
-        );
-        assert_eq!(&p[1].1.desc[..DESC_WORDS], &[0, 0, 0, 0, 3, 0, 16, 0]);
-        assert_eq!(&p[1].1.rk[..], keys[1].twofish_device_words().unwrap());
+        };
+        for (addr, _) in &seen {
+            let i = lane(*addr).expect("a key table outside the lanes' staging buffers");
+            if may_lock() {
+                assert!(b.staging(i).is_locked(), "lane {i}'s staging buffer is not locked");
+            }
+        }
+    }
+
+    /// Whether this process may lock pages in RAM (root, or a large
+    /// enough RLIMIT_MEMLOCK).
+    fn may_lock() -> bool {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: plain getrlimit into a local.
+        unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) };
+        // SAFETY: no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        euid == 0 || lim.rlim_cur >= 1 << 20
     }
 }

@@ -213,14 +213,14 @@ impl Device for OpenClDevice {
         self.lanes.len()
     }
 
-    fn launch(&self, lane: usize, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+    fn launch(&self, lane: usize, l: &Launch<'_>, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         launch_on(&self.lanes, lane, l, take, |ln, take| self.run(ln, l, take))
     }
 }
 
 impl OpenClDevice {
     /// One launch on a locked lane (checked by [`launch_on`]).
-    fn run(&self, ln: &mut Lane, l: &Launch, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
+    fn run(&self, ln: &mut Lane, l: &Launch<'_>, take: &mut dyn FnMut(&[u8])) -> Result<(), String> {
         let global = (l.items as usize).div_ceil(GROUP) * GROUP;
         // SAFETY: the uploads read `l`, which outlives the blocking read that
         // ends this in-order queue's work; the read writes into the lane's
@@ -228,13 +228,12 @@ impl OpenClDevice {
         unsafe {
             cl(
                 "rk upload",
-                ln.queue
-                    .enqueue_write_buffer(&mut ln.rk, CL_NON_BLOCKING, 0, &l.rk, &[]),
+                ln.queue.enqueue_write_buffer(&mut ln.rk, CL_NON_BLOCKING, 0, l.rk, &[]),
             )?;
             cl(
                 "desc upload",
                 ln.queue
-                    .enqueue_write_buffer(&mut ln.desc, CL_NON_BLOCKING, 0, &l.desc, &[]),
+                    .enqueue_write_buffer(&mut ln.desc, CL_NON_BLOCKING, 0, l.desc, &[]),
             )?;
             cl(
                 "kernel launch",

@@ -3,6 +3,7 @@
 //! the kernel reads (checked against FIPS-197 appendix A and, through the
 //! kernel, against the cpu backend).
 
+#[cfg(test)]
 use zeroize::Zeroizing;
 
 /// Round-key words per key slot (AES-256: 15 round keys of 4 words).
@@ -73,14 +74,26 @@ fn sub_word(w: u32) -> u32 {
 
 /// Expand a 16- or 32-byte key into `RK_WORDS` big-endian words (unused
 /// tail zero) and the round count (10 or 14). `None` for other lengths.
+#[cfg(test)]
 pub fn expand(key: &[u8]) -> Option<(Zeroizing<[u32; RK_WORDS]>, u32)> {
+    let mut w = Zeroizing::new([0u32; RK_WORDS]);
+    let rounds = expand_into(key, &mut w[..])?;
+    Some((w, rounds))
+}
+
+/// [`expand`] straight into `w` (at least `RK_WORDS` words, e.g. a lane's
+/// locked staging buffer), so the schedule is never copied on the way.
+/// Returns the round count; `None` (and `w` untouched) for a key of
+/// another length.
+pub fn expand_into(key: &[u8], w: &mut [u32]) -> Option<u32> {
     let nk = match key.len() {
         16 => 4,
         32 => 8,
         _ => return None,
     };
     let rounds = nk + 6;
-    let mut w = Zeroizing::new([0u32; RK_WORDS]);
+    let w = &mut w[..RK_WORDS];
+    w.fill(0);
     for (i, c) in key.chunks_exact(4).enumerate() {
         w[i] = u32::from_be_bytes(c.try_into().expect("4 bytes"));
     }
@@ -95,7 +108,7 @@ pub fn expand(key: &[u8]) -> Option<(Zeroizing<[u32; RK_WORDS]>, u32)> {
         }
         w[i] = w[i - nk] ^ t;
     }
-    Some((w, rounds as u32))
+    Some(rounds as u32)
 }
 
 #[cfg(test)]

@@ -2,10 +2,9 @@
 //! equivalent-inverse-cipher schedules, the Te0/Td0/inverse S-box tables)
 //! and Twofish (the MDS-folded S-box tables and subkeys of both keys).
 
-use super::tables::{expand, te0, RK_WORDS, SBOX};
+use super::tables::{expand_into, te0, RK_WORDS, SBOX};
 use warpfs_crypto::twofish::Twofish;
-use warpfs_crypto::XtsCipher;
-use zeroize::Zeroizing;
+use warpfs_crypto::{LockedWords, XtsCipher};
 
 /// Words of the AES table buffer: Te0, Td0, inverse S-box.
 pub(super) const TAB_WORDS: usize = 768;
@@ -69,28 +68,28 @@ fn inv_mix(w: u32) -> u32 {
     ])
 }
 
-/// The equivalent inverse cipher's schedule (FIPS-197 §5.3.5): round keys
-/// in reverse order, InvMixColumns applied to the middle ones.
-fn dec_schedule(enc: &[u32; RK_WORDS], rounds: usize) -> Zeroizing<[u32; RK_WORDS]> {
-    let mut d = Zeroizing::new([0u32; RK_WORDS]);
+/// The equivalent inverse cipher's schedule (FIPS-197 §5.3.5) of `enc`
+/// into `d` (`RK_WORDS` words each): round keys in reverse order,
+/// InvMixColumns applied to the middle ones.
+fn dec_schedule(enc: &[u32], rounds: usize, d: &mut [u32]) {
     for r in 0..=rounds {
         for c in 0..4 {
             let w = enc[4 * (rounds - r) + c];
             d[4 * r + c] = if r == 0 || r == rounds { w } else { inv_mix(w) };
         }
     }
-    d
 }
 
-/// An XTS key (Key1 ‖ Key2, IEEE 1619) expanded for a kernel.
+/// An XTS key (Key1 ‖ Key2, IEEE 1619) expanded for a kernel, on locked
+/// pages and zeroed on drop.
 pub struct XtsKeys {
     cipher: XtsCipher,
     /// AES: data key encryption schedule then tweak key schedule (120
     /// words). Twofish: K1's then K2's tables and subkeys (2128 words).
-    enc: Zeroizing<Vec<u32>>,
+    enc: LockedWords,
     /// AES: data key decryption schedule then tweak key schedule.
     /// Twofish: empty (decryption uses the same tables).
-    dec: Zeroizing<Vec<u32>>,
+    dec: LockedWords,
     rounds: u32,
 }
 
@@ -109,25 +108,26 @@ impl XtsKeys {
         let (k1, k2) = key.split_at(key.len() / 2);
         if cipher == XtsCipher::Twofish {
             let e = |_| "bad Twofish key length".to_string();
-            let mut enc = Zeroizing::new(Vec::with_capacity(KEY_WORDS));
-            enc.extend_from_slice(&Twofish::new(k1).map_err(e)?.device_words());
-            enc.extend_from_slice(&Twofish::new(k2).map_err(e)?.device_words());
+            let mut enc = LockedWords::zeroed(KEY_WORDS);
+            let (a, b) = enc.split_at_mut(Twofish::DEVICE_WORDS);
+            a.copy_from_slice(&Twofish::new(k1).map_err(e)?.device_words());
+            b.copy_from_slice(&Twofish::new(k2).map_err(e)?.device_words());
             return Ok(Self {
                 cipher,
                 enc,
-                dec: Zeroizing::new(Vec::new()),
+                dec: LockedWords::zeroed(0),
                 rounds: 16,
             });
         }
-        let (e1, rounds) = expand(k1).ok_or("bad data key length")?;
-        let (e2, _) = expand(k2).ok_or("bad tweak key length")?;
-        let d1 = dec_schedule(&e1, rounds as usize);
-        let mut enc = Zeroizing::new(Vec::with_capacity(2 * RK_WORDS));
-        enc.extend_from_slice(&e1[..]);
-        enc.extend_from_slice(&e2[..]);
-        let mut dec = Zeroizing::new(Vec::with_capacity(2 * RK_WORDS));
-        dec.extend_from_slice(&d1[..]);
-        dec.extend_from_slice(&e2[..]);
+        // Both schedules expanded in place on the locked pages.
+        let mut enc = LockedWords::zeroed(2 * RK_WORDS);
+        let mut dec = LockedWords::zeroed(2 * RK_WORDS);
+        let (e1, e2) = enc.split_at_mut(RK_WORDS);
+        let rounds = expand_into(k1, e1).ok_or("bad data key length")?;
+        expand_into(k2, e2).ok_or("bad tweak key length")?;
+        let (d1, d2) = dec.split_at_mut(RK_WORDS);
+        dec_schedule(e1, rounds as usize, d1);
+        d2.copy_from_slice(e2);
         Ok(Self {
             cipher,
             enc,
