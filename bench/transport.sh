@@ -32,9 +32,9 @@
 # CPU (the other benchmarks' default) would defeat it, so every peer's daemon
 # and every client may run on any CPU here (FS_CPUS, CLIENT_CPUS: taskset
 # lists to pin them anyway; recorded in the JSON).
-# enable_uring: the warpfs-uring peer mounts with --transport uring, which as
-# root turns /sys/module/fuse/parameters/enable_uring on; this script puts
-# the parameter back as it found it at exit.
+# enable_uring: the warpfs-uring peers mount with --transport uring, served
+# only while /sys/module/fuse/parameters/enable_uring is on; this script
+# turns it on for its run (as root) and puts it back as it found it at exit.
 # Defaults: 3 repetitions x 5 s per fio job, 512 MiB read file; --quick: 3 x 3 s,
 # 256 MiB. Output: --out (default bench/results)/transport.json, .md and
 # transport.png (bench/transport_report.py; plots need python3-matplotlib);
