@@ -1,11 +1,14 @@
 //! Hostile storage: whoever holds CIPHERDIR plants, in place of every name
 //! warpfs reads or creates there, a symlink to a file outside, a symlink
-//! to a FIFO outside, a FIFO, a symlink to /dev/zero, character devices
-//! 1:3 and 1:5, a directory, a hard link to a file outside, or an older
-//! genuine copy; then `warpfs mount` (with listing, reading and writing
-//! through the mount), `warpfs fsck`, `fsck --repair`, `warpfs rekey`
-//! (offline) and `warpfs passwd` run, each in a fresh copy of a populated
-//! template volume (tests/hostile/fixture.rs), and:
+//! to a FIFO outside, a FIFO, a symlink to a zero device outside (char
+//! 1:5, as /dev/zero, but one whose opens the test sees), character
+//! devices 1:3 and 1:5, a directory, a hard link to a file outside, or an
+//! older genuine copy (`warpfs.lock` and the journal also a symlink to a
+//! path that does not exist); then `warpfs mount` (with listing, reading
+//! and writing through the mount), `warpfs fsck`, `fsck --repair`,
+//! `warpfs rekey` (offline) and `warpfs passwd` run, each at the same time
+//! as the others on a fresh copy of a populated template volume
+//! (tests/hostile/fixture.rs), and:
 //!
 //! - (a) each finishes within a bound (`WARPFS_HOSTILE_LIMIT_SECS`,
 //!   default 30 s): every command and every file operation on the mount

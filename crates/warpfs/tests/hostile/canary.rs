@@ -10,7 +10,7 @@
 //! changed. A watch on the planted name's directory in CIPHERDIR counts
 //! opens of the planted object itself.
 
-use super::notify::{Event, Inotify};
+use super::notify::Inotify;
 use crate::common::mknod_fifo;
 use std::fs;
 use std::io::Read;
@@ -137,7 +137,7 @@ impl Canary {
         let mut ino = Inotify::new();
         ino.watch(&dir, DIR_EVENTS);
         ino.watch(&sub, DIR_EVENTS);
-        let wd_file = ino.watch(&file, libc::IN_MODIFY | libc::IN_CLOSE_WRITE);
+        let wd_file = ino.watch(&file, libc::IN_OPEN | libc::IN_MODIFY | libc::IN_CLOSE_WRITE);
         let wd_fifo = ino.watch(&fifo, libc::IN_OPEN | libc::IN_MODIFY);
         let before = [&dir, &file, &fifo, &zero, &sub, &inner, &missing]
             .iter()
@@ -178,18 +178,72 @@ impl Canary {
     }
 
     /// End the window: what was done outside, and opens of the plant.
+    ///
+    /// Events are merged per path first. A close after writing counts only
+    /// with an open in the same window: the last close of a file the test
+    /// itself just wrote may come late, from a child another thread was
+    /// starting (it inherits the descriptor until its exec).
     pub fn end(&mut self) -> Window {
         let events = self.ino.drain();
         let own_fifo = self.fifo_own.load(Ordering::SeqCst) - self.own_at_begin.0;
         let own_plant = self.plant_own.load(Ordering::SeqCst) - self.own_at_begin.1;
         let mut w = Window::default();
         let (mut fifo_opens, mut plant_opens) = (0usize, 0usize);
+        let mut masks: std::collections::BTreeMap<PathBuf, u32> = Default::default();
         for e in &events {
-            self.judge(e, &mut w, &mut fifo_opens, &mut plant_opens);
+            if e.mask & libc::IN_Q_OVERFLOW != 0 {
+                w.outside
+                    .push("harness: inotify queue overflowed; events were lost".into());
+                continue;
+            }
+            let is_open = e.mask & libc::IN_OPEN != 0;
+            if let Some((wd, name)) = &self.plant {
+                if e.wd == *wd {
+                    if e.name.as_deref() == Some(name.as_str()) && is_open {
+                        plant_opens += 1;
+                    }
+                    continue;
+                }
+            }
+            if e.wd == self.wd_fifo {
+                fifo_opens += usize::from(is_open);
+                *masks.entry(self.fifo.clone()).or_default() |= e.mask & !libc::IN_OPEN;
+                continue;
+            }
+            let p = if e.wd == self.wd_file {
+                // The file's own watch: opens through any name, a hard
+                // link in CIPHERDIR included.
+                PathBuf::from(format!("{} (through any of its links)", self.file.display()))
+            } else {
+                let p = e.watched.join(e.name.clone().unwrap_or_default());
+                if p == self.fifo {
+                    continue; // counted on the FIFO's own watch
+                }
+                p
+            };
+            *masks.entry(p).or_default() |= e.mask;
         }
-        // One line per thing done: the events of one path merged.
-        let mut seen = std::collections::BTreeSet::new();
-        w.outside.retain(|l| seen.insert(l.clone()));
+        for (p, m) in masks {
+            let via_file_watch = p.to_string_lossy().ends_with("(through any of its links)");
+            let mut what = Vec::new();
+            if m & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+                what.push("created");
+            }
+            if m & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
+                what.push("removed or renamed");
+            }
+            if m & libc::IN_MODIFY != 0 {
+                what.push("written");
+            } else if m & libc::IN_CLOSE_WRITE != 0 && m & libc::IN_OPEN != 0 {
+                what.push("opened for writing");
+            } else if m & libc::IN_OPEN != 0 && !via_file_watch {
+                what.push("opened (a planted link was followed out of CIPHERDIR)");
+            }
+            if !what.is_empty() {
+                w.outside
+                    .push(format!("{} outside CIPHERDIR was {}", p.display(), what.join(", ")));
+            }
+        }
         if fifo_opens > own_fifo {
             w.outside.push(format!(
                 "the FIFO outside CIPHERDIR ({}) was opened {} time(s) by warpfs",
@@ -204,57 +258,6 @@ impl Canary {
         }
         w.plant_opens = plant_opens.saturating_sub(own_plant);
         w
-    }
-
-    fn judge(&self, e: &Event, w: &mut Window, fifo_opens: &mut usize, plant_opens: &mut usize) {
-        if e.mask & libc::IN_Q_OVERFLOW != 0 {
-            w.outside
-                .push("harness: inotify queue overflowed; events were lost".into());
-            return;
-        }
-        if let Some((wd, name)) = &self.plant {
-            if e.wd == *wd {
-                if e.name.as_deref() == Some(name.as_str()) && e.mask & libc::IN_OPEN != 0 {
-                    *plant_opens += 1;
-                }
-                return;
-            }
-        }
-        if e.wd == self.wd_fifo {
-            if e.mask & libc::IN_OPEN != 0 {
-                *fifo_opens += 1;
-            }
-            if e.mask & libc::IN_MODIFY != 0 {
-                w.outside.push(format!(
-                    "the FIFO outside CIPHERDIR ({}) was written",
-                    self.fifo.display()
-                ));
-            }
-            return;
-        }
-        if e.wd == self.wd_file {
-            w.outside.push(format!(
-                "the file outside CIPHERDIR ({}) was opened for writing (through a link in CIPHERDIR)",
-                self.file.display(),
-            ));
-            return;
-        }
-        // A watched directory outside: its children.
-        let name = e.name.clone().unwrap_or_default();
-        let p = e.watched.join(&name);
-        if p == self.fifo {
-            return; // counted on the FIFO's own watch
-        }
-        let what = if e.mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
-            "created"
-        } else if e.mask & (libc::IN_DELETE | libc::IN_MOVED_FROM) != 0 {
-            "removed or renamed"
-        } else if e.mask & (libc::IN_MODIFY | libc::IN_CLOSE_WRITE) != 0 {
-            "opened for writing"
-        } else {
-            "opened (a planted link was followed out of CIPHERDIR)"
-        };
-        w.outside.push(format!("{} outside CIPHERDIR was {what}", p.display()));
     }
 
     /// Each path of the tree whose stamp differs from the start.

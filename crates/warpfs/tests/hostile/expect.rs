@@ -160,9 +160,13 @@ pub fn judge(want: &Want, out: &Out, extra: &str) -> Result<bool, String> {
     }
 }
 
-/// The findings of one test.
+/// The findings of one test, or of one command of it (buffered, merged
+/// into the test's in order).
 pub struct Findings {
     title: String,
+    tag: String,
+    /// Lines not printed yet (a command's, run beside the others).
+    buffer: Option<Vec<String>>,
     fails: Vec<String>,
     reached: Vec<String>,
 }
@@ -175,30 +179,61 @@ fn tag() -> String {
 impl Findings {
     pub fn new(title: impl Into<String>) -> Findings {
         let title = title.into();
-        eprintln!("[{}] === {title}", tag());
+        let tag = tag();
+        eprintln!("[{tag}] === {title}");
         Findings {
             title,
+            tag,
+            buffer: None,
             fails: Vec::new(),
             reached: Vec::new(),
         }
     }
 
+    /// Findings of one command of this test, kept until [`Findings::absorb`].
+    pub fn part(&self) -> Findings {
+        Findings {
+            title: self.title.clone(),
+            tag: self.tag.clone(),
+            buffer: Some(Vec::new()),
+            fails: Vec::new(),
+            reached: Vec::new(),
+        }
+    }
+
+    fn line(&mut self, l: String) {
+        let l = format!("[{}]   {l}", self.tag);
+        match &mut self.buffer {
+            Some(b) => b.push(l),
+            None => eprintln!("{l}"),
+        }
+    }
+
+    /// Print a part's lines and take its findings.
+    pub fn absorb(&mut self, part: Findings) {
+        for l in part.buffer.unwrap_or_default() {
+            eprintln!("{l}");
+        }
+        self.fails.extend(part.fails);
+        self.reached.extend(part.reached);
+    }
+
     /// A broken expectation.
     pub fn fail(&mut self, what: impl Into<String>) {
         let w = what.into();
-        eprintln!("[{}]   FAIL {w}", tag());
+        self.line(format!("FAIL {w}"));
         self.fails.push(w);
     }
 
     /// A kept one (printed, for the log).
     pub fn pass(&mut self, what: impl Into<String>) {
-        eprintln!("[{}]   ok   {}", tag(), what.into());
+        self.line(format!("ok   {}", what.into()));
     }
 
     /// Evidence that the planted object was looked at.
     pub fn reached(&mut self, how: impl Into<String>) {
         let h = how.into();
-        eprintln!("[{}]   seen {h}", tag());
+        self.line(format!("seen {h}"));
         self.reached.push(h);
     }
 

@@ -38,9 +38,26 @@ pub fn cell(target: Target, kind: Kind, mode: Mode) {
     }
     let t = template(mode);
     let mut f = Findings::new(format!("{target:?} planted as {kind:?} ({})", mode.name()));
-    for op in ops(target) {
-        let mut s = Scenario::new(t, target, kind);
-        s.run(op, &mut f);
+    // The commands run at once, each on a copy of its own (a hang costs
+    // one bound per cell, not one per command); reported in order.
+    let parts: Vec<Findings> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ops(target)
+            .into_iter()
+            .map(|op| {
+                let mut part = f.part();
+                sc.spawn(move || {
+                    let mut s = Scenario::new(t, target, kind);
+                    s.run(op, &mut part);
+                    part
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    for p in parts {
+        f.absorb(p);
     }
     // A lock file is looked at by every command (the control test shows
     // it); one that is safely ignored leaves no trace to see here.
