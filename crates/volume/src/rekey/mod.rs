@@ -18,6 +18,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warpfs_backing::{Expect, Root};
@@ -179,7 +180,7 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
     progress.bytes_total.store(total, Ordering::Relaxed);
     let started = Instant::now();
-    walk_once(w, &files, opts, progress, stop, started)?;
+    walk_once(w, &files, &Links::count(&w.root, &files), opts, progress, stop, started)?;
     // A file renamed after the listing was not found under its old name:
     // walk again until a walk finds every file at the target generation,
     // so no file is left at a generation the finished rekey drops.
@@ -193,7 +194,8 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         }
         tracing::info!("rekey: {} file(s) moved during the walk; walking again", behind.len());
         progress.files_total.fetch_add(behind.len() as u64, Ordering::Relaxed);
-        walk_once(w, &behind, opts, progress, stop, started)?;
+        let all = content_files(&w.root).map_err(e)?;
+        walk_once(w, &behind, &Links::count(&w.root, &all), opts, progress, stop, started)?;
     }
     if stop.load(Ordering::Relaxed) {
         return Ok(false);
@@ -208,6 +210,43 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         behind.len(),
         behind[0].display()
     ))
+}
+
+/// How many links each multiply linked content file has in CIPHERDIR, by
+/// (device, inode): a file with more links than that is also linked from
+/// outside CIPHERDIR, and the rekey never rewrites it (it would write a
+/// file outside through a hard link planted there).
+pub(crate) struct Links(HashMap<(u64, u64), u64>);
+
+impl Links {
+    /// Count the links among `files` (every content file of `root`).
+    pub(crate) fn count(root: &Root, files: &[PathBuf]) -> Links {
+        let mut m = HashMap::new();
+        for st in files.iter().filter_map(|p| root.lstat(p).ok()) {
+            if st.st_nlink > 1 {
+                *m.entry((st.st_dev, st.st_ino)).or_insert(0u64) += 1;
+            }
+        }
+        Links(m)
+    }
+
+    /// Why the file of `st` must not be rewritten, if it has links outside
+    /// CIPHERDIR (counted again once, in case links were made since).
+    fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
+        let nlink = st.st_nlink as u64;
+        let inside = |l: &Links| l.0.get(&(st.st_dev, st.st_ino)).copied().unwrap_or(1);
+        if nlink <= 1 || inside(self) >= nlink {
+            return None;
+        }
+        let again = content_files(root).map(|f| Links::count(root, &f)).ok()?;
+        (inside(&again) < nlink).then(|| {
+            format!(
+                "it has {nlink} hard links but {} in CIPHERDIR: also linked from outside; the rekey never \
+                 rewrites it (remove the link outside CIPHERDIR, or replace the file by a copy of it)",
+                inside(&again)
+            )
+        })
+    }
 }
 
 /// Content files of `root` whose header is not at generation `target`
@@ -233,6 +272,7 @@ fn files_behind(root: &Root, target: u32) -> io::Result<Vec<PathBuf>> {
 fn walk_once(
     w: &Walk,
     files: &[PathBuf],
+    links: &Links,
     opts: &RekeyOptions,
     progress: &Progress,
     stop: &AtomicBool,
@@ -267,7 +307,7 @@ fn walk_once(
                         break;
                     };
                     let throttle = |bytes: u64| pace(opts.max_rate, started, bytes, stop);
-                    match rekey_file(w, rel, &mut io, progress, halt, &throttle) {
+                    match rekey_file(w, rel, links, &mut io, progress, halt, &throttle) {
                         Ok(true) => {
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -315,6 +355,7 @@ fn pace(rate: Option<u64>, started: Instant, bytes: u64, stop: &AtomicBool) {
 fn rekey_file(
     w: &Walk,
     rel: &Path,
+    links: &Links,
     io: &mut JournalIo,
     progress: &Progress,
     halt: &dyn Fn() -> bool,
@@ -322,7 +363,7 @@ fn rekey_file(
 ) -> Result<bool, String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
     let target = w.keys.write_generation();
-    let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
+    let f = match w.root.open_file(rel, libc::O_RDONLY, 0, Expect::File) {
         Ok(f) => f,
         Err(e) if e.0 == libc::ENOENT => return Ok(true),
         Err(e) => return Err(err(&e)),
@@ -333,7 +374,20 @@ fn rekey_file(
         Ok(Some(_)) => {}
         Err(e) => return Err(err(&e)),
     }
+    let st = warpfs_backing::fstat(&f).map_err(|e| err(&e))?;
+    if let Some(why) = links.outside(&w.root, &st) {
+        return Err(err(&why));
+    }
+    // Opened again for writing: still the file that was looked at.
+    let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
+        Ok(f) => f,
+        Err(e) if e.0 == libc::ENOENT => return Ok(true),
+        Err(e) => return Err(err(&e)),
+    };
     let ino = f.metadata().map_err(|e| err(&e))?.ino();
+    if (f.metadata().map_err(|e| err(&e))?.dev(), ino) != (st.st_dev, st.st_ino) {
+        return Err(err(&"replaced while the rekey opened it; run warpfs rekey again"));
+    }
     let of = w
         .files
         .open_keep_label(f, &w.keys, rel.display().to_string())

@@ -11,7 +11,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use warpfs_config::Config;
 use warpfs_volume::fsck::{self, Repairs};
 use warpfs_volume::{Options, Volume};
 
@@ -163,7 +162,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
             ),
         ));
     }
-    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     let pw = a.pass.source().read("Password: ", false)?;
     let (cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
     drop(pw);

@@ -12,7 +12,6 @@ use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use warpfs_config::Config;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
     Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
@@ -415,7 +414,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             ),
         ));
     }
-    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     let (cfg, master) = if a.masterkey.is_some() {
         (cfg, super::masterkey::read_stdin()?)
     } else {

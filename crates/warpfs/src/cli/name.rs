@@ -11,7 +11,6 @@ use clap::{Args, Subcommand};
 use std::ffi::OsString;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use warpfs_config::Config;
 use warpfs_volume::{Options, Volume};
 
 /// Arguments of `warpfs name`.
@@ -74,7 +73,7 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
             Box::new(move |path: &Path| via_mount(&root, &mnt, path, decrypt))
         }
         None => {
-            let cfg = Config::load_file(&p.config.path(&root))?;
+            let cfg = super::unlock::load_main(&root, &p.config)?;
             let pw = p.pass.source().read("Password: ", false)?;
             let (cfg, master) = super::unlock::unlock(&root, &p.config, cfg, pw.bytes())?;
             drop(pw);

@@ -9,7 +9,6 @@ use super::exit::{CliError, BAD_CONFIG};
 use super::PassArgs;
 use clap::Args;
 use std::path::PathBuf;
-use warpfs_config::Config;
 use warpfs_volume::{Options, Volume};
 
 /// Arguments of `warpfs passwd`.
@@ -56,7 +55,7 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
         // need open it (a file there that does not parse refuses the copy).
         return from_copy(&path, copy_path, &a.pass, &new_src);
     }
-    let cfg = Config::load_file(&path)?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     if a.masterkey.is_some() {
         let master = super::masterkey::read_stdin()?;
         let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })

@@ -78,7 +78,7 @@ type Begun = (Config, super::password::Password, MasterKey, u32);
 /// with a fresh rekey ID, when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
-    let cfg = Config::load_file(&conf)?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     let pw = a.pass.source().read("Password: ", false)?;
     let (mut cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
     let from = cfg.key_generation();

@@ -128,6 +128,32 @@ pub fn unlock(
     }
 }
 
+/// Load the config `config` names for the volume at `cipherdir`. When it
+/// is CIPHERDIR's own `warpfs.conf` and cannot be loaded (corrupt,
+/// unsupported, or refused by the door), the error also names the sync
+/// tool's copies beside it, which are not used unless named.
+pub fn load_main(cipherdir: &Path, config: &ConfigArg) -> Result<Config, CliError> {
+    let path = config.path(cipherdir);
+    Config::load_file(&path).map_err(|e| {
+        let mut err = CliError::from(e);
+        let copies = if config.config.is_none() {
+            config_copies(cipherdir)
+        } else {
+            Vec::new()
+        };
+        if !copies.is_empty() {
+            let names: Vec<String> = copies.iter().map(|c| c.display().to_string()).collect();
+            err.msg = format!(
+                "{}; not using the copies of it beside it ({}): name one with --config COPY \
+                 (or `warpfs passwd --from-copy COPY`) if you trust it",
+                err.msg,
+                names.join(", ")
+            );
+        }
+        err
+    })
+}
+
 /// A sync tool's copies of `warpfs.conf` in `cipherdir`, sorted (listed
 /// through the backing-store door).
 pub fn config_copies(cipherdir: &Path) -> Vec<PathBuf> {

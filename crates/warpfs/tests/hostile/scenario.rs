@@ -169,8 +169,20 @@ impl Scenario {
             _ => self.offline(op, &w, f),
         }
         let win = self.canary.end();
+        // A cipher file hard-linked from outside is the same file: a mount
+        // cannot tell that link from a plaintext hard link, so a write
+        // through the mount reaches it (SECURITY.md, "Hard links into
+        // CIPHERDIR"); fsck's repairs and the rekey count links and never
+        // rewrite it, and what the mount writes is this volume's ciphertext.
+        let through_link = self.target == Target::Content && self.kind == Kind::HardLink && op == Op::Mount;
+        let linked = self.canary.file.display().to_string();
+        let allowed = |m: &str| through_link && m.starts_with(&linked);
         for o in &win.outside {
-            f.fail(format!("{op:?}: {o}"));
+            if allowed(o) {
+                f.reached(format!("{op:?}: wrote the cipher file linked from outside ({o})"));
+            } else {
+                f.fail(format!("{op:?}: {o}"));
+            }
         }
         if win.plant_opens > 0 {
             if self.never_open() {
@@ -188,7 +200,9 @@ impl Scenario {
             f.reached(format!("{op:?} replaced or removed the planted object"));
         }
         for c in self.canary.changed() {
-            f.fail(format!("{op:?}: {c}"));
+            if !allowed(&c) {
+                f.fail(format!("{op:?}: {c}"));
+            }
         }
         let after = backing_state(&self.v.cipher, &self.plant.owned());
         if after != before || !self.written.is_empty() {
