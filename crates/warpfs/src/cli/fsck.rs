@@ -63,7 +63,8 @@ pub struct FsckArgs {
     /// Every repair that loses no data: --remove-orphan-sidecars,
     /// --fix-torn-tails, applying the undo journals of an interrupted
     /// rekey (removing torn ones), and merging a directory whose IV file a
-    /// sync tool copied into one IV.
+    /// sync tool copied into one IV where every entry it would move is
+    /// proven to have been made there (FORMAT.md 13.2).
     #[arg(long)]
     repair: bool,
     /// Check even though the volume looks mounted (results may be wrong;
