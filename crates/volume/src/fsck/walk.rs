@@ -131,7 +131,7 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
                         len: md.st_size as u64,
                         dev: md.st_dev,
                         ino: md.st_ino,
-                        nlink: md.st_nlink as u64,
+                        nlink: warpfs_backing::nlink(&md),
                         inside: 0,
                     });
                 }

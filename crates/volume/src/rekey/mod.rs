@@ -14,11 +14,11 @@ pub use warpfs_content::plain_size_of;
 use crate::files::FileTable;
 use crate::Volume;
 use journal::JournalIo;
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use warpfs_backing::{Expect, Root};
@@ -233,7 +233,7 @@ impl Links {
     /// Why the file of `st` must not be rewritten, if it has links outside
     /// CIPHERDIR (counted again once, in case links were made since).
     fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
-        let nlink = st.st_nlink as u64;
+        let nlink = warpfs_backing::nlink(st);
         let inside = |l: &Links| l.0.get(&(st.st_dev, st.st_ino)).copied().unwrap_or(1);
         if nlink <= 1 || inside(self) >= nlink {
             return None;
