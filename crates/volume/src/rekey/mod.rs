@@ -6,9 +6,13 @@
 
 mod journal;
 mod online;
+mod renames;
+mod volkey;
 
 pub use journal::{inspect, recover, Decisions, Found, Recovered, State, JOURNAL_PREFIX};
 pub use online::{Online, Request};
+pub use renames::PENDING_DIRIV;
+pub use volkey::{open_volume_rekey, run_volume_rekey, survey, Survey, VOLUME_REKEY_UNFINISHED};
 pub use warpfs_content::plain_size_of;
 
 use crate::files::FileTable;
@@ -41,6 +45,10 @@ pub enum Event {
     Segment,
     /// A file is at the target generation.
     File,
+    /// An entry has its name under the new volume key (FORMAT.md 10.5).
+    Name,
+    /// A directory has its new IV, every name in it moved.
+    Directory,
 }
 
 /// How a rekey runs.
@@ -72,6 +80,16 @@ pub struct Progress {
     pub bytes_done: AtomicU64,
     /// Blocks that could not be decrypted and were left as they were.
     pub unreadable: AtomicU64,
+    /// A volume-key rekey: backing names to move (counted before).
+    pub names_total: AtomicU64,
+    /// Names moved to the new volume key by this run.
+    pub names_done: AtomicU64,
+    /// Names that open under neither key (left as they are).
+    pub names_left: AtomicU64,
+    /// Directories given their new IV by this run.
+    pub dirs_done: AtomicU64,
+    /// File summaries sealed again under the new key.
+    pub summaries: AtomicU64,
 }
 
 /// What a rekey walk needs of a volume; shareable with a daemon thread.
