@@ -171,11 +171,11 @@ impl fmt::Display for Config {
                     "key wrapping:  {WRAP_ALGORITHM} per keyslot, config MAC HMAC-SHA256 (revision {})",
                     t.revision
                 )?;
-                write!(f, "\nkeyslots:      {} (not verified without a secret)", t.slots.len())?;
-                for s in &t.slots {
-                    write!(f, "\n  {}", s.summary())?;
-                }
-                Ok(())
+                write!(
+                    f,
+                    "\nkeyslots:      {} (as the file says: a secret that opens one checks them all)",
+                    t.slots.len()
+                )
             }
         }
     }

@@ -295,7 +295,7 @@ fn io(e: Error) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.0)
 }
 
-fn content_mode(m: ContentMode) -> Mode {
+pub(crate) fn content_mode(m: ContentMode) -> Mode {
     match m {
         ContentMode::Ctr | ContentMode::CtrTwofish => Mode::Ctr,
         ContentMode::Gcm | ContentMode::GcmTwofish => Mode::Gcm,

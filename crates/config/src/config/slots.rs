@@ -226,16 +226,6 @@ impl Slot {
         f.bytes("slot.nonce", &self.wrapped.nonce);
         f.bytes("slot.ciphertext", &self.wrapped.ciphertext);
     }
-
-    /// One line for `warpfs info`.
-    pub fn summary(&self) -> String {
-        let label = if self.label.is_empty() {
-            String::new()
-        } else {
-            format!(" {}", show(&self.label))
-        };
-        format!("slot {}: {}{label}, created {}", self.id, self.kind(), self.created)
-    }
 }
 
 /// The keyslot part of a format 3 config.

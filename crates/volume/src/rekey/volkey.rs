@@ -38,7 +38,8 @@ pub struct Survey {
 /// Count what a volume-key rekey of `root` will change, and refuse a
 /// volume it cannot do: a directory holding a copy of its IV (a sync
 /// conflict, FORMAT.md 13.2), whose entries only the copy decrypts.
-pub fn survey(root: &Root, mode: warpfs_content::Mode) -> Result<Survey, String> {
+pub fn survey(root: &Root, mode: warpfs_config::ContentMode) -> Result<Survey, String> {
+    let mode = crate::volume::content_mode(mode);
     let mut s = Survey::default();
     let e = |p: &Path, x: &dyn std::fmt::Display| format!("{}: {x}", root.shown(p).display());
     let mut dirs = vec![PathBuf::new()];

@@ -389,12 +389,12 @@ fn a_directory_with_a_copy_of_its_iv_is_refused_before_anything_changes() {
     let v = open(dir);
     let root = v.backing().clone();
     drop(v);
-    assert_eq!(survey(&root, Mode::Gcm).unwrap().files, 7);
+    assert_eq!(survey(&root, ContentMode::Gcm).unwrap().files, 7);
     std::fs::write(
         dir.join("warpfs.sync-conflict-20260101-120000-ABCDEFG.diriv"),
         [7u8; 16],
     )
     .unwrap();
-    let e = survey(&root, Mode::Gcm).unwrap_err();
+    let e = survey(&root, ContentMode::Gcm).unwrap_err();
     assert!(e.contains("copy of a directory IV"), "{e}");
 }
