@@ -230,16 +230,37 @@ impl Config {
             .map_err(|_| ConfigError::Tampered("the previous volume key does not open".into()))
     }
 
-    /// A copy with `edit` applied, the revision counted up, slot `used`
-    /// recorded as used now, and the MAC made under `vk`.
+    /// A copy with `edit` applied, slot `used` recorded as used now, and
+    /// the MAC made under `vk`; the revision is not changed (see
+    /// [`Config::resealed_new_revision`]).
     pub(crate) fn resealed(&self, vk: &MasterKey, used: Option<u32>, edit: impl FnOnce(&mut Config)) -> Config {
+        self.reseal(vk, used, false, edit)
+    }
+
+    /// [`Config::resealed`] counting the revision up: the set of slots or
+    /// the volume key changes, so a copy from before is older (FORMAT.md
+    /// 13.5). A password change keeps the revision: a copy from before it
+    /// (a `passwd` on another host) is as new, and opens with the key it
+    /// had anyway.
+    pub(crate) fn resealed_new_revision(
+        &self,
+        vk: &MasterKey,
+        used: Option<u32>,
+        edit: impl FnOnce(&mut Config),
+    ) -> Config {
+        self.reseal(vk, used, true, edit)
+    }
+
+    fn reseal(&self, vk: &MasterKey, used: Option<u32>, bump: bool, edit: impl FnOnce(&mut Config)) -> Config {
         let mut c = self.clone();
         edit(&mut c);
         let t = match &mut c.store {
             KeyStore::Slots(t) => t,
             KeyStore::Single { .. } => unreachable!("resealed is for keyslot configs"),
         };
-        t.revision = t.revision.saturating_add(1);
+        if bump {
+            t.revision = t.revision.saturating_add(1);
+        }
         let when = now();
         if let Some(s) = t.slots.iter_mut().find(|s| Some(s.id) == used) {
             s.last_used = Some(when);
@@ -271,7 +292,7 @@ impl Config {
             .ok_or_else(|| ConfigError::Slots("no keyslot number left".into()))?;
         let (params, key) = new.make()?;
         let slot = Slot::sealed(id, label.to_string(), now(), params, &key, vk);
-        let c = self.resealed(vk, used, |c| {
+        let c = self.resealed_new_revision(vk, used, |c| {
             if let KeyStore::Slots(t) = &mut c.store {
                 t.slots.push(slot);
             }
@@ -290,7 +311,7 @@ impl Config {
                 "keyslot {id} is the only one: removing it would lock everyone out"
             )));
         }
-        Ok(self.resealed(vk, used, |c| {
+        Ok(self.resealed_new_revision(vk, used, |c| {
             if let KeyStore::Slots(t) = &mut c.store {
                 t.slots.retain(|s| s.id != id);
             }
@@ -385,7 +406,7 @@ impl Config {
             slots: vec![Slot::sealed(0, String::new(), now(), params, &key, vk)],
             mac: [0; 32],
         });
-        Ok((c.resealed(vk, used, |_| {}), key))
+        Ok((c.resealed_new_revision(vk, used, |_| {}), key))
     }
 
     /// Start a rekey to a new volume key (FORMAT.md 10.5): a fresh random
@@ -441,7 +462,7 @@ impl Config {
         let previous = SlotKey::for_previous(&new).wrap(vk, &previous_ad(self.key_generation));
         let id = Some(warpfs_crypto::rand::array());
         let g = self.key_generation;
-        let c = self.resealed(&new, used, |c| {
+        let c = self.resealed_new_revision(&new, used, |c| {
             c.rekey_target = Some(target);
             c.set_rekey_id(id);
             if let KeyStore::Slots(t) = &mut c.store {

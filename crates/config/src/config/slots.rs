@@ -168,6 +168,14 @@ impl Slot {
         self.params.kind()
     }
 
+    /// Its Argon2id parameters (a password or keyfile slot).
+    pub fn kdf(&self) -> Option<KdfParams> {
+        match &self.params {
+            Params::Secret(s) => Some(s.kdf),
+            Params::Recovery(_) => None,
+        }
+    }
+
     /// The associated data of the slot's wrapping: its ID, kind and
     /// public parameters (FORMAT.md 2.6).
     pub(crate) fn ad(id: u32, params: &Params) -> Vec<u8> {

@@ -266,6 +266,7 @@ fn slots_are_added_removed_and_repassworded_by_any_slot() {
     assert_eq!(back.slot(2).unwrap().label, "usb stick");
     // Remove the password slot: its password no longer opens this config.
     let c3 = back.without_slot(&o2.key, o2.slot, 0).unwrap();
+    assert_eq!(c3.revision(), back.revision() + 1, "a removal makes older copies older");
     assert!(matches!(c3.open(&secret(PW)), Err(ConfigError::WrongPassword)));
     assert!(c3.open(&Input::Recovery(&rk)).is_ok());
     assert!(matches!(c3.without_slot(&vk, None, 0), Err(ConfigError::Slots(_))));
@@ -276,6 +277,8 @@ fn slots_are_added_removed_and_repassworded_by_any_slot() {
     // A password change replaces only the slot it opened.
     let o = c2.open(&secret(PW)).unwrap();
     let c5 = c2.with_new_secret(&o, 0, PW2).unwrap();
+    // A copy from before a password change is as new (passwd on two hosts).
+    assert_eq!(c5.key_state(), c2.key_state());
     assert!(matches!(c5.open(&secret(PW)), Err(ConfigError::WrongPassword)));
     assert_eq!(c5.open(&secret(PW2)).unwrap().slot, Some(0));
     assert!(c5.open(&Input::Recovery(&rk)).is_ok());

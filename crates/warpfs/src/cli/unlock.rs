@@ -376,6 +376,42 @@ mod tests {
     }
 
     #[test]
+    fn a_named_copy_from_before_a_slot_was_removed_is_older() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("warpfs.conf");
+        let (c, vk) = Config::create_slots_at(
+            &p,
+            b"a",
+            warpfs_config::SlotKind::Password,
+            ContentMode::Gcm,
+            256,
+            KdfParams::MIN,
+            &[],
+            None,
+        )
+        .unwrap();
+        let new = warpfs_config::NewSlot::Secret {
+            bytes: b"b",
+            kind: warpfs_config::SlotKind::Password,
+            kdf: KdfParams::MIN,
+        };
+        let (before, _) = c.with_slot(&vk, Some(0), &new, "").unwrap();
+        let op = d.path().join("old.conf");
+        before.save_at(&op).unwrap();
+        let after = before.without_slot(&vk, Some(0), 1).unwrap();
+        after.save_at(&p).unwrap();
+        let named = ConfigArg { config: Some(op.clone()) };
+        let e = unlock(d.path(), &named, before.clone(), &sec(b"b")).unwrap_err();
+        assert_eq!(e.code, BAD_CONFIG, "{}", e.msg);
+        assert!(e.msg.contains("older") && e.msg.contains("keyslot revision"), "{}", e.msg);
+        // A password change keeps the revision: its copy is not older.
+        let o = after.open(&sec(b"a")).unwrap();
+        after.with_new_secret(&o, 0, b"c").unwrap().save_at(&p).unwrap();
+        after.save_at(&op).unwrap();
+        assert!(unlock(d.path(), &named, after, &sec(b"a")).is_ok());
+    }
+
+    #[test]
     fn unlocking_never_falls_back_to_a_copy() {
         let d = tempfile::tempdir().unwrap();
         let (main, _) = conf(d.path(), "warpfs.conf", b"a", 1, None);
