@@ -26,7 +26,15 @@ const E_UNFINISHED: i32 = 14;
 /// A fresh volume (fast KDF) with `extra` init arguments; its recovery key.
 fn fresh(extra: &[&str]) -> (Volume, String) {
     let v = Volume::blank(Mode::Gcm);
-    let mut a = args!["init", "--passfile", &v.passfile, "--kdf-memory", "32768", "--kdf-iterations", "2"];
+    let mut a = args![
+        "init",
+        "--passfile",
+        &v.passfile,
+        "--kdf-memory",
+        "32768",
+        "--kdf-iterations",
+        "2"
+    ];
     a.extend(extra.iter().map(OsString::from));
     a.push(v.cipher.clone().into());
     let o = warpfs(a);
@@ -97,12 +105,46 @@ fn every_kind_of_slot_mounts_and_a_removed_one_does_not() {
     let pw3 = file(&v, "pw3", "third, with the keyfile\n");
     let s = |p: &Path| p.to_str().unwrap().to_string();
     let pass = s(&v.passfile);
-    warpfs(args!["key", "add", "--passfile", &pass, "--password", "--new-passfile", &pw2, "--label", "laptop", &v.cipher])
-        .expect_ok("add a password");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &pass,
+        "--password",
+        "--new-passfile",
+        &pw2,
+        "--label",
+        "laptop",
+        &v.cipher
+    ])
+    .expect_ok("add a password");
     warpfs(args!["key", "add", "--passfile", &pw2, "--keyfile", &kf, &v.cipher]).expect_ok("add a keyfile");
-    warpfs(args!["key", "add", "--passfile", &pass, "--password", "--keyfile", &kf, "--new-passfile", &pw3, &v.cipher])
-        .expect_ok("add a password+keyfile");
-    let o = with_stdin(args!["key", "add", "--masterkey", "stdin", "--recovery", "--label", "safe", &v.cipher], &rk);
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &pass,
+        "--password",
+        "--keyfile",
+        &kf,
+        "--new-passfile",
+        &pw3,
+        &v.cipher
+    ])
+    .expect_ok("add a password+keyfile");
+    let o = with_stdin(
+        args![
+            "key",
+            "add",
+            "--masterkey",
+            "stdin",
+            "--recovery",
+            "--label",
+            "safe",
+            &v.cipher
+        ],
+        &rk,
+    );
     o.expect_ok("add a recovery slot, opened by the recovery key");
     let rk2 = o.stdout.split_whitespace().find(|w| w.len() == 71).unwrap().to_string();
     assert_ne!(rk2, rk);
@@ -120,7 +162,10 @@ fn every_kind_of_slot_mounts_and_a_removed_one_does_not() {
     assert_eq!(j["keyslots"][2]["label"], "laptop");
     assert_eq!(j["verified"], false);
     // Nothing secret in the listing or in info.
-    for o in [warpfs(args!["key", "list", &v.cipher]), warpfs(args!["info", "--json", &v.cipher])] {
+    for o in [
+        warpfs(args!["key", "list", &v.cipher]),
+        warpfs(args!["info", "--json", &v.cipher]),
+    ] {
         o.expect_ok("listing");
         for t in [&rk, &rk2, PASSWORD, "second password"] {
             assert!(!o.stdout.contains(t), "{o}");
@@ -159,13 +204,25 @@ fn every_kind_of_slot_mounts_and_a_removed_one_does_not() {
     warpfs(args!["key", "remove", "--passfile", &wrong, &v.cipher, "2"]).expect_code(E_WRONG, "remove, wrong");
     warpfs(args!["key", "remove", "--passfile", &pass, &v.cipher, "9"]).expect_code(1, "no slot 9");
     warpfs(args!["key", "add", "--passfile", &pass, &v.cipher]).expect_code(2, "add what?");
-    warpfs(args!["key", "add", "--passfile", &pass, "--recovery", "--label", &"x".repeat(65), &v.cipher])
-        .expect_code(2, "label too long");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &pass,
+        "--recovery",
+        "--label",
+        &"x".repeat(65),
+        &v.cipher
+    ])
+    .expect_code(2, "label too long");
     assert_eq!(fs::read(&conf).unwrap(), before);
     // Remove the keyfile slot: it no longer mounts; the rest do.
     let o = warpfs(args!["key", "remove", "--passfile", &pw2, &v.cipher, "3"]);
     o.expect_ok("remove slot 3");
-    assert!(o.stderr.contains("--rekey"), "the removal says what it does not do: {o}");
+    assert!(
+        o.stderr.contains("--rekey"),
+        "the removal says what it does not do: {o}"
+    );
     mount_with(&v, &["--keyfile", kf.to_str().unwrap(), "--keyfile-only"]).expect_code(E_WRONG, "removed slot");
     mount_with(&v, &["--passfile", &pass]).expect_ok("slot 0 still");
     unmount_path(&v.mnt).unwrap();
@@ -243,7 +300,16 @@ fn an_older_config_keeps_opening_and_key_add_converts_it() {
     o.expect_ok("key list");
     assert!(o.stdout.contains("no keyslots"), "{o}");
     let pw2 = file(&v, "pw2", "a second password\n");
-    let o = warpfs(args!["key", "add", "--passfile", &v.passfile, "--password", "--new-passfile", &pw2, &v.cipher]);
+    let o = warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &v.passfile,
+        "--password",
+        "--new-passfile",
+        &pw2,
+        &v.cipher
+    ]);
     o.expect_ok("key add on a version 2 config");
     assert!(o.stderr.contains("keyslots"), "{o}");
     let c = Config::load(&v.cipher).unwrap();
@@ -283,7 +349,10 @@ fn nothing_decrypts(dir: &Path, k: &warpfs_crypto::MasterKey, old_ivs: &[[u8; 16
         if !enc.is_empty() {
             checked_names += 1;
             for iv in &ivs {
-                assert!(names.decrypt_name(iv, &enc).is_err(), "{name} decrypts with the old key");
+                assert!(
+                    names.decrypt_name(iv, &enc).is_err(),
+                    "{name} decrypts with the old key"
+                );
             }
         }
         let md = p.symlink_metadata().unwrap();
@@ -346,8 +415,19 @@ fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
 fn revocable() -> (Volume, PathBuf, std::collections::BTreeMap<PathBuf, Node>) {
     let (mut v, _) = fresh(&["--file-summary", "on"]);
     let gone = file(&v, "gone", "the password to revoke\n");
-    warpfs(args!["key", "add", "--passfile", &v.passfile, "--password", "--new-passfile", &gone, "--label", "old laptop", &v.cipher])
-        .expect_ok("add");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &v.passfile,
+        "--password",
+        "--new-passfile",
+        &gone,
+        "--label",
+        "old laptop",
+        &v.cipher
+    ])
+    .expect_ok("add");
     v.mount();
     write_file(&v.p("a.txt"), b"alpha");
     fs::create_dir_all(v.p("d/e")).unwrap();
@@ -369,13 +449,40 @@ fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
     let old_ivs = ivs_of(&v.cipher);
     // Mounted: refused, nothing changes.
     v.mount();
-    let o = warpfs(args!["key", "remove", "--passfile", &v.passfile, "--rekey", "--yes", &v.cipher, "2"]);
+    let o = warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        "--yes",
+        &v.cipher,
+        "2"
+    ]);
     o.expect_code(1, "mounted");
     assert!(o.stderr.contains("unmount"), "{o}");
     v.unmount();
     // Off a terminal it needs --yes; then it says what it does.
-    warpfs(args!["key", "remove", "--passfile", &v.passfile, "--rekey", &v.cipher, "2"]).expect_code(2, "no --yes");
-    let o = warpfs(args!["key", "remove", "--passfile", &v.passfile, "--rekey", "--yes", &v.cipher, "2"]);
+    warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        &v.cipher,
+        "2"
+    ])
+    .expect_code(2, "no --yes");
+    let o = warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        "--yes",
+        &v.cipher,
+        "2"
+    ]);
     o.expect_ok("key remove --rekey");
     assert!(o.stderr.contains("every backing name changes"), "{o}");
     assert!(o.stderr.contains("dropped: keyslot 1 (recovery)"), "{o}");
@@ -385,7 +492,15 @@ fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
     v.unmount();
     mount_with(&v, &["--passfile", gone.to_str().unwrap()]).expect_code(E_WRONG, "the removed password");
     // The CLI refuses the old config as older...
-    let o = mount_with(&v, &["--passfile", gone.to_str().unwrap(), "--config", old_conf.to_str().unwrap()]);
+    let o = mount_with(
+        &v,
+        &[
+            "--passfile",
+            gone.to_str().unwrap(),
+            "--config",
+            old_conf.to_str().unwrap(),
+        ],
+    );
     o.expect_code(E_CONFIG, "the old config");
     assert!(o.stderr.contains("older"), "{o}");
     // ...and the library shows why that is not what protects the volume:
@@ -453,15 +568,33 @@ fn rekey_new_volume_key_keeps_the_slots_whose_secrets_are_given() {
     let (mut v, rk) = fresh(&[]);
     let rkf = file(&v, "rk", &rk);
     let kf = file(&v, "kf", "key bytes");
-    warpfs(args!["key", "add", "--passfile", &v.passfile, "--keyfile", &kf, &v.cipher]).expect_ok("add keyfile");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &v.passfile,
+        "--keyfile",
+        &kf,
+        &v.cipher
+    ])
+    .expect_ok("add keyfile");
     v.mount();
     write_file(&v.p("x"), b"kept");
     v.unmount();
     let keep_rk = format!("1=recovery:{}", rkf.display());
     let keep_kf = format!("2=keyfile:{}", kf.display());
     let bad = format!("2=keyfile:{}", rkf.display());
-    warpfs(args!["rekey", "--passfile", &v.passfile, "--new-volume-key", "--yes", "--keep", &bad, &v.cipher])
-        .expect_code(E_WRONG, "a --keep secret that does not open its slot");
+    warpfs(args![
+        "rekey",
+        "--passfile",
+        &v.passfile,
+        "--new-volume-key",
+        "--yes",
+        "--keep",
+        &bad,
+        &v.cipher
+    ])
+    .expect_code(E_WRONG, "a --keep secret that does not open its slot");
     warpfs(args!["rekey", "--passfile", &v.passfile, "--keep", &keep_rk, &v.cipher]).expect_code(2, "--keep alone");
     let o = warpfs(args![
         "rekey",
@@ -486,6 +619,14 @@ fn rekey_new_volume_key_keeps_the_slots_whose_secrets_are_given() {
     with_stdin(a, &rk).expect_ok("recovery key");
     unmount_path(&v.mnt).unwrap();
     // Without --keep, only the slot that unlocked stays.
-    warpfs(args!["rekey", "--passfile", &v.passfile, "--new-volume-key", "--yes", &v.cipher]).expect_ok("rekey");
+    warpfs(args![
+        "rekey",
+        "--passfile",
+        &v.passfile,
+        "--new-volume-key",
+        "--yes",
+        &v.cipher
+    ])
+    .expect_ok("rekey");
     assert_eq!(kinds(&v), [(0, "password".to_string())]);
 }

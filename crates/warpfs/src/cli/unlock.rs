@@ -400,10 +400,16 @@ mod tests {
         before.save_at(&op).unwrap();
         let after = before.without_slot(&vk, Some(0), 1).unwrap();
         after.save_at(&p).unwrap();
-        let named = ConfigArg { config: Some(op.clone()) };
+        let named = ConfigArg {
+            config: Some(op.clone()),
+        };
         let e = unlock(d.path(), &named, before.clone(), &sec(b"b")).unwrap_err();
         assert_eq!(e.code, BAD_CONFIG, "{}", e.msg);
-        assert!(e.msg.contains("older") && e.msg.contains("keyslot revision"), "{}", e.msg);
+        assert!(
+            e.msg.contains("older") && e.msg.contains("keyslot revision"),
+            "{}",
+            e.msg
+        );
         // A password change keeps the revision: its copy is not older.
         let o = after.open(&sec(b"a")).unwrap();
         after.with_new_secret(&o, 0, b"c").unwrap().save_at(&p).unwrap();
