@@ -425,3 +425,66 @@ fn a_password_change_and_generations_work_through_the_old_calls() {
     assert!(backup.ends_with("warpfs.conf.bak"));
     assert_eq!(Config::load(d.path()).unwrap().unlock(PW).unwrap(), vk);
 }
+
+const TOP: &[&str] = &[
+    "revision",
+    "mac",
+    "keyslots",
+    "previous_volume_key",
+    "key_generation",
+    "kdf",
+    "wrapped_key",
+];
+const SLOT: &[&str] = &[
+    "id",
+    "kind",
+    "label",
+    "created",
+    "last_used",
+    "kdf",
+    "wrapped_key",
+    "unknown",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Any edit of a keyslot config is refused on reading, or when a slot
+    /// opens it; what opens is the config as written.
+    #[test]
+    fn an_edited_slot_table_never_opens_as_anything_else(
+        top in proptest::option::of(0usize..TOP.len()),
+        slot in 0usize..3,
+        field in 0usize..SLOT.len(),
+        val in prop_oneof![
+            Just(json!(null)),
+            Just(json!(0)),
+            Just(json!(7)),
+            Just(json!(u64::MAX)),
+            Just(json!("")),
+            Just(json!("password")),
+            Just(json!("recovery")),
+            Just(json!(B64_32)),
+            Just(json!([])),
+            Just(json!({})),
+        ],
+        remove in any::<bool>(),
+    ) {
+        let orig = Config::from_json(sample_slots().0.as_bytes()).unwrap();
+        let r = slots_edited(|v| {
+            let (parent, key) = match top {
+                Some(t) => (v, TOP[t]),
+                None => (&mut v["keyslots"][slot], SLOT[field]),
+            };
+            if let Some(o) = parent.as_object_mut() {
+                if remove { o.remove(key); } else { o.insert(key.to_string(), val); }
+            }
+        });
+        if let Ok(c) = r {
+            prop_assert_eq!(&Config::from_json(c.to_json().as_bytes()).unwrap(), &c);
+            if c.open(&secret(PW2)).is_ok() {
+                prop_assert_eq!(c, orig);
+            }
+        }
+    }
+}
