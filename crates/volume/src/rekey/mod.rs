@@ -121,8 +121,10 @@ impl Walk {
 
 /// Every backing regular file of `root` that holds file contents (reserved
 /// `warpfs.*` names excluded, long-name entries included), relative to
-/// `root`, in walk order. Leftover temporary copies of the older
-/// copy-and-rename rekey are removed.
+/// `root`, in walk order. Foreign names (a sync tool's or the system's
+/// own files and folders, FORMAT.md 13.3) are never user data and are
+/// left alone. Leftover temporary copies of the older copy-and-rename
+/// rekey are removed.
 pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![PathBuf::new()];
@@ -131,6 +133,9 @@ pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
         let dir = root.dir(&d).map_err(io)?;
         for e in dir.list().map_err(io)? {
             let name = e.name.to_string_lossy();
+            if crate::synced::is_foreign(e.name.as_encoded_bytes()) {
+                continue;
+            }
             let kind = match e.d_type {
                 libc::DT_UNKNOWN => {
                     match warpfs_backing::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {

@@ -398,3 +398,73 @@ fn a_directory_with_a_copy_of_its_iv_is_refused_before_anything_changes() {
     let e = survey(&root, ContentMode::Gcm).unwrap_err();
     assert!(e.contains("copy of a directory IV"), "{e}");
 }
+
+#[test]
+fn sync_tool_copies_keep_their_tails_and_foreign_names_stay() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    volume(dir, false);
+    // A sync tool's copies of a short and of a long name (FORMAT.md 13.1),
+    // a foreign file and a name that decrypts under no key.
+    let v = open(dir);
+    let (small, _) = v.lookup(Path::new(""), OsStr::new("small.txt")).unwrap();
+    let sub = PathBuf::from(v.lookup(Path::new(""), OsStr::new("sub")).unwrap().0);
+    let (long, _) = v.lookup(&sub, OsStr::new(&"l".repeat(200))).unwrap();
+    drop(v);
+    let tail = ".sync-conflict-20260101-120000-ABCDEFG";
+    std::fs::copy(dir.join(&small), dir.join(format!("{small}{tail}"))).unwrap();
+    let hash = long.rsplit('.').next().unwrap();
+    let long_copy = format!("warpfs.long{tail}.{hash}");
+    std::fs::copy(dir.join(&sub).join(&long), dir.join(&sub).join(&long_copy)).unwrap();
+    std::fs::write(dir.join(".DS_Store"), b"foreign").unwrap();
+    std::os::unix::fs::symlink("nobody's", dir.join("QUJDREVGR0hJSktMTU5PUFFSU1RVVg")).unwrap();
+    let want = seen_all(&open(dir));
+    assert!(want.keys().any(|k| k == &format!("/small.txt{tail}")), "{want:#?}");
+    assert!(
+        want.keys().any(|k| k == &format!("/sub/{}{tail}", "l".repeat(200))),
+        "{want:#?}"
+    );
+    rekey(dir, None);
+    assert_eq!(seen_all(&open(dir)), want);
+    assert_eq!(std::fs::read(dir.join(".DS_Store")).unwrap(), b"foreign");
+    assert_eq!(
+        std::fs::read_link(dir.join("QUJDREVGR0hJSktMTU5PUFFSU1RVVg")).unwrap(),
+        Path::new("nobody's")
+    );
+    // No sidecar of the old long names is left.
+    let sidecars = walk(dir)
+        .iter()
+        .filter(|p| is_sidecar(p.file_name().unwrap().to_string_lossy().as_ref()))
+        .count();
+    assert_eq!(sidecars, 3, "one per long name (two entries and a symlink)");
+}
+
+/// [`seen`] that also lists names shown as undecryptable.
+fn seen_all(v: &Volume) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![(PathBuf::new(), String::new())];
+    while let Some((b, p)) = dirs.pop() {
+        for e in v.readdir(&b).unwrap() {
+            let (bp, pp) = (b.join(&e.cname), format!("{p}/{}", e.name.to_string_lossy()));
+            let body = match e.kind {
+                crate::Kind::Dir => {
+                    dirs.push((bp, pp.clone()));
+                    Vec::new()
+                }
+                crate::Kind::Symlink => v.readlink(&bp).unwrap_or_default(),
+                // A planted file that is no cipher file reads as an error.
+                _ => match v.open_file(&bp, libc::O_RDONLY, String::new()) {
+                    Ok(f) => {
+                        let mut buf = vec![0u8; 1 << 21];
+                        let n = f.read_at(0, &mut buf).unwrap();
+                        buf.truncate(n);
+                        buf
+                    }
+                    Err(e) => format!("{e:?}").into_bytes(),
+                },
+            };
+            out.insert(pp, body);
+        }
+    }
+    out
+}

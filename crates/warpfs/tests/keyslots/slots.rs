@@ -208,6 +208,21 @@ fn an_older_config_keeps_opening_and_key_add_converts_it() {
     let o = warpfs(args!["key", "list", &v.cipher]);
     o.expect_ok("key list");
     assert!(o.stdout.contains("no keyslots"), "{o}");
+    // The master key its init printed mounts it, before and after the
+    // conversion (then checked by the config's MAC).
+    let master = Config::load(&v.cipher)
+        .unwrap()
+        .unlock(fs::read_to_string(&v.passfile).unwrap().trim_end().as_bytes())
+        .unwrap()
+        .recovery_text();
+    let by_master = |v: &Volume| {
+        let mut a = args!["mount", "--masterkey", "stdin"];
+        a.extend([v.cipher.clone().into(), v.mnt.clone().into()]);
+        with_stdin(a, &master)
+    };
+    by_master(&v).expect_ok("mount --masterkey, format 2");
+    assert_snapshots_eq(&snapshot(&v.mnt), &want, "by the master key");
+    unmount_path(&v.mnt).unwrap();
     let pw2 = file(&v, "pw2", "a second password\n");
     let o = warpfs(args![
         "key",
@@ -223,6 +238,8 @@ fn an_older_config_keeps_opening_and_key_add_converts_it() {
     assert!(o.stderr.contains("keyslots"), "{o}");
     let c = Config::load(&v.cipher).unwrap();
     assert_eq!((c.version(), c.slots().len()), (3, 2));
+    by_master(&v).expect_ok("mount --masterkey, converted");
+    unmount_path(&v.mnt).unwrap();
     for pw in [v.passfile.clone(), pw2] {
         v.passfile = pw;
         v.mount();
