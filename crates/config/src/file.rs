@@ -57,7 +57,9 @@ impl Config {
     pub fn change_password_at(&self, path: &Path, old: &[u8], new: &[u8]) -> Result<()> {
         let cfg = if self.has_slots() {
             let o = self.open(&crate::Input::Secret { bytes: old, kind: None })?;
-            let id = o.slot.expect("a keyslot config opens by a slot");
+            let id = o
+                .slot
+                .ok_or_else(|| ConfigError::Slots("no keyslot opened with this password".into()))?;
             self.with_new_secret(&o, id, new)?
         } else {
             let master = self.unlock(old)?;

@@ -273,8 +273,8 @@ impl Config {
     }
 
     /// Add a slot wrapping `vk` (from [`Config::open`], by slot `used`).
-    /// Returns the new config and the new slot's ID (one more than any
-    /// slot's so far).
+    /// Returns the new config and the new slot's ID (one more than the
+    /// highest in the table).
     pub fn with_slot(&self, vk: &MasterKey, used: Option<u32>, new: &NewSlot, label: &str) -> Result<(Config, u32)> {
         let t = self.table()?;
         super::slots::check_label(label)?;

@@ -149,7 +149,8 @@ impl Params {
 /// One keyslot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Slot {
-    /// The slot's number, unique in the config, never reused.
+    /// The slot's number, unique in the config (a new slot takes one
+    /// more than the highest there).
     pub id: u32,
     /// The user's name for it (may be empty).
     pub label: String,
