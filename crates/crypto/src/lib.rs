@@ -17,6 +17,7 @@ pub mod reverse;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod slotkeys;
 pub mod summary;
 pub mod twofish;
 pub mod wrap;
@@ -32,6 +33,7 @@ pub use keys::{MasterKey, Subkeys, MASTER_KEY_LEN};
 pub use locked::{make_non_dumpable, Locked, LockedBuf, LockedBytes, LockedWords};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
+pub use slotkeys::{ConfigMacKey, RecoveryKey, SlotKey};
 pub use summary::{SummaryKey, SUMMARY_TAG_LEN};
 pub use wrap::{WrapError, Wrapped};
 pub use xts::{file_block_tweak, XtsCipher, XtsKey};

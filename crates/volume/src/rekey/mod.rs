@@ -6,9 +6,13 @@
 
 mod journal;
 mod online;
+mod renames;
+mod volkey;
 
 pub use journal::{inspect, recover, Decisions, Found, Recovered, State, JOURNAL_PREFIX};
 pub use online::{Online, Request};
+pub use renames::PENDING_DIRIV;
+pub use volkey::{open_volume_rekey, run_volume_rekey, survey, Survey, VOLUME_REKEY_UNFINISHED};
 pub use warpfs_content::plain_size_of;
 
 use crate::files::FileTable;
@@ -42,6 +46,10 @@ pub enum Event {
     Segment,
     /// A file is at the target generation.
     File,
+    /// An entry has its name under the new volume key (FORMAT.md 10.5).
+    Name,
+    /// A directory has its new IV, every name in it moved.
+    Directory,
 }
 
 /// How a rekey runs.
@@ -73,6 +81,16 @@ pub struct Progress {
     pub bytes_done: AtomicU64,
     /// Blocks that could not be decrypted and were left as they were.
     pub unreadable: AtomicU64,
+    /// A volume-key rekey: backing names to move (counted before).
+    pub names_total: AtomicU64,
+    /// Names moved to the new volume key by this run.
+    pub names_done: AtomicU64,
+    /// Names that open under neither key (left as they are).
+    pub names_left: AtomicU64,
+    /// Directories given their new IV by this run.
+    pub dirs_done: AtomicU64,
+    /// File summaries sealed again under the new key.
+    pub summaries: AtomicU64,
 }
 
 /// What a rekey walk needs of a volume; shareable with a daemon thread.
@@ -104,8 +122,10 @@ impl Walk {
 
 /// Every backing regular file of `root` that holds file contents (reserved
 /// `warpfs.*` names excluded, long-name entries included), relative to
-/// `root`, in walk order. Leftover temporary copies of the older
-/// copy-and-rename rekey are removed.
+/// `root`, in walk order. Foreign names (a sync tool's or the system's
+/// own files and folders, FORMAT.md 13.3) are never user data and are
+/// left alone. Leftover temporary copies of the older copy-and-rename
+/// rekey are removed.
 pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![PathBuf::new()];
@@ -114,6 +134,9 @@ pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
         let dir = root.dir(&d).map_err(io)?;
         for e in dir.list().map_err(io)? {
             let name = e.name.to_string_lossy();
+            if crate::synced::is_foreign(e.name.as_encoded_bytes()) {
+                continue;
+            }
             let kind = match e.d_type {
                 libc::DT_UNKNOWN => {
                     match warpfs_backing::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {

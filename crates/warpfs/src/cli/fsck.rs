@@ -164,8 +164,10 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
         ));
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
+    super::unlock::usable(&cfg, &a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let (cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
+    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
+    let master = opened.key;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })

@@ -180,8 +180,10 @@ pub struct MountArgs {
     /// lookup, an open), which pins it back to its own [default: on].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     uring_roam: Option<bool>,
-    /// Mount with the master key instead of the password (recovery): `stdin`
-    /// reads the key as `warpfs init` printed it from standard input.
+    /// Mount with the recovery key instead of the password: `stdin` reads
+    /// the key as `warpfs init` (or `warpfs key add --recovery`) printed it
+    /// from standard input (on a volume made before keyslots: its master
+    /// key).
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
     masterkey: Option<String>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
@@ -415,13 +417,12 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         ));
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
-    let (cfg, master) = if a.masterkey.is_some() {
-        (cfg, super::masterkey::read_stdin()?)
-    } else {
-        // The extpass program runs as the --setuid user.
-        let pw = a.pass.source().read_as("Password: ", false, user)?;
-        super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?
-    };
+    super::unlock::usable(&cfg, &a.cipherdir)?;
+    // The extpass program runs as the --setuid user.
+    let given = super::unlock::Given::read(&a.pass.source(), a.masterkey.is_some(), "Password: ", user)?;
+    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    drop(given);
+    let (master, verified) = (opened.key, opened.verified);
     let mut vol = Volume::open(
         &a.cipherdir,
         &cfg,
@@ -436,7 +437,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if !a.shared_storage {
         vol.keep_dirs_open(warpfs_volume::DIR_FD_TTL);
     }
-    if a.masterkey.is_some() {
+    if !verified {
         super::masterkey::check(&vol, &a.cipherdir)?;
     }
     // A rekey killed part way through a segment left its old bytes in an

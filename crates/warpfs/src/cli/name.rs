@@ -74,8 +74,10 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
         }
         None => {
             let cfg = super::unlock::load_main(&root, &p.config)?;
+            super::unlock::usable(&cfg, &root)?;
             let pw = p.pass.source().read("Password: ", false)?;
-            let (cfg, master) = super::unlock::unlock(&root, &p.config, cfg, pw.bytes())?;
+            let (cfg, opened) = super::unlock::unlock(&root, &p.config, cfg, &pw.input())?;
+            let master = opened.key;
             drop(pw);
             let vol = Volume::open(&root, &cfg, &master, Options { read_only: true })
                 .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;

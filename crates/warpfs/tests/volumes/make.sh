@@ -9,6 +9,7 @@
 #
 # For each MODE it writes crates/warpfs/tests/volumes/v<VERSION>-<MODE>/:
 #   password.txt   the volume password (first line)
+#   recovery.txt   the recovery key init printed (keyslot volumes, format 3)
 #   expected/      the plaintext tree
 #   cipher/        the same tree written through a warpfs mount
 # then remounts the volume and checks it shows exactly expected/.
@@ -149,7 +150,9 @@ for mode in "${modes[@]}"; do
     printf 'warpfs example volume %s %s\n' "$version" "$mode" >"$out/password.txt"
     init_args=(--mode "$mode")
     [[ $mode == *-twofish ]] && init_args=(--mode "${mode%-twofish}" --cipher twofish)
-    "$bin" init --passfile "$out/password.txt" "${init_args[@]}" "$out/cipher" >/dev/null
+    init_out=$("$bin" init --passfile "$out/password.txt" "${init_args[@]}" "$out/cipher")
+    rk=$(grep -oE '^ +[0-9a-f]{8}(-[0-9a-f]{8}){7}$' <<<"$init_out" | tr -d ' ' || true)
+    [[ -n $rk ]] && printf '%s\n' "$rk" >"$out/recovery.txt"
     populate "$out/expected"
 
     mnt=$(mktemp -d)
