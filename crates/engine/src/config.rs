@@ -141,8 +141,8 @@ impl EngineConfig {
 /// What the `--speculation auto` policy looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyInput {
-    /// The volume's block cipher.
-    pub cipher: warpfs_crypto::XtsCipher,
+    /// The volume's content cipher.
+    pub cipher: warpfs_crypto::ContentCipher,
     /// The CPU runs AES in hardware (AES-NI) and nobody forced software AES.
     pub aes_ni: bool,
     /// Cores available to the daemon.
@@ -158,11 +158,14 @@ pub struct PolicyInput {
 /// "Speculation at mount"). Returns the decision and why, for the log and
 /// `warpfs stats`.
 pub fn speculation_policy(p: PolicyInput) -> (bool, String) {
-    use warpfs_crypto::XtsCipher;
-    if p.cipher == XtsCipher::Twofish {
+    use warpfs_crypto::ContentCipher;
+    if p.cipher != ContentCipher::Aes {
         return (
             true,
-            "auto: the volume's cipher is Twofish, made in software and slower than a FUSE round trip".into(),
+            format!(
+                "auto: the volume's cipher is {}, made in software and slower than a FUSE round trip",
+                p.cipher.name()
+            ),
         );
     }
     if !p.aes_ni {
@@ -275,11 +278,14 @@ mod tests {
 
     #[test]
     fn speculation_policy_follows_cipher_and_cpu() {
-        use warpfs_crypto::XtsCipher::{Aes, Twofish};
+        use warpfs_crypto::ContentCipher::{Aes, Twofish, XChaCha20};
         let p = |cipher, aes_ni, cores| speculation_policy(PolicyInput { cipher, aes_ni, cores });
         // Twofish: on, whatever the CPU.
         assert!(p(Twofish, true, 2).0 && p(Twofish, false, 1).0 && p(Twofish, true, 64).0);
         assert!(p(Twofish, true, 2).1.contains("Twofish"));
+        // XChaCha20: on, whatever the CPU.
+        assert!(p(XChaCha20, true, 2).0 && p(XChaCha20, false, 1).0);
+        assert!(p(XChaCha20, true, 2).1.contains("XChaCha20"));
         // Software AES: on.
         assert!(p(Aes, false, 2).0);
         assert!(p(Aes, false, 2).1.contains("software"));

@@ -40,7 +40,7 @@ impl Config {
         key_bits: u32,
         kdf: KdfParams,
     ) -> Result<Config> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let path = crate::config_path(dir);
         if crate::read::exists(&path) {
@@ -82,7 +82,7 @@ impl Config {
         kdf: KdfParams,
         extra: &[FeatureFlag],
     ) -> Result<(Config, MasterKey)> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let master = MasterKey::generate();
         if crate::read::exists(path) {
@@ -115,7 +115,7 @@ impl Config {
         key_bits: u32,
         kdf: KdfParams,
     ) -> Result<(Config, MasterKey)> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let master = MasterKey::generate();
         let cfg = Self::seal(

@@ -35,7 +35,12 @@ macro_rules! require_fuse {
 }
 
 /// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `b::gcm`, `b::ctr` tests
-/// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`.
+/// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`. Every arm also makes
+/// `xchacha20_poly1305` and `ctr_xchacha20` tests (FORMAT.md 15); in the
+/// `nonce:` and plain arms they are ignored by a plain `cargo test`:
+/// `cargo test ... -- --include-ignored xchacha` runs them
+/// (scripts/cipher-matrix.sh in full; scripts/test.sh, step xchacha, a
+/// subset).
 #[allow(unused_macros)]
 macro_rules! mode_tests {
     // Tests about nonce entries, tags or masks: gcm and ctr only.
@@ -50,10 +55,21 @@ macro_rules! mode_tests {
                 fn ctr() {
                     super::$name($crate::common::Mode::Ctr)
                 }
+                #[test]
+                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
+                }
             }
         )*
     };
-    // Every mode over both block ciphers (AES and Twofish, FORMAT.md 11).
+    // Every mode over every cipher (AES, Twofish: FORMAT.md 11; XChaCha20
+    // in gcm and ctr: FORMAT.md 15), none ignored.
     (twofish: $($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -81,6 +97,14 @@ macro_rules! mode_tests {
                 fn xts_twofish() {
                     super::$name($crate::common::Mode::XtsTwofish)
                 }
+                #[test]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
+                }
             }
         )*
     };
@@ -98,6 +122,16 @@ macro_rules! mode_tests {
                 #[test]
                 fn xts() {
                     super::$name($crate::common::Mode::Xts)
+                }
+                #[test]
+                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
                 }
             }
         )*
