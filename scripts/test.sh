@@ -50,6 +50,12 @@
 #                 test of libwaes, linked dynamically and statically)
 #   6. fsx        scripts/fsx.sh: fsx against real mounts, 1 seed per content
 #                 mode (gcm, ctr, xts; the script's default is 3)
+#   6b. xchacha   the XChaCha20 cases of the io, security (tamper) and crash
+#                 suites over xchacha20-poly1305 (the `mode_tests!` cases step
+#                 3 ignores) and fsx (1 seed) on it; step 3 already runs
+#                 tests/xchacha.rs, attacks over xchacha20-poly1305, four io
+#                 tests over both XChaCha20 modes and the XChaCha20 known
+#                 answers (scripts/cipher-matrix.sh runs the dimension in full)
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
@@ -200,6 +206,8 @@ step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
     cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx env FSX_SEEDS=1 bash scripts/fsx.sh
+step xchacha env FSX_SEEDS=1 FSX_MODES=xchacha20-poly1305 \
+    bash -c 'cargo test --release -p warpfs --test io --test security --test crash --no-fail-fast -- --include-ignored xchacha20_poly1305; r=$?; bash scripts/fsx.sh || r=1; exit $r'
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
 # line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
 # platform fail instead of skip.
