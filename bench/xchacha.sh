@@ -3,7 +3,8 @@
 # by side in one run: warpfs XChaCha20-Poly1305 vs gocryptfs -xchacha
 # (Debian's gocryptfs) vs warpfs AES-GCM with software AES
 # (WARPFS_NO_AESNI=1) vs warpfs Twofish-GCM, with warpfs AES-GCM on AES-NI
-# as the transport's ceiling.
+# as the transport's ceiling, and warpfs XChaCha20-Poly1305 with
+# `--speculation on` (the policy auto does not pick below 4 cores).
 #
 #   sudo bash bench/xchacha.sh [--reps N] [--runtime S] [--size-mib M] [--out DIR] [--policy]
 #   python3 bench/xchacha_report.py DIR      (redo DIR/xchacha*.md from the JSON)
@@ -29,7 +30,7 @@
 # --policy: instead, the auto policy against --speculation off for the three
 #   slow ciphers (peers warpfs-{xchacha,twofish,softaes}[-specoff]),
 #   sequential jobs only -> DIR/xchacha-policy.{json,md}.
-# Defaults: 3 reps x 5 s, a 256 MiB file; about 20 minutes on 2 cores
+# Defaults: 3 reps x 5 s, a 256 MiB file; about 25 minutes on 2 cores
 # (--policy: about 8). Output: DIR (default bench/results/DATE-xchacha)/
 # xchacha.{json,md} with the command line; raw fio JSON and daemon logs in
 # target/bench/xchacha-raw/.
@@ -39,7 +40,7 @@ WF_NAME=xchacha
 . "$(dirname "${BASH_SOURCE[0]}")/lib-peers.sh"
 
 CMDLINE="sudo bash bench/xchacha.sh $*"
-PEERS="warpfs-xchacha,gocryptfs-xchacha,warpfs-softaes,warpfs-twofish,warpfs" REPS=3 RUNTIME=5 SIZE_MIB=256
+PEERS="warpfs-xchacha,gocryptfs-xchacha,warpfs-softaes,warpfs-twofish,warpfs,warpfs-xchacha-specon" REPS=3 RUNTIME=5 SIZE_MIB=256
 OUT="$BENCH/results/$(date +%F)-xchacha" RENDER="" POLICY=false
 while (($#)); do
     case "$1" in

@@ -28,6 +28,7 @@ ORDER = [
     "warpfs-softaes",
     "warpfs-twofish",
     "warpfs",
+    "warpfs-xchacha-specon",
     "warpfs-xchacha-specoff",
     "warpfs-twofish-specoff",
     "warpfs-softaes-specoff",

@@ -181,11 +181,12 @@ fn stats(v: &Volume) -> warpfs_engine::StatsSnapshot {
     warpfs_engine::StatsSnapshot::from_json(o.stdout.trim()).unwrap_or_else(|e| panic!("bad stats JSON ({e})\n{o}"))
 }
 
-/// `--speculation auto` turns look-ahead on for an XChaCha20 volume whatever
-/// the CPU, the masks are XChaCha20 masks made by the engine, and `warpfs
-/// stats` says which policy runs and why.
+/// `--speculation auto` on an XChaCha20 volume: decrypt-ahead alone below 4
+/// cores, speculation too with 4 or more (decision 0081); the masks are
+/// XChaCha20 masks of the engine, and `warpfs stats` says which policy runs
+/// and why.
 #[test]
-fn auto_speculation_is_on_for_xchacha20_and_stats_say_so() {
+fn auto_policy_for_xchacha20_follows_the_cores_and_stats_say_so() {
     require_fuse!();
     let mut v = Volume::init(Mode::XChaCha20Poly1305);
     v.mount();
@@ -198,16 +199,23 @@ fn auto_speculation_is_on_for_xchacha20_and_stats_say_so() {
         assert_eq!(s.speculation_why, format!("--speculation {forced}"), "{s}");
         return;
     }
-    assert!(s.speculation, "{s}");
-    assert!(s.speculation_why.contains("XChaCha20"), "{s}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(s.speculation, cores >= 4, "{cores} cores:\n{s}");
+    assert!(
+        s.speculation_why.starts_with("auto: ") && s.speculation_why.contains("XChaCha20"),
+        "{s}"
+    );
+    let want = match (s.speculation, cores >= 2) {
+        (true, _) => "speculation and decrypt-ahead",
+        (false, true) => "decrypt-ahead",
+        (false, false) => "none",
+    };
+    assert_eq!(s.policy(), want, "{s}");
     assert!(s.defines > 0, "no mask was defined:\n{s}");
     let o = warpfs(args!["stats", &v.mnt]);
     o.expect_ok("stats");
-    assert!(
-        o.stdout
-            .contains("speculation on: auto: the volume's cipher is XChaCha20"),
-        "{o}"
-    );
+    let on = if s.speculation { "on" } else { "off" };
+    assert!(o.stdout.contains(&format!("speculation {on}: auto: ")), "{o}");
     assert!(o.stdout.contains(&format!("ahead of need: {}", s.policy())), "{o}");
     assert!(o.stdout.contains("1 XChaCha20") || s.xchacha_keys > 1, "{o}");
 }
