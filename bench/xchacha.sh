@@ -22,14 +22,17 @@
 #   outside the mount) into the mount, then `sync`, timed; MB/s = the
 #   tar's size / seconds.
 # Repetitions interleave the peers. The per-core rates come from `warpfs
-# speed --json` run in the same invocation (DIR/speed.json).
+# speed --json` run at the start of each repetition (DIR/speed-REP.json;
+# DIR/speed.json before the first).
 # Goals (bench/xchacha_report.py marks each row met or unmet):
 #   seqread/seqwrite of warpfs-xchacha, warpfs-twofish and warpfs-softaes
 #   >= 80% of min(per-core rate x cores, the same job on warpfs AES-NI gcm);
 #   every job of warpfs-xchacha >= 1.5x gocryptfs-xchacha.
-# --policy: instead, the auto policy against --speculation off for the three
-#   slow ciphers (peers warpfs-{xchacha,twofish,softaes}[-specoff]),
-#   sequential jobs only -> DIR/xchacha-policy.{json,md}.
+# --policy: instead, speculation on against off (decrypt-ahead on in both,
+#   as on any 2+ core mount) for the three slow ciphers, each policy the
+#   auto one or the one it did not pick (peers warpfs-xchacha and
+#   -xchacha-specon, warpfs-{twofish,softaes} and -specoff), sequential
+#   jobs only -> DIR/xchacha-policy.{json,md}.
 # Defaults: 3 reps x 5 s, a 256 MiB file; about 25 minutes on 2 cores
 # (--policy: about 8). Output: DIR (default bench/results/DATE-xchacha)/
 # xchacha.{json,md} with the command line; raw fio JSON and daemon logs in
@@ -53,7 +56,7 @@ JOBLIST=("seqread-128k read 128k read.dat" "seqwrite-128k write 128k seq.dat"
     "randread-4k randread 4k read.dat" "randwrite-4k randwrite 4k read.dat" "untar untar - tree.tar")
 if $POLICY; then
     NAME=xchacha-policy
-    PEERS="warpfs-xchacha,warpfs-xchacha-specoff,warpfs-twofish,warpfs-twofish-specoff,warpfs-softaes,warpfs-softaes-specoff"
+    PEERS="warpfs-xchacha,warpfs-xchacha-specon,warpfs-twofish,warpfs-twofish-specoff,warpfs-softaes,warpfs-softaes-specoff"
     JOBLIST=("seqread-128k read 128k read.dat" "seqwrite-128k write 128k seq.dat")
 fi
 
@@ -88,9 +91,15 @@ engine_stats() {
 ROWS="$WORK/rows.jsonl"
 : >"$ROWS"
 T0=$SECONDS
-# one_job P REP NAME RW BS FILE — one measurement, a line in $ROWS.
+# one_job P REP NAME RW BS FILE — one measurement, a line in $ROWS. The
+# first job of a repetition measures the per-core rates first
+# ($OUT/speed-REP.json), so each repetition is judged against the load it
+# ran under.
 one_job() {
     local p="$1" rep="$2" jname="$3" rw="$4" bs="$5" file="$6" json s0 s1 dir mbs cpu0 cpu1 t0 t1
+    if [[ $p == "${ACTIVE[0]}" && $jname == "${JOBLIST[0]%% *}" ]]; then
+        "$WARPFS_PEER_BIN" speed --json --time-ms 200 >"$OUT/speed-$rep.json"
+    fi
     s0="$(engine_stats "$p")"
     if [[ $rw == untar ]]; then
         cpu0=$(cpu_seconds "${PID[$p]}")
@@ -150,7 +159,8 @@ jq -s \
     --arg uring0 "$URING_BEFORE" --arg uring1 "$URING_AFTER" --arg margs "${WARPFS_MOUNT_ARGS:-}" \
     --arg tree "$TREE_SRC" --argjson tree_bytes "$TREE_BYTES" --argjson tree_files "$TREE_FILES" \
     --arg session "$(daemon_session)" --argjson versions "$(versions_json)" \
-    --slurpfile speed "$OUT/speed.json" --rawfile panics "$PANICS" '
+    --slurpfile speed "$OUT/speed.json" --rawfile panics "$PANICS" \
+    --slurpfile speeds <(for ((r = 1; r <= REPS; r++)); do cat "$OUT/speed-$r.json"; done) '
     . as $rows | {
         benchmark: "xchacha", date: $date, command: $cmd,
         machine: {cpu_model: $cpu, cores: $cores, kernel: $kernel, cpu_flags: {aes: $aes, avx2: $avx2},
@@ -162,7 +172,7 @@ jq -s \
                    enable_uring: {before: $uring0, after: $uring1},
                    untar: {tree: $tree, tar_bytes: $tree_bytes, entries: $tree_files},
                    cold_cache: "unmount + drop_caches + mount before every job"},
-        speed: $speed[0], versions: $versions,
+        speed: $speed[0], speed_per_rep: $speeds, versions: $versions,
         panics: ($panics | split("\n") | map(select(length > 0))),
         results: ($rows | group_by([.peer, .job]) | map({
             peer: .[0].peer, job: .[0].job, mb_s: map(.mb_s), daemon_cpu_s: map(.daemon_cpu_s),
