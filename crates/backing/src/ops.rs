@@ -174,3 +174,9 @@ pub fn euid() -> u32 {
     // SAFETY: no preconditions.
     unsafe { libc::geteuid() }
 }
+
+/// The link count of `st` as a u64 (`nlink_t` is 32 bits on some targets).
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+pub fn nlink(st: &libc::stat) -> u64 {
+    st.st_nlink as u64
+}

@@ -4,7 +4,8 @@
 //! load and write form), `create` (new configs, sealing the master key),
 //! `keys` (associated data, unlock, password change, key generations),
 //! `state` (a config's place in the key history) and `reverse` (reverse
-//! configs) add the rest.
+//! configs) add the rest; `slots`, `mac` and `keyslots` hold the keyslot
+//! table of format 3 (FORMAT.md 2.6).
 
 pub use crate::mode::ContentMode;
 use std::fmt;
@@ -16,10 +17,12 @@ const WRAP_ALGORITHM: &str = "aes-256-gcm";
 
 pub use flags::FeatureFlag;
 pub use state::KeyState;
+pub(crate) use validate::check_generations as check_gens;
 pub(crate) use validate::show;
 
 /// A loaded (validated) volume config. Holds no secret: the master key
-/// stays wrapped until [`Config::unlock`].
+/// (the volume key) stays wrapped until [`Config::unlock`] or
+/// [`Config::open`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     version: u32,
@@ -28,13 +31,26 @@ pub struct Config {
     key_bits: u32,
     block_size: u32,
     feature_flags: Vec<FeatureFlag>,
-    kdf: KdfParams,
-    salt: [u8; SALT_LEN],
     key_generation: u32,
     rekey_target: Option<u32>,
     /// The random ID of the rekey under way (with the `rekey-id` flag).
     rekey_id: Option<[u8; REKEY_ID_LEN]>,
-    wrapped: Wrapped,
+    /// Where the master key is wrapped.
+    store: KeyStore,
+}
+
+/// How a config holds its master key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeyStore {
+    /// Formats 1 and 2: one key wrapped under one password (FORMAT.md 2.2).
+    Single {
+        kdf: KdfParams,
+        salt: [u8; SALT_LEN],
+        wrapped: Wrapped,
+    },
+    /// Format 3 (`keyslots`): the volume key wrapped in every slot, the
+    /// whole config under a MAC (FORMAT.md 2.6).
+    Slots(slots::SlotTable),
 }
 
 /// Bytes of a rekey ID (FORMAT.md 10.1).
@@ -49,11 +65,16 @@ impl Config {
     pub fn key_bits(&self) -> u32 {
         self.key_bits
     }
-    /// Argon2id parameters.
+    /// Argon2id parameters: the config's, or in a keyslot config those of
+    /// its first password slot (the default when it has none). New
+    /// password slots take them.
     pub fn kdf_params(&self) -> KdfParams {
-        self.kdf
+        match &self.store {
+            KeyStore::Single { kdf, .. } => *kdf,
+            KeyStore::Slots(t) => t.first_kdf().unwrap_or(KdfParams::DEFAULT),
+        }
     }
-    /// Config format version (1).
+    /// Config format version (1, 2 or 3).
     pub fn version(&self) -> u32 {
         self.version
     }
@@ -121,11 +142,19 @@ impl fmt::Display for Config {
         writeln!(f, "cipher:        {}", self.content_mode.cipher_name())?;
         writeln!(f, "block size:    {} bytes", self.block_size)?;
         writeln!(f, "features:      {}", flags.join(", "))?;
-        writeln!(
-            f,
-            "password KDF:  argon2id, {} KiB memory, {} iterations, parallelism {}",
-            self.kdf.memory_kib, self.kdf.iterations, self.kdf.parallelism
-        )?;
+        if let KeyStore::Single { kdf, .. } = &self.store {
+            writeln!(
+                f,
+                "password KDF:  argon2id, {} KiB memory, {} iterations, parallelism {}",
+                kdf.memory_kib, kdf.iterations, kdf.parallelism
+            )?;
+        }
+        if self.volume_rekey_under_way() {
+            writeln!(
+                f,
+                "volume key:    a rekey to a new volume key is unfinished: run warpfs rekey to finish it"
+            )?;
+        }
         match self.rekey_target {
             Some(t) => writeln!(
                 f,
@@ -134,7 +163,21 @@ impl fmt::Display for Config {
             )?,
             None => writeln!(f, "key generation: {}", self.key_generation)?,
         }
-        write!(f, "key wrapping:  {WRAP_ALGORITHM}")
+        match &self.store {
+            KeyStore::Single { .. } => write!(f, "key wrapping:  {WRAP_ALGORITHM}"),
+            KeyStore::Slots(t) => {
+                write!(
+                    f,
+                    "key wrapping:  {WRAP_ALGORITHM} per keyslot, config MAC HMAC-SHA256 (revision {})",
+                    t.revision
+                )?;
+                write!(
+                    f,
+                    "\nkeyslots:      {} (as the file says: a secret that opens one checks them all)",
+                    t.slots.len()
+                )
+            }
+        }
     }
 }
 
@@ -142,6 +185,12 @@ mod create;
 mod flags;
 mod json;
 mod keys;
+mod keyslots;
+mod mac;
 mod reverse;
+mod slots;
 mod state;
 mod validate;
+
+pub use keyslots::{NewSlot, Opened};
+pub use slots::{Input, Slot, SlotKind, MAX_LABEL_LEN, MAX_SLOTS};

@@ -39,6 +39,15 @@ pub enum ConfigError {
     /// authenticated fields were edited).
     #[error("wrong password (or warpfs.conf was modified)")]
     WrongPassword,
+    /// A keyslot opened but the config's MAC does not verify under the
+    /// volume key: someone without the key edited the config (FORMAT.md
+    /// 2.6).
+    #[error("warpfs.conf was altered: {0}")]
+    Tampered(String),
+    /// A keyslot operation that cannot be done (no such slot, the last
+    /// slot, too many slots, a slot of another kind).
+    #[error("{0}")]
+    Slots(String),
     /// `create` found a `warpfs.conf` already there; nothing was written.
     #[error("{} already exists: this directory already holds a warpfs volume", path.display())]
     AlreadyExists {

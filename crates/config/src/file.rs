@@ -45,27 +45,27 @@ impl Config {
         Ok((cfg, master))
     }
 
-    /// A copy of this config with the master key wrapped under `password`
-    /// (fresh salt; every other field kept).
+    /// A copy of this format 1 or 2 config with the master key wrapped
+    /// under `password` (fresh salt; every other field kept).
     fn rewrapped(&self, master: &MasterKey, password: &[u8], gens: (u32, Option<u32>)) -> Result<Config> {
-        Self::seal_gens(
-            self.creator().to_string(),
-            self.content_mode(),
-            self.key_bits(),
-            self.feature_flags().to_vec(),
-            self.kdf_params(),
-            gens,
-        )?
-        .with_rekey_id(self.rekey_id_for(gens.1))
-        .wrap_under(master, password)
+        self.fresh_single(gens)?
+            .with_rekey_id(self.rekey_id_for(gens.1))
+            .wrap_under(master, password)
     }
 
     /// [`Config::change_password`] for the config at `path`.
     pub fn change_password_at(&self, path: &Path, old: &[u8], new: &[u8]) -> Result<()> {
-        let master = self.unlock(old)?;
-        let cfg = self.rewrapped(&master, new, (self.key_generation(), self.rekey_target()))?;
-        let (dir, name) = split(path)?;
-        write_atomic(&dir, &name, cfg.to_json().as_bytes(), Mode::Replace)
+        let cfg = if self.has_slots() {
+            let o = self.open(&crate::Input::Secret { bytes: old, kind: None })?;
+            let id = o
+                .slot
+                .ok_or_else(|| ConfigError::Slots("no keyslot opened with this password".into()))?;
+            self.with_new_secret(&o, id, new)?
+        } else {
+            let master = self.unlock(old)?;
+            self.rewrapped(&master, new, (self.key_generation(), self.rekey_target()))?
+        };
+        cfg.save_at(path)
     }
 
     /// [`Config::set_generations`] for the config at `path`.
@@ -76,24 +76,90 @@ impl Config {
         key_generation: u32,
         rekey_target: Option<u32>,
     ) -> Result<Config> {
-        let master = self.unlock(password)?;
-        if rekey_target.is_some_and(|t| Some(t) != key_generation.checked_add(1)) {
-            return Err(ConfigError::parse(format!(
-                "\"rekey_target\" must be \"key_generation\" {key_generation} + 1"
-            )));
+        let cfg = self.with_generations(password, (key_generation, rekey_target))?;
+        cfg.save_at(path)?;
+        Ok(cfg)
+    }
+
+    /// [`Config::set_generations_at`] for a config already opened (`o`,
+    /// from [`Config::open`]): a keyslot config needs no secret again.
+    pub fn set_generations_opened_at(
+        &self,
+        path: &Path,
+        o: &crate::Opened,
+        key_generation: u32,
+        rekey_target: Option<u32>,
+    ) -> Result<Config> {
+        if !self.has_slots() {
+            return Err(ConfigError::Slots(
+                "a config without keyslots needs its password".into(),
+            ));
         }
-        let cfg = self.rewrapped(&master, password, (key_generation, rekey_target))?;
-        let (dir, name) = split(path)?;
-        write_atomic(&dir, &name, cfg.to_json().as_bytes(), Mode::Replace)?;
+        super::config::check_gens(key_generation, rekey_target)?;
+        let cfg = self.with_generations_opened(o, (key_generation, rekey_target));
+        cfg.save_at(path)?;
         Ok(cfg)
     }
 
     /// A forgotten password: wrap `master` (the key `init` printed; the
     /// caller checks that it is this volume's) under `new`, keeping every
     /// other field. The old file is first copied to `PATH.bak` (or
-    /// `PATH.bak.N`, the first free N), which is returned.
+    /// `PATH.bak.N`, the first free N), which is returned. In a keyslot
+    /// config (`master` from [`Config::open`] with a recovery key) the
+    /// one password or keyfile slot gets `new`.
     pub fn reset_password(&self, path: &Path, master: &MasterKey, new: &[u8]) -> Result<PathBuf> {
-        let cfg = self.rewrapped(master, new, (self.key_generation(), self.rekey_target()))?;
+        self.reset_password_slot(
+            path,
+            &crate::Opened {
+                key: master.clone(),
+                slot: None,
+                verified: true,
+                slot_key: None,
+            },
+            None,
+            new,
+        )
+    }
+
+    /// [`Config::reset_password`] of keyslot `slot` (`None`: the only
+    /// password or keyfile slot), opened as `o`.
+    pub fn reset_password_slot(
+        &self,
+        path: &Path,
+        o: &crate::Opened,
+        slot: Option<u32>,
+        new: &[u8],
+    ) -> Result<PathBuf> {
+        let cfg = if self.has_slots() {
+            let id = match slot {
+                Some(id) => id,
+                None => {
+                    let secret: Vec<u32> = self
+                        .slots()
+                        .iter()
+                        .filter(|s| s.kind().is_secret())
+                        .map(|s| s.id)
+                        .collect();
+                    match secret.as_slice() {
+                        [id] => *id,
+                        [] => {
+                            return Err(ConfigError::Slots(
+                                "this config has no password or keyfile slot: add one with warpfs key add".into(),
+                            ))
+                        }
+                        _ => {
+                            return Err(ConfigError::Slots(format!(
+                                "this config has {} password or keyfile slots: name the one to reset with --key-slot",
+                                secret.len()
+                            )))
+                        }
+                    }
+                }
+            };
+            self.with_new_secret(o, id, new)?
+        } else {
+            self.rewrapped(&o.key, new, (self.key_generation(), self.rekey_target()))?
+        };
         let old = crate::read::read_path(path)?;
         let (dir, name) = split(path)?;
         let mut n = 0u32;

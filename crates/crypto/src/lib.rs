@@ -18,6 +18,7 @@ pub mod reverse;
 pub mod seal;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+pub mod slotkeys;
 pub mod summary;
 pub mod twofish;
 pub mod wrap;
@@ -36,6 +37,7 @@ pub use locked::{make_non_dumpable, Locked, LockedBuf, LockedBytes, LockedWords}
 pub use mask::{MaskLayout, TagMask, TAG_MASK_LEN};
 pub use names::{is_reserved, long_file_name, long_sidecar, BackingName, NameCipher, DIRIV_FILE, DIRIV_LEN, MAX_NAME};
 pub use seal::Sealer;
+pub use slotkeys::{ConfigMacKey, RecoveryKey, SlotKey};
 pub use summary::{SummaryKey, SUMMARY_TAG_LEN};
 pub use wrap::{WrapError, Wrapped};
 pub use xchacha::{poly1305_tag, XChaChaKey};

@@ -20,18 +20,18 @@ use warpfs_backing::Loc;
 
 /// Associated data of format 1 (unbound) symlink targets.
 pub(crate) const SYMLINK_AD: &[u8] = b"warpfs symlink";
-const SYMLINK_AD_BOUND: &[u8] = b"warpfs symlink v2";
+pub(crate) const SYMLINK_AD_BOUND: &[u8] = b"warpfs symlink v2";
 /// Associated data of format 1 (unbound) xattr values.
 pub(crate) const VALUE_AD: &[u8] = b"warpfs xattr value";
-const VALUE_AD_BOUND: &[u8] = b"warpfs xattr value v2";
+pub(crate) const VALUE_AD_BOUND: &[u8] = b"warpfs xattr value v2";
 /// Backing xattr holding an entry's 16-byte random ID.
 pub(crate) const ID_XATTR: &str = "user.warpfs.id";
 /// Prefix of a symlink being sealed again for its new place (reserved,
 /// FORMAT.md 4.4).
-const TMP_PREFIX: &str = "warpfs.symlink.tmp-";
+pub(crate) const TMP_PREFIX: &str = "warpfs.symlink.tmp-";
 
 /// `tag ‖ u32 LE length ‖ bytes` for each part.
-fn ad(tag: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn ad(tag: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     let mut a = tag.to_vec();
     for p in parts {
         a.extend_from_slice(&(p.len() as u32).to_le_bytes());

@@ -10,6 +10,15 @@ pub const DIRIV_NAME: &str = warpfs_crypto::names::DIRIV_FILE;
 /// Length of a directory IV.
 pub const DIRIV_LEN: usize = warpfs_crypto::names::DIRIV_LEN;
 
+/// Whether the door's answer `e` says the IV file is missing or is not a
+/// regular file with one link.
+fn refused(e: Error) -> bool {
+    matches!(
+        e.0,
+        libc::ENOENT | libc::ELOOP | libc::EISDIR | libc::EINVAL | libc::EMLINK | libc::ESTALE
+    )
+}
+
 /// Read and check a directory's IV file.
 pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     let data = match warpfs_backing::read_small(
@@ -19,8 +28,10 @@ pub(crate) fn read(dir: &Dir) -> Result<[u8; DIRIV_LEN]> {
     ) {
         Ok(d) => d,
         // A fault of the backing FS (permission denied, I/O error) keeps
-        // its errno; a missing IV file is a corrupt directory.
-        Err(e) if e.0 != libc::ENOENT => return Err(e),
+        // its errno; a missing IV file, or something else in its place (a
+        // symlink, FIFO, device, directory or a file with a second link,
+        // which the door refuses), is a corrupt directory.
+        Err(e) if !refused(e) => return Err(e),
         Err(e) => {
             tracing::error!(
                 "cannot read directory IV {}: {e}",

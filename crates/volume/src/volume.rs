@@ -64,11 +64,34 @@ impl Volume {
     /// Open CIPHERDIR with its loaded config and unlocked master key. Masks
     /// are made on the calling thread until [`Volume::use_engine`]. Mid-rekey
     /// (the config has a rekey target) files of the old key generation stay
-    /// readable.
+    /// readable. A volume whose rekey to a new volume key is unfinished is
+    /// refused: its names are under two keys until `warpfs rekey` finishes
+    /// it (FORMAT.md 10.5).
     pub fn open(
         cipherdir: &Path,
         config: &Config,
         master: &MasterKey,
+        opts: Options,
+    ) -> std::result::Result<Volume, String> {
+        if config.volume_rekey_under_way() {
+            return Err(format!(
+                "{}: {}",
+                cipherdir.display(),
+                crate::rekey::VOLUME_REKEY_UNFINISHED
+            ));
+        }
+        Self::open_keys(cipherdir, config, master, None, opts)
+    }
+
+    /// [`Volume::open`] with the generation before the write generation
+    /// made from `previous` instead of `master` (a rekey to a new volume
+    /// key, whose previous generation is of the old volume key), and the
+    /// file summaries under `previous`'s key until they are sealed again.
+    pub(crate) fn open_keys(
+        cipherdir: &Path,
+        config: &Config,
+        master: &MasterKey,
+        previous: Option<&MasterKey>,
         opts: Options,
     ) -> std::result::Result<Volume, String> {
         let root = Root::open(cipherdir).map_err(|e| format!("{}: {e}", cipherdir.display()))?;
@@ -83,14 +106,19 @@ impl Volume {
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let mode = content_mode(config.content_mode());
         let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().cipher());
-        let previous = match config.rekey_target() {
-            Some(_) => Some(keysource.cipher(None, config.key_generation())?),
+        let old = previous.map(|p| KeySource::new(p, config.key_bits(), mode, config.content_mode().cipher()));
+        let previous_gen = match config.rekey_target() {
+            Some(_) => Some(
+                old.as_ref()
+                    .unwrap_or(&keysource)
+                    .cipher(None, config.key_generation())?,
+            ),
             None => None,
         };
         let summary = config
             .has_feature(warpfs_config::FeatureFlag::FileSummary)
-            .then(|| Arc::new(warpfs_crypto::SummaryKey::derive(master)));
-        let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous).with_summary(summary));
+            .then(|| Arc::new(warpfs_crypto::SummaryKey::derive(previous.unwrap_or(master))));
+        let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous_gen).with_summary(summary));
         Ok(Volume {
             root,
             names: subkeys.names,
@@ -267,7 +295,7 @@ fn io(e: Error) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.0)
 }
 
-fn content_mode(m: ContentMode) -> Mode {
+pub(crate) fn content_mode(m: ContentMode) -> Mode {
     match m {
         ContentMode::Ctr | ContentMode::CtrTwofish | ContentMode::CtrXChaCha20 => Mode::Ctr,
         ContentMode::Gcm | ContentMode::GcmTwofish | ContentMode::XChaCha20Poly1305 => Mode::Gcm,

@@ -2,8 +2,9 @@
 //! keep mounting and show exactly their `expected/` tree.
 //!
 //! Layout: `tests/volumes/<name>/{cipher/, password.txt, expected/}`, made by
-//! `tests/volumes/make.sh`. `<name>` ends in `-gcm`, `-ctr` (or another mode
-//! name), which `warpfs info` must report.
+//! `tests/volumes/make.sh` (keyslot volumes, format 3, also keep the
+//! `recovery.txt` their `init` printed). `<name>` ends in `-gcm`, `-ctr`
+//! (or another mode name), which `warpfs info` must report.
 
 #[macro_use]
 mod common;
@@ -44,7 +45,18 @@ fn example_volumes() -> Vec<PathBuf> {
 
 #[test]
 fn example_volumes_present() {
-    example_volumes();
+    let vols = example_volumes();
+    // Every format version has its example; the keyslot one its recovery key.
+    for v in ["v1-gcm", "v2-gcm", "v3-gcm"] {
+        assert!(vols.iter().any(|p| p.ends_with(v)), "no example volume {v}");
+    }
+    let v3 = volumes_dir().join("v3-gcm");
+    assert!(v3.join("recovery.txt").is_file());
+    let conf = fs::read_to_string(v3.join("cipher/warpfs.conf")).unwrap();
+    assert!(
+        conf.contains("\"keyslots\"") && conf.contains("\"version\": 3"),
+        "{conf}"
+    );
 }
 
 #[test]
@@ -79,6 +91,28 @@ fn example_volumes_mount_and_match_expected() {
         assert!(!want.is_empty(), "{name}/expected is empty");
         assert_snapshots_eq(&snapshot(&v.mnt), &want, &format!("example volume {name}"));
         v.unmount();
+        // A keyslot volume opens with its recovery key too.
+        if let Ok(rk) = fs::read_to_string(vol.join("recovery.txt")) {
+            assert!(!rk.trim().is_empty());
+            let o = std::process::Command::new(BIN)
+                .args(["mount", "--masterkey", "stdin"])
+                .arg(&v.cipher)
+                .arg(&v.mnt)
+                .stdin(fs::File::open(vol.join("recovery.txt")).unwrap())
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{name}: mount by recovery key: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            assert_snapshots_eq(
+                &snapshot(&v.mnt),
+                &want,
+                &format!("example volume {name}, recovery key"),
+            );
+            unmount_path(&v.mnt).unwrap();
+        }
         // Reading a volume writes nothing.
         let after = dir_state(&v.cipher);
         let changed: Vec<String> = after

@@ -103,6 +103,8 @@ fn every_command_that_reads_a_password_is_non_dumpable() {
         ("fsck", args!["fsck", "--passfile", &stdin, &c]),
         ("rekey", args!["rekey", "--passfile", &stdin, &c]),
         ("mount", args!["mount", "--passfile", &stdin, &c, &m]),
+        ("key add", args!["key", "add", "--passfile", &stdin, "--recovery", &c]),
+        ("key remove", args!["key", "remove", "--passfile", &stdin, &c, "1"]),
         (
             "container open",
             args!["container", "open", "--passfile", &stdin, &image, &cmnt],

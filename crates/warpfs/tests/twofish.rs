@@ -1,7 +1,8 @@
 //! Twofish in every content mode through real mounts (FORMAT.md 7 and 11):
 //! `warpfs info` names the cipher and mode; the bytes on disk are Twofish
 //! (CTR with the NIST counter layout, GCM tags with H = Twofish_K(0^128))
-//! under the HKDF content key of the master key that `init` printed; a
+//! under the HKDF content key of the volume key (opened from the config by
+//! the password through the library); a
 //! flipped ciphertext bit is EIO in `gcm-twofish`; and the write pool
 //! (speculation on) and the direct path (off) write the same format.
 
@@ -14,8 +15,8 @@ use std::fs;
 use warpfs_crypto::keys::{MasterKey, Subkeys};
 use warpfs_crypto::{ContentKey, GcmTagger, XtsCipher};
 
-/// `warpfs init` of `mode` (with `extra` flags); returns the volume and the
-/// master key from the recovery text it printed.
+/// `warpfs init` of `mode` (with `extra` flags); returns the volume and its
+/// volume key, which the recovery key `init` printed opens.
 fn init(mode: Mode, extra: &[&str]) -> (Volume, MasterKey) {
     let v = Volume::blank(mode);
     let mut a = args!["init", "--passfile", &v.passfile];
@@ -30,7 +31,11 @@ fn init(mode: Mode, extra: &[&str]) -> (Volume, MasterKey) {
         .map(str::trim)
         .find(|l| l.len() >= 64 && l.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
         .unwrap_or_else(|| panic!("no recovery text in:\n{o}"));
-    (v, MasterKey::from_recovery_text(text).unwrap())
+    let rk = warpfs_crypto::slotkeys::RecoveryKey::from_text(text).unwrap();
+    let cfg = warpfs_config::Config::load(&v.cipher).unwrap();
+    let key = cfg.open(&warpfs_config::Input::Recovery(&rk)).unwrap().key;
+    assert_eq!(key, cfg.unlock(PASSWORD.as_bytes()).unwrap());
+    (v, key)
 }
 
 #[test]

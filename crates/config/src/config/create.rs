@@ -4,13 +4,14 @@
 
 use super::flags::version_of;
 use super::validate::{check_kdf, check_key_bits, check_version_flags};
-use super::{Config, FeatureFlag};
+use super::{Config, FeatureFlag, KeyStore, NewSlot, SlotKind};
 use crate::error::{ConfigError, Result};
 use crate::mode::ContentMode;
 use crate::write::{write_atomic, Mode};
 use crate::{BLOCK_SIZE, CONFIG_FILE, V1_FEATURE_FLAGS};
 use std::path::Path;
 use warpfs_crypto::kdf::KdfParams;
+use warpfs_crypto::slotkeys::RecoveryKey;
 use warpfs_crypto::wrap::{self, Wrapped, WRAP_NONCE_LEN};
 use warpfs_crypto::MasterKey;
 
@@ -107,6 +108,53 @@ impl Config {
         Ok((cfg, master))
     }
 
+    /// A new keyslot config (format 3, FORMAT.md 2.6) at `path` with a
+    /// fresh random volume key: slot 0 opens with `secret` (a password, or
+    /// its combination with a keyfile, as `kind` says), and slot 1 with
+    /// `recovery` when one is given. `extra` are optional flags of
+    /// [`V2_FEATURE_FLAGS`](crate::V2_FEATURE_FLAGS). Refuses if the file
+    /// exists.
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_slots_at(
+        path: &Path,
+        secret: &[u8],
+        kind: SlotKind,
+        mode: ContentMode,
+        key_bits: u32,
+        kdf: KdfParams,
+        extra: &[FeatureFlag],
+        recovery: Option<&RecoveryKey>,
+    ) -> Result<(Config, MasterKey)> {
+        check_key_bits(mode, key_bits)?;
+        check_kdf(&kdf)?;
+        if crate::read::exists(path) {
+            return Err(ConfigError::AlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let mut flags = V1_FEATURE_FLAGS.to_vec();
+        flags.extend(extra.iter().copied().filter(|f| !V1_FEATURE_FLAGS.contains(f)));
+        flags.retain(|&f| f != FeatureFlag::Keyslots && f != FeatureFlag::RekeyId);
+        flags.push(FeatureFlag::Keyslots);
+        check_version_flags(version_of(&flags), &flags, mode)?;
+        let base = Self::seal_gens(
+            format!("warpfs {}", env!("CARGO_PKG_VERSION")),
+            mode,
+            key_bits,
+            flags,
+            kdf,
+            (0, None),
+        )?;
+        let vk = MasterKey::generate();
+        let (cfg, _) = base.with_first_slot(secret, kind, kdf, &vk, None)?;
+        let cfg = match recovery {
+            Some(rk) => cfg.with_slot(&vk, None, &NewSlot::Recovery(rk), "")?.0,
+            None => cfg,
+        };
+        cfg.save_new_at(path)?;
+        Ok((cfg, vk))
+    }
+
     /// A config that is not written to a CIPHERDIR (an encrypted container's
     /// header, FORMAT.md 9): a fresh master key wrapped under `password`.
     pub fn new_detached(
@@ -166,19 +214,25 @@ impl Config {
             key_bits,
             block_size: BLOCK_SIZE,
             feature_flags,
-            kdf,
-            salt: warpfs_crypto::rand::array(),
-            wrapped: Wrapped {
-                nonce: [0; WRAP_NONCE_LEN],
-                ciphertext: Vec::new(),
+            store: KeyStore::Single {
+                kdf,
+                salt: warpfs_crypto::rand::array(),
+                wrapped: Wrapped {
+                    nonce: [0; WRAP_NONCE_LEN],
+                    ciphertext: Vec::new(),
+                },
             },
         })
     }
 
-    /// Wrap `master` under `password` with this config's AAD.
+    /// Wrap `master` under `password` with this config's AAD (formats 1
+    /// and 2).
     pub(crate) fn wrap_under(mut self, master: &MasterKey, password: &[u8]) -> Result<Config> {
         let kek = self.derive_kek(password)?;
-        self.wrapped = wrap::wrap(&kek, master, &self.aad());
+        let w = wrap::wrap(&kek, master, &self.aad());
+        if let KeyStore::Single { wrapped, .. } = &mut self.store {
+            *wrapped = w;
+        }
         Ok(self)
     }
 }

@@ -1,7 +1,7 @@
 //! Feature flags: the names a config may carry and the config version
 //! they imply.
 
-use crate::{FORMAT_VERSION, V1_FEATURE_FLAGS, V2_FEATURE_FLAGS};
+use crate::{FORMAT_VERSION, V1_FEATURE_FLAGS, V2_FEATURE_FLAGS, V3_FEATURE_FLAGS};
 use std::fmt;
 
 /// A feature a volume relies on. A reader refuses flags it does not know.
@@ -26,6 +26,9 @@ pub enum FeatureFlag {
     /// journal records carry (FORMAT.md 10.1, 10.3). Present only while a
     /// rekey is under way; any config version.
     RekeyId,
+    /// The volume key is wrapped in any number of keyslots and the config
+    /// is authenticated by a MAC (FORMAT.md 2.6; config version 3).
+    Keyslots,
 }
 
 impl FeatureFlag {
@@ -39,6 +42,7 @@ impl FeatureFlag {
             FeatureFlag::BoundSeals => "bound-seals",
             FeatureFlag::FileSummary => "file-summary",
             FeatureFlag::RekeyId => "rekey-id",
+            FeatureFlag::Keyslots => "keyslots",
         }
     }
 
@@ -48,6 +52,7 @@ impl FeatureFlag {
             .into_iter()
             .chain(crate::OPTIONAL_FEATURE_FLAGS)
             .chain(V2_FEATURE_FLAGS)
+            .chain(V3_FEATURE_FLAGS)
             .find(|f| f.as_str() == s)
     }
 }
@@ -58,11 +63,13 @@ impl fmt::Display for FeatureFlag {
     }
 }
 
-/// The config version of a volume with `flags`: 2 with any flag of
-/// [`V2_FEATURE_FLAGS`], else 1.
+/// The config version of a volume with `flags`: 3 with `keyslots`, else
+/// 2 with any flag of [`V2_FEATURE_FLAGS`], else 1.
 pub(super) fn version_of(flags: &[FeatureFlag]) -> u32 {
-    if flags.iter().any(|f| V2_FEATURE_FLAGS.contains(f)) {
+    if flags.iter().any(|f| V3_FEATURE_FLAGS.contains(f)) {
         FORMAT_VERSION
+    } else if flags.iter().any(|f| V2_FEATURE_FLAGS.contains(f)) {
+        2
     } else {
         1
     }

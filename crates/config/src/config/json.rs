@@ -1,8 +1,11 @@
 //! The JSON model of `warpfs.conf` (field order = file order): loading
-//! and validating the file (hostile input) and its written form.
+//! and validating the file (hostile input) and its written form. Formats
+//! 1 and 2 hold `kdf` and `wrapped_key`; format 3 holds `revision`, the
+//! `keyslots` and the `mac` instead (FORMAT.md 2.6).
 
+use super::slots::{check_table, check_wrapped, Slot, SlotJson, SlotTable};
 use super::validate::{check_generations, check_kdf, check_key_bits, check_rekey_id, check_version_flags, show};
-use super::{Config, FeatureFlag, KDF_ALGORITHM, REKEY_ID_LEN, WRAP_ALGORITHM};
+use super::{Config, FeatureFlag, KeyStore, KDF_ALGORITHM, REKEY_ID_LEN, WRAP_ALGORITHM};
 use crate::error::{ConfigError, Result};
 use crate::mode::ContentMode;
 use crate::{BLOCK_SIZE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
@@ -27,7 +30,9 @@ struct FileV1 {
     key_bits: u32,
     block_size: u32,
     feature_flags: Vec<String>,
-    kdf: KdfJson,
+    /// Formats 1 and 2: the password's Argon2id parameters and salt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kdf: Option<KdfJson>,
     /// Key generation of the content key (FORMAT.md 10); absent = 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key_generation: Option<u32>,
@@ -37,7 +42,29 @@ struct FileV1 {
     /// The rekey's random ID (base64 of 16 bytes), with the `rekey-id` flag.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rekey_id: Option<String>,
-    wrapped_key: WrappedJson,
+    /// Format 3: counts the rewrites of the keyslot table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    revision: Option<u32>,
+    /// Format 3, during a volume-key rekey: the previous volume key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    previous_volume_key: Option<PreviousJson>,
+    /// Format 3: the keyslots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keyslots: Option<Vec<SlotJson>>,
+    /// Formats 1 and 2: the master key wrapped under the password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wrapped_key: Option<WrappedJson>,
+    /// Format 3: HMAC-SHA256 of the config under the volume key's MAC key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mac: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviousJson {
+    generation: u32,
+    nonce: String,
+    ciphertext: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -52,13 +79,39 @@ struct KdfJson {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct WrappedJson {
+pub(crate) struct WrappedJson {
     algorithm: String,
     nonce: String,
     ciphertext: String,
 }
 
-fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
+impl WrappedJson {
+    pub(crate) fn of(w: &Wrapped) -> Self {
+        WrappedJson {
+            algorithm: WRAP_ALGORITHM.to_owned(),
+            nonce: B64.encode(w.nonce),
+            ciphertext: B64.encode(&w.ciphertext),
+        }
+    }
+
+    /// The wrapped key, checked (`field` names it in messages).
+    pub(crate) fn parse(&self, field: &str) -> Result<Wrapped> {
+        if self.algorithm != WRAP_ALGORITHM {
+            return Err(ConfigError::Unsupported(format!(
+                "key wrapping {} is not supported (only {WRAP_ALGORITHM})",
+                show(&self.algorithm)
+            )));
+        }
+        let nonce = decode_fixed::<WRAP_NONCE_LEN>(&format!("{field}.nonce"), &self.nonce)?;
+        let ct = decode_fixed::<WRAPPED_LEN>(&format!("{field}.ciphertext"), &self.ciphertext)?;
+        Ok(Wrapped {
+            nonce,
+            ciphertext: ct.to_vec(),
+        })
+    }
+}
+
+pub(crate) fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
     // Refuse absurd lengths before decoding.
     if s.len() > 4 * N.div_ceil(3) {
         return Err(ConfigError::parse(format!("{field} must be {N} bytes of base64")));
@@ -99,7 +152,7 @@ impl Config {
             .get("version")
             .and_then(|v| v.as_u64())
             .ok_or_else(|| ConfigError::parse("\"version\" is missing or not a number"))?;
-        if version != 1 && version != u64::from(FORMAT_VERSION) {
+        if !(1..=u64::from(FORMAT_VERSION)).contains(&version) {
             return Err(ConfigError::Unsupported(if version > u64::from(FORMAT_VERSION) {
                 format!("config version {version}: this volume needs a newer warpfs (this one reads version {FORMAT_VERSION})")
             } else {
@@ -112,6 +165,18 @@ impl Config {
                     return Err(ConfigError::Unsupported(format!(
                         "unknown feature flag {}: this volume needs a newer warpfs",
                         show(f)
+                    )));
+                }
+            }
+        }
+
+        // A keyslot of a kind this warpfs reserves but cannot open (and
+        // whose fields it does not parse): a newer warpfs wrote it.
+        if let Some(slots) = obj.get("keyslots").and_then(|v| v.as_array()) {
+            for k in slots.iter().filter_map(|s| s.get("kind")?.as_str()) {
+                if matches!(k, "tpm2" | "fido2") {
+                    return Err(ConfigError::Unsupported(format!(
+                        "keyslot kind {k} is not supported by this warpfs: this volume needs a newer warpfs"
                     )));
                 }
             }
@@ -157,25 +222,6 @@ impl Config {
             }
         }
         check_version_flags(f.version, &flags, content_mode)?;
-        if f.kdf.algorithm != KDF_ALGORITHM {
-            return Err(ConfigError::Unsupported(format!(
-                "password KDF {} is not supported (only {KDF_ALGORITHM})",
-                show(&f.kdf.algorithm)
-            )));
-        }
-        let kdf = KdfParams {
-            memory_kib: f.kdf.memory_kib,
-            iterations: f.kdf.iterations,
-            parallelism: f.kdf.parallelism,
-        };
-        check_kdf(&kdf)?;
-        let salt = decode_fixed::<SALT_LEN>("kdf.salt", &f.kdf.salt)?;
-        if f.wrapped_key.algorithm != WRAP_ALGORITHM {
-            return Err(ConfigError::Unsupported(format!(
-                "key wrapping {} is not supported (only {WRAP_ALGORITHM})",
-                show(&f.wrapped_key.algorithm)
-            )));
-        }
         if f.key_generation == Some(0) {
             return Err(ConfigError::parse("\"key_generation\" 0 must be omitted"));
         }
@@ -186,8 +232,74 @@ impl Config {
             None => None,
         };
         check_rekey_id(rekey_id.is_some(), f.rekey_target, &flags)?;
-        let nonce = decode_fixed::<WRAP_NONCE_LEN>("wrapped_key.nonce", &f.wrapped_key.nonce)?;
-        let ct = decode_fixed::<WRAPPED_LEN>("wrapped_key.ciphertext", &f.wrapped_key.ciphertext)?;
+        let slotted = flags.contains(&FeatureFlag::Keyslots);
+        let store = if slotted {
+            if f.kdf.is_some() || f.wrapped_key.is_some() {
+                return Err(ConfigError::parse(
+                    "a keyslot config has no \"kdf\" or \"wrapped_key\" of its own",
+                ));
+            }
+            let (Some(slots), Some(revision), Some(mac)) = (f.keyslots, f.revision, f.mac) else {
+                return Err(ConfigError::parse(
+                    "a keyslot config needs \"revision\", \"keyslots\" and \"mac\"",
+                ));
+            };
+            let slots = slots.into_iter().map(Slot::from_json).collect::<Result<Vec<_>>>()?;
+            check_table(&slots)?;
+            slots.iter().try_for_each(|s| check_wrapped(&s.wrapped))?;
+            let previous = match f.previous_volume_key {
+                None => None,
+                Some(p) => {
+                    if f.rekey_target.is_none() || p.generation != key_generation {
+                        return Err(ConfigError::parse(
+                            "\"previous_volume_key\" belongs to a rekey from \"key_generation\"",
+                        ));
+                    }
+                    let nonce = decode_fixed::<WRAP_NONCE_LEN>("previous_volume_key.nonce", &p.nonce)?;
+                    let ct = decode_fixed::<WRAPPED_LEN>("previous_volume_key.ciphertext", &p.ciphertext)?;
+                    Some((
+                        p.generation,
+                        Wrapped {
+                            nonce,
+                            ciphertext: ct.to_vec(),
+                        },
+                    ))
+                }
+            };
+            KeyStore::Slots(SlotTable {
+                revision,
+                previous,
+                slots,
+                mac: decode_fixed::<32>("mac", &mac)?,
+            })
+        } else {
+            if f.keyslots.is_some() || f.revision.is_some() || f.mac.is_some() || f.previous_volume_key.is_some() {
+                return Err(ConfigError::parse(
+                    "\"keyslots\", \"revision\", \"previous_volume_key\" and \"mac\" need the feature flag keyslots",
+                ));
+            }
+            let (Some(k), Some(w)) = (f.kdf, f.wrapped_key) else {
+                return Err(ConfigError::parse("\"kdf\" or \"wrapped_key\" is missing"));
+            };
+            if k.algorithm != KDF_ALGORITHM {
+                return Err(ConfigError::Unsupported(format!(
+                    "password KDF {} is not supported (only {KDF_ALGORITHM})",
+                    show(&k.algorithm)
+                )));
+            }
+            let kdf = KdfParams {
+                memory_kib: k.memory_kib,
+                iterations: k.iterations,
+                parallelism: k.parallelism,
+            };
+            check_kdf(&kdf)?;
+            let salt = decode_fixed::<SALT_LEN>("kdf.salt", &k.salt)?;
+            KeyStore::Single {
+                kdf,
+                salt,
+                wrapped: w.parse("wrapped_key")?,
+            }
+        };
         Ok(Config {
             version: f.version,
             creator: f.creator,
@@ -195,20 +307,43 @@ impl Config {
             key_bits: f.key_bits,
             block_size: f.block_size,
             feature_flags: flags,
-            kdf,
-            salt,
             key_generation,
             rekey_target: f.rekey_target,
             rekey_id,
-            wrapped: Wrapped {
-                nonce,
-                ciphertext: ct.to_vec(),
-            },
+            store,
         })
     }
 
     /// The config as written to disk: pretty-printed JSON and a newline.
     pub fn to_json(&self) -> String {
+        let (kdf, wrapped_key, revision, previous_volume_key, keyslots, mac) = match &self.store {
+            KeyStore::Single { kdf, salt, wrapped } => (
+                Some(KdfJson {
+                    algorithm: KDF_ALGORITHM.to_owned(),
+                    memory_kib: kdf.memory_kib,
+                    iterations: kdf.iterations,
+                    parallelism: kdf.parallelism,
+                    salt: B64.encode(salt),
+                }),
+                Some(WrappedJson::of(wrapped)),
+                None,
+                None,
+                None,
+                None,
+            ),
+            KeyStore::Slots(t) => (
+                None,
+                None,
+                Some(t.revision),
+                t.previous.as_ref().map(|(g, w)| PreviousJson {
+                    generation: *g,
+                    nonce: B64.encode(w.nonce),
+                    ciphertext: B64.encode(&w.ciphertext),
+                }),
+                Some(t.slots.iter().map(Slot::to_json).collect()),
+                Some(B64.encode(t.mac)),
+            ),
+        };
         let file = FileV1 {
             format: FORMAT_NAME.to_owned(),
             version: self.version,
@@ -217,21 +352,15 @@ impl Config {
             key_bits: self.key_bits,
             block_size: self.block_size,
             feature_flags: self.feature_flags.iter().map(|f| f.as_str().to_owned()).collect(),
-            kdf: KdfJson {
-                algorithm: KDF_ALGORITHM.to_owned(),
-                memory_kib: self.kdf.memory_kib,
-                iterations: self.kdf.iterations,
-                parallelism: self.kdf.parallelism,
-                salt: B64.encode(self.salt),
-            },
+            kdf,
             key_generation: (self.key_generation > 0).then_some(self.key_generation),
             rekey_target: self.rekey_target,
             rekey_id: self.rekey_id.map(|id| B64.encode(id)),
-            wrapped_key: WrappedJson {
-                algorithm: WRAP_ALGORITHM.to_owned(),
-                nonce: B64.encode(self.wrapped.nonce),
-                ciphertext: B64.encode(&self.wrapped.ciphertext),
-            },
+            revision,
+            previous_volume_key,
+            keyslots,
+            wrapped_key,
+            mac,
         };
         let mut s = serde_json::to_string_pretty(&file).expect("config JSON serialises");
         s.push('\n');

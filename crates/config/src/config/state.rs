@@ -1,19 +1,24 @@
 //! A config's place in the volume's key history (FORMAT.md 10.1, 13.5):
-//! its key generation and whether a rekey to the next one is under way,
-//! ordered, so that an older copy of a config can be told from a newer one.
+//! its key generation, whether a rekey to the next one is under way, and
+//! (format 3) the revision of its keyslot table, ordered, so that an older
+//! copy of a config can be told from a newer one.
 
 use super::Config;
 use std::fmt;
 
 /// Where a config stands in the volume's key history. Ordered by key
 /// generation, then a rekey under way after none (its target is always
-/// the next generation): `0 < 0 → 1 < 1 < 1 → 2 < …`.
+/// the next generation): `0 < 0 → 1 < 1 < 1 → 2 < …`, then by the
+/// revision of the keyslot table (a copy from before a slot was removed
+/// is older).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct KeyState {
     /// The generation every file uses (`key_generation`, absent = 0).
     pub generation: u32,
     /// Whether `rekey_target` is set (a rekey to `generation + 1`).
     pub rekey_under_way: bool,
+    /// The keyslot table's revision (0 without keyslots).
+    pub revision: u32,
 }
 
 impl Config {
@@ -23,6 +28,7 @@ impl Config {
         KeyState {
             generation: self.key_generation,
             rekey_under_way: self.rekey_target.is_some(),
+            revision: self.revision(),
         }
     }
 }
@@ -33,6 +39,9 @@ impl fmt::Display for KeyState {
         if self.rekey_under_way {
             // The target is generation + 1 (checked when the file is read).
             write!(f, ", rekey to {} under way", u64::from(self.generation) + 1)?;
+        }
+        if self.revision > 0 {
+            write!(f, ", keyslot revision {}", self.revision)?;
         }
         Ok(())
     }
@@ -46,7 +55,21 @@ mod tests {
         KeyState {
             generation,
             rekey_under_way,
+            revision: 0,
         }
+    }
+
+    #[test]
+    fn a_later_keyslot_revision_is_newer_only_within_a_key_state() {
+        let r = |g, u, revision| KeyState {
+            generation: g,
+            rekey_under_way: u,
+            revision,
+        };
+        assert!(r(0, false, 1) < r(0, false, 2));
+        assert!(r(0, false, 9) < r(0, true, 1));
+        assert!(r(0, true, 9) < r(1, false, 0));
+        assert_eq!(r(1, false, 3).to_string(), "key generation 1, keyslot revision 3");
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub(super) fn check_key_bits(mode: ContentMode, bits: u32) -> Result<()> {
     }
 }
 
-pub(super) fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<()> {
+pub(crate) fn check_generations(key_generation: u32, rekey_target: Option<u32>) -> Result<()> {
     match rekey_target {
         Some(t) if Some(t) != key_generation.checked_add(1) => Err(ConfigError::parse(format!(
             "\"rekey_target\" {t} must be \"key_generation\" {key_generation} + 1"

@@ -81,7 +81,7 @@ fn feature_flags_are_checked() {
 #[test]
 fn unsupported_and_corrupt_fields() {
     let unsupported: Vec<Edit> = vec![
-        Box::new(|v| v["version"] = json!(3)),
+        Box::new(|v| v["version"] = json!(4)),
         Box::new(|v| v["version"] = json!(0)),
         Box::new(|v| v["content_mode"] = json!("xts-serpent")),
         Box::new(|v| v["key_bits"] = json!(512)),
@@ -103,8 +103,13 @@ fn unsupported_and_corrupt_fields() {
         assert!(matches!(e, ConfigError::Unsupported(_)), "{e}");
         assert!(e.to_string().contains("more than warpfs spends on one unlock"), "{e}");
     }
-    let v3 = edited(|v| v["version"] = json!(3)).unwrap_err();
-    assert!(v3.to_string().contains("newer warpfs"), "{v3}");
+    let v4 = edited(|v| v["version"] = json!(4)).unwrap_err();
+    assert!(v4.to_string().contains("newer warpfs"), "{v4}");
+    // Version 3 without keyslots.
+    assert!(matches!(
+        edited(|v| v["version"] = json!(3)).unwrap_err(),
+        ConfigError::Parse(_)
+    ));
     // Version 2 without a version 2 flag, and a version 2 flag in version 1.
     assert!(matches!(
         edited(|v| v["version"] = json!(2)).unwrap_err(),

@@ -49,4 +49,5 @@ fn dir_entries(d: &Path) -> Vec<String> {
 mod fuzz;
 mod hostile;
 mod lifecycle;
+mod slots;
 mod versions;

@@ -89,6 +89,11 @@ fn open_scanned(vol: &Volume, item: &walk::Item, write: bool) -> Result<(File, O
             e.to_string()
         }
     };
+    // A file linked from outside CIPHERDIR is never opened for writing.
+    if let Some(why) = item.linked_outside().filter(|_| write) {
+        let file = vol.open_backing(&item.rel, libc::O_RDONLY | base).map_err(replaced)?;
+        return check_same(file, item).map(|f| (f, Some(why)));
+    }
     let (file, rw) = match vol.open_backing(&item.rel, if write { libc::O_RDWR } else { libc::O_RDONLY } | base) {
         Ok(f) => (f, None),
         Err(e) if write && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM | libc::EROFS)) => (
@@ -97,12 +102,17 @@ fn open_scanned(vol: &Volume, item: &walk::Item, write: bool) -> Result<(File, O
         ),
         Err(e) => return Err(replaced(e)),
     };
+    check_same(file, item).map(|f| (f, rw))
+}
+
+/// `file` if it is still the regular file the walk found as `item`.
+fn check_same(file: File, item: &walk::Item) -> Result<File, String> {
     let md = file.metadata().map_err(|e| e.to_string())?;
     use std::os::unix::fs::MetadataExt;
     if !md.file_type().is_file() || (md.dev(), md.ino()) != (item.dev, item.ino) {
         return Err("replaced by another file since the walk: not scanned".into());
     }
-    Ok((file, rw))
+    Ok(file)
 }
 
 /// The cipher of the generation before the volume's, after a rekey (a

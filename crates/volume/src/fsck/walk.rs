@@ -8,7 +8,7 @@ use super::Repairs;
 use crate::dirview::{How, View};
 use crate::synced::{self, Copy};
 use crate::volume::Volume;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -29,6 +29,24 @@ pub(super) struct Item {
     pub dev: u64,
     /// See `dev`.
     pub ino: u64,
+    /// Links the file had when walked.
+    pub nlink: u64,
+    /// Links to it the walk found in CIPHERDIR: fewer than `nlink` means
+    /// it is also linked from outside, and no repair rewrites it.
+    pub inside: u64,
+}
+
+impl Item {
+    /// Why the file must not be rewritten, when it is linked from outside
+    /// CIPHERDIR (a hard link planted to make a repair write there).
+    pub fn linked_outside(&self) -> Option<String> {
+        (self.nlink > self.inside).then(|| {
+            format!(
+                "it has {} hard links but {} in CIPHERDIR: also linked from outside, never rewritten",
+                self.nlink, self.inside
+            )
+        })
+    }
 }
 
 fn join(parent: &str, name: &str) -> String {
@@ -58,7 +76,7 @@ struct Entry {
 /// Walk the whole tree under the volume root; findings go to `report`.
 pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item> {
     let mut items = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen: HashMap<(u64, u64), u64> = HashMap::new();
     let mut ivs = super::merge::IvIndex::default();
     let mut stack = vec![(PathBuf::new(), "/".to_string())];
     while let Some((rel, plain)) = stack.pop() {
@@ -104,13 +122,17 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
             if ft == libc::S_IFDIR {
                 stack.push((erel, path));
             } else if ft == libc::S_IFREG {
-                if seen.insert((md.st_dev, md.st_ino)) {
+                let links = seen.entry((md.st_dev, md.st_ino)).or_insert(0);
+                *links += 1;
+                if *links == 1 {
                     items.push(Item {
                         path,
                         rel: erel,
                         len: md.st_size as u64,
                         dev: md.st_dev,
                         ino: md.st_ino,
+                        nlink: warpfs_backing::nlink(&md),
+                        inside: 0,
                     });
                 }
             } else if ft == libc::S_IFLNK {
@@ -120,6 +142,9 @@ pub(super) fn walk(vol: &Volume, report: &mut Report, want: Repairs) -> Vec<Item
                 }
             }
         }
+    }
+    for i in &mut items {
+        i.inside = seen.get(&(i.dev, i.ino)).copied().unwrap_or(1);
     }
     items
 }

@@ -6,14 +6,19 @@
 
 mod journal;
 mod online;
+mod renames;
+mod volkey;
 
 pub use journal::{inspect, recover, Decisions, Found, Recovered, State, JOURNAL_PREFIX};
 pub use online::{Online, Request};
+pub use renames::PENDING_DIRIV;
+pub use volkey::{open_volume_rekey, run_volume_rekey, survey, Survey, VOLUME_REKEY_UNFINISHED};
 pub use warpfs_content::plain_size_of;
 
 use crate::files::FileTable;
 use crate::Volume;
 use journal::JournalIo;
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -41,6 +46,10 @@ pub enum Event {
     Segment,
     /// A file is at the target generation.
     File,
+    /// An entry has its name under the new volume key (FORMAT.md 10.5).
+    Name,
+    /// A directory has its new IV, every name in it moved.
+    Directory,
 }
 
 /// How a rekey runs.
@@ -72,6 +81,16 @@ pub struct Progress {
     pub bytes_done: AtomicU64,
     /// Blocks that could not be decrypted and were left as they were.
     pub unreadable: AtomicU64,
+    /// A volume-key rekey: backing names to move (counted before).
+    pub names_total: AtomicU64,
+    /// Names moved to the new volume key by this run.
+    pub names_done: AtomicU64,
+    /// Names that open under neither key (left as they are).
+    pub names_left: AtomicU64,
+    /// Directories given their new IV by this run.
+    pub dirs_done: AtomicU64,
+    /// File summaries sealed again under the new key.
+    pub summaries: AtomicU64,
 }
 
 /// What a rekey walk needs of a volume; shareable with a daemon thread.
@@ -103,8 +122,10 @@ impl Walk {
 
 /// Every backing regular file of `root` that holds file contents (reserved
 /// `warpfs.*` names excluded, long-name entries included), relative to
-/// `root`, in walk order. Leftover temporary copies of the older
-/// copy-and-rename rekey are removed.
+/// `root`, in walk order. Foreign names (a sync tool's or the system's
+/// own files and folders, FORMAT.md 13.3) are never user data and are
+/// left alone. Leftover temporary copies of the older copy-and-rename
+/// rekey are removed.
 pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut dirs = vec![PathBuf::new()];
@@ -113,6 +134,9 @@ pub fn content_files(root: &Root) -> io::Result<Vec<PathBuf>> {
         let dir = root.dir(&d).map_err(io)?;
         for e in dir.list().map_err(io)? {
             let name = e.name.to_string_lossy();
+            if crate::synced::is_foreign(e.name.as_encoded_bytes()) {
+                continue;
+            }
             let kind = match e.d_type {
                 libc::DT_UNKNOWN => {
                     match warpfs_backing::lstat(&dir.entry(&e.name)).map_err(io)?.st_mode & libc::S_IFMT {
@@ -179,7 +203,7 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
     progress.bytes_total.store(total, Ordering::Relaxed);
     let started = Instant::now();
-    walk_once(w, &files, opts, progress, stop, started)?;
+    walk_once(w, &files, &Links::count(&w.root, &files), opts, progress, stop, started)?;
     // A file renamed after the listing was not found under its old name:
     // walk again until a walk finds every file at the target generation,
     // so no file is left at a generation the finished rekey drops.
@@ -193,7 +217,8 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         }
         tracing::info!("rekey: {} file(s) moved during the walk; walking again", behind.len());
         progress.files_total.fetch_add(behind.len() as u64, Ordering::Relaxed);
-        walk_once(w, &behind, opts, progress, stop, started)?;
+        let all = content_files(&w.root).map_err(e)?;
+        walk_once(w, &behind, &Links::count(&w.root, &all), opts, progress, stop, started)?;
     }
     if stop.load(Ordering::Relaxed) {
         return Ok(false);
@@ -208,6 +233,43 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         behind.len(),
         behind[0].display()
     ))
+}
+
+/// How many links each multiply linked content file has in CIPHERDIR, by
+/// (device, inode): a file with more links than that is also linked from
+/// outside CIPHERDIR, and the rekey never rewrites it (it would write a
+/// file outside through a hard link planted there).
+pub(crate) struct Links(HashMap<(u64, u64), u64>);
+
+impl Links {
+    /// Count the links among `files` (every content file of `root`).
+    pub(crate) fn count(root: &Root, files: &[PathBuf]) -> Links {
+        let mut m = HashMap::new();
+        for st in files.iter().filter_map(|p| root.lstat(p).ok()) {
+            if st.st_nlink > 1 {
+                *m.entry((st.st_dev, st.st_ino)).or_insert(0u64) += 1;
+            }
+        }
+        Links(m)
+    }
+
+    /// Why the file of `st` must not be rewritten, if it has links outside
+    /// CIPHERDIR (counted again once, in case links were made since).
+    fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
+        let nlink = warpfs_backing::nlink(st);
+        let inside = |l: &Links| l.0.get(&(st.st_dev, st.st_ino)).copied().unwrap_or(1);
+        if nlink <= 1 || inside(self) >= nlink {
+            return None;
+        }
+        let again = content_files(root).map(|f| Links::count(root, &f)).ok()?;
+        (inside(&again) < nlink).then(|| {
+            format!(
+                "it has {nlink} hard links but {} in CIPHERDIR: also linked from outside; the rekey never \
+                 rewrites it (remove the link outside CIPHERDIR, or replace the file by a copy of it)",
+                inside(&again)
+            )
+        })
+    }
 }
 
 /// Content files of `root` whose header is not at generation `target`
@@ -233,6 +295,7 @@ fn files_behind(root: &Root, target: u32) -> io::Result<Vec<PathBuf>> {
 fn walk_once(
     w: &Walk,
     files: &[PathBuf],
+    links: &Links,
     opts: &RekeyOptions,
     progress: &Progress,
     stop: &AtomicBool,
@@ -267,7 +330,7 @@ fn walk_once(
                         break;
                     };
                     let throttle = |bytes: u64| pace(opts.max_rate, started, bytes, stop);
-                    match rekey_file(w, rel, &mut io, progress, halt, &throttle) {
+                    match rekey_file(w, rel, links, &mut io, progress, halt, &throttle) {
                         Ok(true) => {
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -315,6 +378,7 @@ fn pace(rate: Option<u64>, started: Instant, bytes: u64, stop: &AtomicBool) {
 fn rekey_file(
     w: &Walk,
     rel: &Path,
+    links: &Links,
     io: &mut JournalIo,
     progress: &Progress,
     halt: &dyn Fn() -> bool,
@@ -322,7 +386,7 @@ fn rekey_file(
 ) -> Result<bool, String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", rel.display());
     let target = w.keys.write_generation();
-    let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
+    let f = match w.root.open_file(rel, libc::O_RDONLY, 0, Expect::File) {
         Ok(f) => f,
         Err(e) if e.0 == libc::ENOENT => return Ok(true),
         Err(e) => return Err(err(&e)),
@@ -333,7 +397,20 @@ fn rekey_file(
         Ok(Some(_)) => {}
         Err(e) => return Err(err(&e)),
     }
+    let st = warpfs_backing::fstat(&f).map_err(|e| err(&e))?;
+    if let Some(why) = links.outside(&w.root, &st) {
+        return Err(err(&why));
+    }
+    // Opened again for writing: still the file that was looked at.
+    let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
+        Ok(f) => f,
+        Err(e) if e.0 == libc::ENOENT => return Ok(true),
+        Err(e) => return Err(err(&e)),
+    };
     let ino = f.metadata().map_err(|e| err(&e))?.ino();
+    if (f.metadata().map_err(|e| err(&e))?.dev(), ino) != (st.st_dev, st.st_ino) {
+        return Err(err(&"replaced while the rekey opened it; run warpfs rekey again"));
+    }
     let of = w
         .files
         .open_keep_label(f, &w.keys, rel.display().to_string())

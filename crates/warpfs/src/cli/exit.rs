@@ -14,6 +14,9 @@ pub const BAD_CONFIG: i32 = 11;
 pub const NOT_EMPTY: i32 = 12;
 /// The mount itself failed.
 pub const MOUNT_FAILED: i32 = 13;
+/// A rekey to a new volume key is unfinished: only `warpfs rekey` opens
+/// the volume, to finish it.
+pub const REKEY_UNFINISHED: i32 = 14;
 /// `fsck`: problems found (some not repaired).
 pub const FSCK_PROBLEMS: i32 = 20;
 /// `fsck`: every problem found was repaired.
@@ -46,6 +49,7 @@ impl From<warpfs_config::ConfigError> for CliError {
             E::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => BAD_CONFIG,
             E::Io { .. } => ERROR,
             E::AlreadyExists { .. } => NOT_EMPTY,
+            E::Slots(_) => ERROR,
             _ => BAD_CONFIG,
         };
         CliError::new(code, e.to_string())

@@ -11,7 +11,6 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use warpfs_config::Config;
 use warpfs_volume::fsck::{self, Repairs};
 use warpfs_volume::{Options, Volume};
 
@@ -64,7 +63,8 @@ pub struct FsckArgs {
     /// Every repair that loses no data: --remove-orphan-sidecars,
     /// --fix-torn-tails, applying the undo journals of an interrupted
     /// rekey (removing torn ones), and merging a directory whose IV file a
-    /// sync tool copied into one IV.
+    /// sync tool copied into one IV where every entry it would move is
+    /// proven to have been made there (FORMAT.md 13.2).
     #[arg(long)]
     repair: bool,
     /// Check even though the volume looks mounted (results may be wrong;
@@ -163,9 +163,11 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
             ),
         ));
     }
-    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
+    super::unlock::usable(&cfg, &a.cipherdir)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let (cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
+    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
+    let master = opened.key;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options { read_only: true })

@@ -1,5 +1,6 @@
-//! `warpfs info`: a volume's settings, never secrets; `--json` prints one
-//! JSON object whose fields docs/CLI.md lists (a stable interface).
+//! `warpfs info`: a volume's settings and keyslots, never secrets; `--json`
+//! prints one JSON object whose fields docs/CLI.md lists (a stable
+//! interface).
 
 use super::exit::CliError;
 use clap::Args;
@@ -46,6 +47,9 @@ pub fn info_json(cfg: &Config, cipherdir: &Path, config: &Path) -> serde_json::V
         },
         "key_generation": cfg.key_generation(),
         "rekey_target": cfg.rekey_target(),
+        "keyslots": cfg.has_slots().then(|| cfg.slots().iter().map(super::key::slot_json).collect::<Vec<_>>()),
+        "keyslot_revision": cfg.revision(),
+        "volume_rekey_unfinished": cfg.volume_rekey_under_way(),
         "mounted_at": super::fsck::mounted_at(cipherdir),
     })
 }
@@ -60,6 +64,31 @@ pub fn run(a: InfoArgs) -> Result<(), CliError> {
         println!("{j}");
     } else {
         println!("{cfg}");
+        for sl in cfg.slots() {
+            let label = if sl.label.is_empty() {
+                String::new()
+            } else {
+                format!(" \"{}\"", sl.label.escape_debug())
+            };
+            let used = sl
+                .last_used
+                .map_or_else(String::new, |t| format!(", last used {}", super::key::utc(t)));
+            let kdf = sl.kdf().map_or_else(
+                || " (hkdf-sha256)".to_string(),
+                |k| {
+                    format!(
+                        " (argon2id, {} KiB memory, {} iterations, parallelism {})",
+                        k.memory_kib, k.iterations, k.parallelism
+                    )
+                },
+            );
+            println!(
+                "  slot {}: {}{label}{kdf}, created {}{used}",
+                sl.id,
+                sl.kind(),
+                super::key::utc(sl.created)
+            );
+        }
         for p in copies {
             let state = match super::unlock::read_config(&p) {
                 Ok(c) => format!("it says {}", c.key_state()),

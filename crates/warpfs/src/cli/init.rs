@@ -1,12 +1,14 @@
-//! `warpfs init`: create a volume (config + root directory IV) and show the
-//! master key recovery text once.
+//! `warpfs init`: create a volume (config + root directory IV) with two
+//! keyslots, the password and a recovery key, and show the recovery key
+//! once.
 
 use super::exit::{CliError, ERROR, NOT_EMPTY};
 use super::PassArgs;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
-use warpfs_config::{Config, ContentMode, FeatureFlag};
+use warpfs_config::{Config, ContentMode, FeatureFlag, SlotKind};
 use warpfs_crypto::kdf::KdfParams;
+use warpfs_crypto::slotkeys::RecoveryKey;
 
 /// Content encryption mode.
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -66,7 +68,7 @@ pub struct InitArgs {
     /// Argon2id iterations (at least 2).
     #[arg(long, value_name = "N")]
     kdf_iterations: Option<u32>,
-    /// Do not print the master key recovery text.
+    /// Make no recovery keyslot (and print no recovery key).
     #[arg(long)]
     quiet: bool,
     /// Reverse mode: CIPHERDIR is a plaintext directory (PLAINDIR, need not
@@ -163,8 +165,17 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     }
     let kdf = kdf_params(&a)?;
     let pw = a.pass.source().read("New password: ", true)?;
-    let (_cfg, master) =
-        Config::create_with_features_at(&a.config.path(dir), pw.bytes(), mode, a.key_bits, kdf, &features)?;
+    let recovery = (!a.quiet).then(RecoveryKey::generate);
+    let (cfg, _volume_key) = Config::create_slots_at(
+        &a.config.path(dir),
+        pw.bytes(),
+        pw.kind(),
+        mode,
+        a.key_bits,
+        kdf,
+        &features,
+        recovery.as_ref(),
+    )?;
     warpfs_volume::Volume::init_root(&root)
         .map_err(|e| CliError::new(ERROR, format!("cannot write the root directory IV: {e}")))?;
     println!(
@@ -174,16 +185,16 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         mode.cipher_name(),
         a.key_bits
     );
-    if !a.quiet {
+    if let Some(rk) = &recovery {
         println!();
-        println!("Your master key is:");
-        println!();
-        // The printed key is wiped from this process's memory afterwards.
-        let text = zeroize::Zeroizing::new(master.recovery_text());
-        println!("    {}", &*text);
-        println!();
-        println!("If warpfs.conf is lost or the password forgotten, this key is the only way");
-        println!("to your data. Keep it somewhere safe and offline; it is not shown again.");
+        let id = cfg
+            .slots()
+            .iter()
+            .find(|s| s.kind() == SlotKind::Recovery)
+            .map_or(1, |s| s.id);
+        super::volkey::print_recovery(rk, id);
+        println!("If the password is forgotten, this key still opens the volume (it does not help");
+        println!("if warpfs.conf is lost: keep a copy of that too).");
     }
     Ok(())
 }

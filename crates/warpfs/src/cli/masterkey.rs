@@ -1,22 +1,24 @@
-//! The master key as `warpfs init` printed it, given instead of the
-//! password (`--masterkey stdin` of `mount` and `passwd`), and the check
-//! that it is this volume's key.
+//! The recovery key as `warpfs init` (or `warpfs key add --recovery`)
+//! printed it, given instead of the password (`--masterkey stdin`): on a
+//! keyslot volume it opens a recovery slot (or is the volume key itself,
+//! checked by the config's MAC); on a volume made before keyslots it is
+//! the master key, checked here against the volume's names.
 
 use super::exit::{CliError, ERROR, WRONG_PASSWORD};
 use std::io::Read;
 use std::path::Path;
-use warpfs_crypto::keys::MasterKey;
+use warpfs_crypto::slotkeys::RecoveryKey;
 use warpfs_volume::Volume;
 
-/// The master key from standard input (the recovery text `warpfs init`
-/// printed; dashes and whitespace ignored), for `--masterkey stdin`.
-pub fn read_stdin() -> Result<MasterKey, CliError> {
+/// The recovery key from standard input (the text `warpfs init` printed;
+/// dashes and whitespace ignored), for `--masterkey stdin`.
+pub fn read_stdin() -> Result<RecoveryKey, CliError> {
     let mut text = zeroize::Zeroizing::new(String::new());
     std::io::stdin()
         .take(4096)
         .read_to_string(&mut text)
-        .map_err(|e| CliError::new(ERROR, format!("cannot read the master key from stdin: {e}")))?;
-    MasterKey::from_recovery_text(&text).map_err(|e| CliError::new(WRONG_PASSWORD, format!("bad master key: {e}")))
+        .map_err(|e| CliError::new(ERROR, format!("cannot read the recovery key from stdin: {e}")))?;
+    RecoveryKey::from_text(&text).map_err(|e| CliError::new(WRONG_PASSWORD, format!("bad recovery key: {e}")))
 }
 
 /// A master key given directly cannot be checked against the wrapped one;

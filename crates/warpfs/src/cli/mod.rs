@@ -7,6 +7,7 @@ mod fsck;
 mod gen;
 mod info;
 mod init;
+mod key;
 mod lock;
 mod logging;
 mod masterkey;
@@ -24,6 +25,7 @@ mod speed;
 mod stats;
 mod unlock;
 mod virt;
+mod volkey;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::ffi::OsString;
@@ -51,7 +53,7 @@ option of warpfs mount is also an -o option (passfile=FILE, idle=10m, ...); see 
 
 Exit codes: 0 success; 1 other error; 2 bad command line or mount option; 10 wrong password; \
 11 missing, corrupt, tampered or unsupported warpfs.conf; 12 init on a non-empty directory; \
-13 the mount failed; 20 fsck found problems; 21 fsck repaired every problem found; \
+13 the mount failed; 14 a rekey to a new volume key is unfinished (run warpfs rekey); 20 fsck found problems; 21 fsck repaired every problem found; \
 22 fsck refused, the volume is in use. docs/CLI.md describes the machine-readable outputs.";
 
 /// Where the password comes from.
@@ -117,6 +119,8 @@ enum Cmd {
     Mount(Box<mount::MountArgs>),
     /// Change the password (rewraps the master key; data is not re-encrypted).
     Passwd(passwd::PasswdArgs),
+    /// Keyslots: list, add (password, keyfile, recovery key), remove (--rekey: revoke for good).
+    Key(key::KeyArgs),
     /// Show a volume's settings (never secrets).
     Info(info::InfoArgs),
     /// Show a live mount's keystream engine counters (ready-hits, waits, ...; root or the mount's user).
@@ -125,7 +129,7 @@ enum Cmd {
     Fsck(fsck::FsckArgs),
     /// Encrypted container: one XTS-encrypted image exposed as MOUNTPOINT/volume.
     Container(container::ContainerArgs),
-    /// Re-encrypt every file under a new content key, in place (mounted or not; resumable).
+    /// Re-encrypt every file under a new content key, in place (mounted or not; resumable); --new-volume-key: everything under a new volume key.
     Rekey(rekey::RekeyArgs),
     /// Translate paths between CIPHERDIR and plaintext (find a file in a sync tool's history or trash).
     Name(name::NameArgs),
@@ -206,7 +210,14 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
     // lives in locked, zeroed-on-drop memory (warpfs_crypto::Locked).
     if matches!(
         cli.cmd,
-        Cmd::Init(_) | Cmd::Mount(_) | Cmd::Passwd(_) | Cmd::Fsck(_) | Cmd::Container(_) | Cmd::Rekey(_) | Cmd::Name(_)
+        Cmd::Init(_)
+            | Cmd::Mount(_)
+            | Cmd::Passwd(_)
+            | Cmd::Key(_)
+            | Cmd::Fsck(_)
+            | Cmd::Container(_)
+            | Cmd::Rekey(_)
+            | Cmd::Name(_)
     ) && !warpfs_crypto::make_non_dumpable()
     {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
@@ -215,6 +226,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
         Cmd::Init(a) => init::run(a),
         Cmd::Mount(a) => mount::run(*a),
         Cmd::Passwd(a) => passwd::run(a),
+        Cmd::Key(a) => key::run(a),
         Cmd::Info(a) => info::run(a),
         Cmd::Stats(a) => stats::run(a),
         Cmd::Fsck(a) => fsck::run(a),

@@ -12,7 +12,6 @@ use clap::Args;
 use std::io::{Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use warpfs_config::Config;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
     Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
@@ -182,8 +181,10 @@ pub struct MountArgs {
     /// lookup, an open), which pins it back to its own [default: on].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     uring_roam: Option<bool>,
-    /// Mount with the master key instead of the password (recovery): `stdin`
-    /// reads the key as `warpfs init` printed it from standard input.
+    /// Mount with the recovery key instead of the password: `stdin` reads
+    /// the key as `warpfs init` (or `warpfs key add --recovery`) printed it
+    /// from standard input (on a volume made before keyslots: its master
+    /// key).
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
     masterkey: Option<String>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
@@ -416,14 +417,13 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             ),
         ));
     }
-    let cfg = Config::load_file(&a.config.path(&a.cipherdir))?;
-    let (cfg, master) = if a.masterkey.is_some() {
-        (cfg, super::masterkey::read_stdin()?)
-    } else {
-        // The extpass program runs as the --setuid user.
-        let pw = a.pass.source().read_as("Password: ", false, user)?;
-        super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?
-    };
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
+    super::unlock::usable(&cfg, &a.cipherdir)?;
+    // The extpass program runs as the --setuid user.
+    let given = super::unlock::Given::read(&a.pass.source(), a.masterkey.is_some(), "Password: ", user)?;
+    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    drop(given);
+    let (master, verified) = (opened.key, opened.verified);
     let mut vol = Volume::open(
         &a.cipherdir,
         &cfg,
@@ -438,7 +438,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if !a.shared_storage {
         vol.keep_dirs_open(warpfs_volume::DIR_FD_TTL);
     }
-    if a.masterkey.is_some() {
+    if !verified {
         super::masterkey::check(&vol, &a.cipherdir)?;
     }
     // A rekey killed part way through a segment left its old bytes in an

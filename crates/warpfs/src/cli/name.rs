@@ -11,7 +11,6 @@ use clap::{Args, Subcommand};
 use std::ffi::OsString;
 use std::os::unix::fs::{DirEntryExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use warpfs_config::Config;
 use warpfs_volume::{Options, Volume};
 
 /// Arguments of `warpfs name`.
@@ -74,9 +73,11 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
             Box::new(move |path: &Path| via_mount(&root, &mnt, path, decrypt))
         }
         None => {
-            let cfg = Config::load_file(&p.config.path(&root))?;
+            let cfg = super::unlock::load_main(&root, &p.config)?;
+            super::unlock::usable(&cfg, &root)?;
             let pw = p.pass.source().read("Password: ", false)?;
-            let (cfg, master) = super::unlock::unlock(&root, &p.config, cfg, pw.bytes())?;
+            let (cfg, opened) = super::unlock::unlock(&root, &p.config, cfg, &pw.input())?;
+            let master = opened.key;
             drop(pw);
             let vol = Volume::open(&root, &cfg, &master, Options { read_only: true })
                 .map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;

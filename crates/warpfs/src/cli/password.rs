@@ -1,13 +1,15 @@
 //! Where passwords come from: `--passfile F` (first line), `--extpass CMD`
 //! (first line of its output), or the terminal; with `--keyfile F` the
 //! secret is the password combined with the keyfile's bytes (or the
-//! keyfile alone with `--keyfile-only`).
+//! keyfile alone with `--keyfile-only`). The secret says which kind of
+//! keyslot it opens, and is kept on locked pages, zeroed on drop.
 
 use super::exit::{CliError, ERROR};
 use super::setuid::User;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use warpfs_config::{Input, SlotKind};
 
 /// A password source chosen on the command line.
 #[derive(Debug, Clone, Default)]
@@ -22,21 +24,48 @@ pub struct Source {
     pub keyfile_only: bool,
 }
 
-/// A password, wiped from memory when dropped.
-pub struct Password(Vec<u8>);
+/// Bytes read on the way to a secret, wiped from memory when dropped.
+struct Raw(Vec<u8>);
 
-impl Password {
-    /// The bytes.
-    pub fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl Drop for Password {
+impl Drop for Raw {
     fn drop(&mut self) {
         // The whole allocation, spare capacity included (a passfile's
         // second line, cut off by `first_line`, stays there otherwise).
         zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+/// A secret (a password, a keyfile's combination, or both) on locked
+/// pages, zeroed when dropped, and the kind of keyslot it opens.
+pub struct Password {
+    bytes: warpfs_crypto::LockedBytes,
+    kind: SlotKind,
+}
+
+impl Password {
+    fn new(raw: Raw, kind: SlotKind) -> Self {
+        Password {
+            bytes: warpfs_crypto::LockedBytes::from_slice(&raw.0),
+            kind,
+        }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The kind of keyslot this secret opens.
+    pub fn kind(&self) -> SlotKind {
+        self.kind
+    }
+
+    /// The secret as keyslot input.
+    pub fn input(&self) -> Input<'_> {
+        Input::Secret {
+            bytes: self.bytes(),
+            kind: Some(self.kind),
+        }
     }
 }
 
@@ -60,23 +89,37 @@ impl Source {
     /// (`mount -o setuid=USER`).
     pub fn read_as(&self, prompt: &str, confirm: bool, user: Option<&User>) -> Result<Password, CliError> {
         let pw = if self.keyfile_only {
-            Password(Vec::new())
+            Raw(Vec::new())
         } else {
             self.read_password(prompt, confirm, user)?
         };
         let Some(kf) = &self.keyfile else {
-            return Ok(pw);
+            return Ok(Password::new(pw, SlotKind::Password));
         };
         let data = read_keyfile(kf)?;
-        let secret = warpfs_crypto::kdf::combine_keyfile(pw.bytes(), &data);
-        Ok(Password(secret.to_vec()))
+        let secret = warpfs_crypto::kdf::combine_keyfile(&pw.0, &data.0);
+        let kind = if self.keyfile_only {
+            SlotKind::Keyfile
+        } else {
+            SlotKind::PasswordKeyfile
+        };
+        Ok(Password::new(Raw(secret.to_vec()), kind))
     }
 
-    fn read_password(&self, prompt: &str, confirm: bool, user: Option<&User>) -> Result<Password, CliError> {
+    /// The kind of keyslot the secret read from this source opens.
+    pub fn kind(&self) -> SlotKind {
+        match (&self.keyfile, self.keyfile_only) {
+            (None, _) => SlotKind::Password,
+            (Some(_), true) => SlotKind::Keyfile,
+            (Some(_), false) => SlotKind::PasswordKeyfile,
+        }
+    }
+
+    fn read_password(&self, prompt: &str, confirm: bool, user: Option<&User>) -> Result<Raw, CliError> {
         let pw = if let Some(f) = &self.passfile {
             let data = read_passfile(f)
                 .map_err(|e| CliError::new(ERROR, format!("cannot read passfile {}: {e}", f.display())))?;
-            Password(first_line(data))
+            Raw(first_line(data))
         } else if let Some(cmd) = &self.extpass {
             let mut sh = Command::new("/bin/sh");
             if let Some(u) = user {
@@ -92,12 +135,12 @@ impl Source {
             if !out.status.success() {
                 return Err(CliError::new(ERROR, format!("extpass command failed ({})", out.status)));
             }
-            let stdout = Password(out.stdout);
-            let mut r = BufReader::new(&stdout[..]);
-            let mut line = Password(Vec::new());
+            let stdout = Raw(out.stdout);
+            let mut r = BufReader::new(&stdout.0[..]);
+            let mut line = Raw(Vec::new());
             r.read_until(b'\n', &mut line.0)
                 .map_err(|e| CliError::new(ERROR, e.to_string()))?;
-            Password(first_line(std::mem::take(&mut line.0)))
+            Raw(first_line(std::mem::take(&mut line.0)))
         } else {
             let a = zeroize::Zeroizing::new(
                 rpassword::prompt_password(prompt)
@@ -112,7 +155,7 @@ impl Source {
                     return Err(CliError::new(ERROR, "passwords do not match"));
                 }
             }
-            Password(a.as_bytes().to_vec())
+            Raw(a.as_bytes().to_vec())
         };
         if pw.0.is_empty() {
             return Err(CliError::new(ERROR, "empty password"));
@@ -152,7 +195,7 @@ fn read_passfile(f: &std::path::Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// A keyfile's bytes (wiped on drop): 1 byte to 1 MiB.
-fn read_keyfile(path: &std::path::Path) -> Result<Password, CliError> {
+fn read_keyfile(path: &std::path::Path) -> Result<Raw, CliError> {
     use std::io::Read;
     let max = warpfs_crypto::kdf::MAX_KEYFILE_LEN;
     let f = warpfs_backing::host::open(path)
@@ -161,7 +204,7 @@ fn read_keyfile(path: &std::path::Path) -> Result<Password, CliError> {
     f.take(max as u64 + 1)
         .read_to_end(&mut data)
         .map_err(|e| CliError::new(ERROR, format!("cannot read keyfile {}: {e}", path.display())))?;
-    let data = Password(data);
+    let data = Raw(data);
     if data.0.is_empty() || data.0.len() > max {
         return Err(CliError::new(
             ERROR,
@@ -174,7 +217,7 @@ fn read_keyfile(path: &std::path::Path) -> Result<Password, CliError> {
 impl std::ops::Deref for Password {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        self.bytes()
     }
 }
 
@@ -192,7 +235,32 @@ mod tests {
             extpass: None,
             ..Default::default()
         };
-        assert_eq!(s.read("", false).unwrap().bytes(), b"secret");
+        let pw = s.read("", false).unwrap();
+        assert_eq!(pw.bytes(), b"secret");
+        assert_eq!(pw.kind(), SlotKind::Password);
+    }
+
+    #[test]
+    fn a_keyfile_makes_another_kind_of_secret() {
+        let d = tempfile::tempdir().unwrap();
+        let (p, k) = (d.path().join("pw"), d.path().join("key"));
+        std::fs::write(&p, "secret\n").unwrap();
+        std::fs::write(&k, [7u8; 32]).unwrap();
+        let both = Source {
+            passfile: Some(p),
+            keyfile: Some(k.clone()),
+            ..Default::default()
+        };
+        let only = Source {
+            keyfile: Some(k),
+            keyfile_only: true,
+            ..Default::default()
+        };
+        let (b, o) = (both.read("", false).unwrap(), only.read("", false).unwrap());
+        assert_eq!((b.kind(), o.kind()), (SlotKind::PasswordKeyfile, SlotKind::Keyfile));
+        assert_eq!((both.kind(), only.kind()), (b.kind(), o.kind()));
+        assert_eq!(&b[..], &warpfs_crypto::kdf::combine_keyfile(b"secret", &[7; 32])[..]);
+        assert_eq!(&o[..], &warpfs_crypto::kdf::combine_keyfile(b"", &[7; 32])[..]);
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! mounted one it asks the mount daemon to, so reads and writes go on, and
 //! follows its progress. Crash-safe and resumable either way: the config
 //! records the target first, every segment moves under an undo journal,
-//! and a rerun finishes what a killed run left.
+//! and a rerun finishes what a killed run left. `--new-volume-key` draws a
+//! new volume key instead (offline only, `volkey.rs`), and a rerun
+//! finishes that too.
 
 use super::exit::{CliError, ERROR};
 use super::PassArgs;
@@ -32,6 +34,15 @@ pub struct RekeyArgs {
     /// mounted volume keeps serving other work at speed.
     #[arg(long, value_name = "MB_PER_S")]
     max_rate: Option<f64>,
+    /// Draw a new volume key and re-encrypt every file, name, directory IV,
+    /// symlink target and xattr under it (offline only): a copy of the
+    /// config from before, opened with any secret, no longer decrypts the
+    /// volume. Every backing name changes. Keyslots whose secret is not
+    /// given are dropped (see --keep).
+    #[arg(long)]
+    new_volume_key: bool,
+    #[command(flatten)]
+    keep: super::volkey::KeepArgs,
     #[command(flatten)]
     config: super::ConfigArg,
     /// The volume's cipher directory (mounted or not).
@@ -49,8 +60,9 @@ fn die() {
 /// the rekey (this one, or the mount daemon) at the Nth EVENT: `saved` (a
 /// segment's undo record is durable), `data` (its new data is written, its
 /// entries and header not yet), `segment` (a segment moved), `file` (a
-/// file done). `config:0` stops `warpfs rekey` right after the config
-/// records the target.
+/// file done); in a rekey to a new volume key also `name` (an entry has
+/// its new name) and `dir` (a directory has its new IV). `config:0` stops
+/// `warpfs rekey` right after the config records the target.
 pub fn kill_hook() -> Option<RekeyHook> {
     let v = std::env::var("WARPFS_REKEY_KILL").ok()?;
     let (ev, n) = v.split_once(':')?;
@@ -60,6 +72,8 @@ pub fn kill_hook() -> Option<RekeyHook> {
         "data" => Event::DataWritten,
         "segment" => Event::Segment,
         "file" => Event::File,
+        "name" => Event::Name,
+        "dir" => Event::Directory,
         _ => return None,
     };
     let seen = AtomicU64::new(0);
@@ -70,6 +84,14 @@ pub fn kill_hook() -> Option<RekeyHook> {
     }))
 }
 
+/// The crash-test stop at `point` (`WARPFS_REKEY_KILL=config:0`, see
+/// [`kill_hook`]).
+pub fn kill_point(point: &str) {
+    if std::env::var("WARPFS_REKEY_KILL").as_deref() == Ok(point) {
+        die();
+    }
+}
+
 /// What [`begin`] gives: the config (recording the target), the password,
 /// the master key and the target generation.
 type Begun = (Config, super::password::Password, MasterKey, u32);
@@ -78,9 +100,10 @@ type Begun = (Config, super::password::Password, MasterKey, u32);
 /// with a fresh rekey ID, when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
-    let cfg = Config::load_file(&conf)?;
+    let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     let pw = a.pass.source().read("Password: ", false)?;
-    let (mut cfg, master) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, pw.bytes())?;
+    let (mut cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
+    let master = opened.key;
     let from = cfg.key_generation();
     let target = match cfg.rekey_target() {
         Some(t) => {
@@ -95,9 +118,7 @@ fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
             t
         }
     };
-    if std::env::var("WARPFS_REKEY_KILL").as_deref() == Ok("config:0") {
-        die();
-    }
+    kill_point("config:0");
     Ok((cfg, pw, master, target))
 }
 
@@ -141,6 +162,18 @@ fn summary(moved: u64, files: u64, bytes: u64, target: u32, secs: f64, jobs: usi
 }
 
 pub fn run(a: RekeyArgs) -> Result<(), CliError> {
+    let k = &a.keep;
+    if !a.new_volume_key && (!k.keep.is_empty() || k.new_recovery || k.yes) {
+        return Err(CliError::new(
+            super::exit::USAGE,
+            "--keep, --new-recovery and --yes go with --new-volume-key",
+        ));
+    }
+    let conf = a.config.path(&a.cipherdir);
+    let cfg = Config::load_file(&conf)?;
+    if a.new_volume_key || cfg.volume_rekey_under_way() {
+        return volume_key(&a, &conf, cfg);
+    }
     match super::fsck::mount_of(&a.cipherdir) {
         Some((mnt, opts)) if opts.split(',').any(|o| o == "ro") => Err(CliError::new(
             ERROR,
@@ -152,6 +185,21 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
         Some((mnt, _)) => online(&a, Path::new(&mnt)),
         None => offline(&a),
     }
+}
+
+/// `--new-volume-key`, or finishing one an earlier run left.
+fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
+    super::volkey::refuse_mounted(&a.cipherdir)?;
+    let run = super::volkey::RunArgs {
+        jobs: jobs(a),
+        max_rate: max_rate(a)?,
+    };
+    let given = super::unlock::Given::Secret(a.pass.source().read("Password: ", false)?);
+    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    if cfg.volume_rekey_under_way() {
+        return super::volkey::resume(&a.cipherdir, conf, &cfg, &opened, &run);
+    }
+    super::volkey::start(&a.cipherdir, conf, cfg, &given, opened, None, &a.keep, &run)
 }
 
 /// Apply the undo journals an interrupted rekey left in `cipherdir`

@@ -10,12 +10,64 @@
 //!
 //! The decisions ([`check_named`], [`main_altered`]) take configs already
 //! read; the file reads are apart ([`config_copies`], [`read_config`],
-//! [`main_beside`]).
+//! [`main_beside`]). A keyslot config opens with whichever slot the
+//! input opens; "older" also counts the revision of its slot table, so a
+//! copy from before a slot was removed is older.
 
-use super::exit::{CliError, BAD_CONFIG};
+use super::exit::{CliError, BAD_CONFIG, REKEY_UNFINISHED};
+use super::password::Password;
 use super::ConfigArg;
 use std::path::{Path, PathBuf};
-use warpfs_config::{Config, ConfigError, MasterKey};
+use warpfs_config::{Config, ConfigError, Input, Opened};
+use warpfs_crypto::slotkeys::RecoveryKey;
+
+/// What the user gave to open a config.
+pub enum Given {
+    /// A password, keyfile or both.
+    Secret(Password),
+    /// A recovery key (`--masterkey stdin`).
+    Recovery(RecoveryKey),
+}
+
+impl Given {
+    /// As keyslot input.
+    pub fn input(&self) -> Input<'_> {
+        match self {
+            Given::Secret(p) => p.input(),
+            Given::Recovery(r) => Input::Recovery(r),
+        }
+    }
+
+    /// Read it: the recovery key from standard input with `masterkey`,
+    /// else the secret from `source` (`prompt` on the terminal).
+    pub fn read(
+        source: &super::password::Source,
+        masterkey: bool,
+        prompt: &str,
+        user: Option<&super::setuid::User>,
+    ) -> Result<Given, CliError> {
+        if masterkey {
+            return Ok(Given::Recovery(super::masterkey::read_stdin()?));
+        }
+        Ok(Given::Secret(source.read_as(prompt, false, user)?))
+    }
+}
+
+/// Refuse a volume whose rekey to a new volume key is unfinished (exit
+/// 14): only `warpfs rekey` opens it, to finish.
+pub fn usable(cfg: &Config, cipherdir: &Path) -> Result<(), CliError> {
+    if cfg.volume_rekey_under_way() {
+        return Err(CliError::new(
+            REKEY_UNFINISHED,
+            format!(
+                "{}: {}",
+                cipherdir.display(),
+                warpfs_volume::rekey::VOLUME_REKEY_UNFINISHED
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// What is found at the volume's own config path when another file is used
 /// (`--config FILE`, `passwd --from-copy COPY`).
@@ -94,31 +146,30 @@ pub fn main_altered(cipherdir: &Path, main: &Config, main_path: &Path, copy: &Co
     CliError::new(BAD_CONFIG, msg)
 }
 
-/// Unlock `cfg`, the config `config` names for the volume at `cipherdir`,
-/// with `password`. With `--config FILE` only FILE is tried, and it must
-/// pass [`check_named`] against `CIPHERDIR/warpfs.conf`. Without it, when
-/// the password does not open `warpfs.conf` but opens a sync tool's copy of
-/// it, the answer is [`main_altered`] (exit 11); when it opens nothing, a
-/// wrong password (exit 10).
-pub fn unlock(
-    cipherdir: &Path,
-    config: &ConfigArg,
-    cfg: Config,
-    password: &[u8],
-) -> Result<(Config, MasterKey), CliError> {
+/// Open `cfg`, the config `config` names for the volume at `cipherdir`,
+/// with `input` (a keyslot config: whichever slot it opens, then its MAC
+/// checked, exit 11 if that fails). With `--config FILE` only FILE is
+/// tried, and it must pass [`check_named`] against
+/// `CIPHERDIR/warpfs.conf`. Without it, when the input does not open
+/// `warpfs.conf` but opens a sync tool's copy of it, the answer is
+/// [`main_altered`] (exit 11); when it opens nothing, a wrong password
+/// (exit 10). A recovery key given to a config without keyslots is its
+/// master key, unverified ([`Opened::verified`]): the caller checks it
+/// against the volume's names.
+pub fn unlock(cipherdir: &Path, config: &ConfigArg, cfg: Config, input: &Input) -> Result<(Config, Opened), CliError> {
     let path = config.path(cipherdir);
     if config.config.is_some() {
-        let master = cfg.unlock(password)?;
+        let o = cfg.open(input)?;
         let main_path = warpfs_config::config_path(cipherdir);
         check_named(&cfg, &path, &main_beside(&main_path, &path), &main_path)?;
-        return Ok((cfg, master));
+        return Ok((cfg, o));
     }
-    match cfg.unlock(password) {
-        Ok(m) => Ok((cfg, m)),
+    match cfg.open(input) {
+        Ok(o) => Ok((cfg, o)),
         Err(ConfigError::WrongPassword) => {
             for p in config_copies(cipherdir) {
                 let Ok(c) = read_config(&p) else { continue };
-                if c.unlock(password).is_ok() {
+                if c.open(input).is_ok_and(|o| o.verified) {
                     return Err(main_altered(cipherdir, &cfg, &path, &c, &p));
                 }
             }
@@ -126,6 +177,32 @@ pub fn unlock(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Load the config `config` names for the volume at `cipherdir`. When it
+/// is CIPHERDIR's own `warpfs.conf` and cannot be loaded (corrupt,
+/// unsupported, or refused by the door), the error also names the sync
+/// tool's copies beside it, which are not used unless named.
+pub fn load_main(cipherdir: &Path, config: &ConfigArg) -> Result<Config, CliError> {
+    let path = config.path(cipherdir);
+    Config::load_file(&path).map_err(|e| {
+        let mut err = CliError::from(e);
+        let copies = if config.config.is_none() {
+            config_copies(cipherdir)
+        } else {
+            Vec::new()
+        };
+        if !copies.is_empty() {
+            let names: Vec<String> = copies.iter().map(|c| c.display().to_string()).collect();
+            err.msg = format!(
+                "{}; not using the copies of it beside it ({}): name one with --config COPY \
+                 (or `warpfs passwd --from-copy COPY`) if you trust it",
+                err.msg,
+                names.join(", ")
+            );
+        }
+        err
+    })
 }
 
 /// A sync tool's copies of `warpfs.conf` in `cipherdir`, sorted (listed
@@ -208,6 +285,10 @@ pub fn copy_beside(main_path: &Path, copy: &Path) -> bool {
 mod tests {
     use super::*;
     use warpfs_config::{ContentMode, KdfParams};
+
+    fn sec(bytes: &[u8]) -> Input<'_> {
+        Input::Secret { bytes, kind: None }
+    }
 
     /// A config at `dir/name` under `pw` with key state (`gen`, `target`),
     /// all wrapping one master key.
@@ -321,6 +402,48 @@ mod tests {
     }
 
     #[test]
+    fn a_named_copy_from_before_a_slot_was_removed_is_older() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("warpfs.conf");
+        let (c, vk) = Config::create_slots_at(
+            &p,
+            b"a",
+            warpfs_config::SlotKind::Password,
+            ContentMode::Gcm,
+            256,
+            KdfParams::MIN,
+            &[],
+            None,
+        )
+        .unwrap();
+        let new = warpfs_config::NewSlot::Secret {
+            bytes: b"b",
+            kind: warpfs_config::SlotKind::Password,
+            kdf: KdfParams::MIN,
+        };
+        let (before, _) = c.with_slot(&vk, Some(0), &new, "").unwrap();
+        let op = d.path().join("old.conf");
+        before.save_at(&op).unwrap();
+        let after = before.without_slot(&vk, Some(0), 1).unwrap();
+        after.save_at(&p).unwrap();
+        let named = ConfigArg {
+            config: Some(op.clone()),
+        };
+        let e = unlock(d.path(), &named, before.clone(), &sec(b"b")).unwrap_err();
+        assert_eq!(e.code, BAD_CONFIG, "{}", e.msg);
+        assert!(
+            e.msg.contains("older") && e.msg.contains("keyslot revision"),
+            "{}",
+            e.msg
+        );
+        // A password change keeps the revision: its copy is not older.
+        let o = after.open(&sec(b"a")).unwrap();
+        after.with_new_secret(&o, 0, b"c").unwrap().save_at(&p).unwrap();
+        after.save_at(&op).unwrap();
+        assert!(unlock(d.path(), &named, after, &sec(b"a")).is_ok());
+    }
+
+    #[test]
     fn unlocking_never_falls_back_to_a_copy() {
         let d = tempfile::tempdir().unwrap();
         let (main, _) = conf(d.path(), "warpfs.conf", b"a", 1, None);
@@ -333,19 +456,19 @@ mod tests {
             None,
         );
         let own = ConfigArg::default();
-        assert!(unlock(d.path(), &own, main.clone(), b"a").is_ok());
-        let e = unlock(d.path(), &own, main.clone(), b"b").unwrap_err();
+        assert!(unlock(d.path(), &own, main.clone(), &sec(b"a")).is_ok());
+        let e = unlock(d.path(), &own, main.clone(), &sec(b"b")).unwrap_err();
         assert_eq!(e.code, BAD_CONFIG, "{}", e.msg);
         assert!(e.msg.contains(&*cp.to_string_lossy()), "{}", e.msg);
-        let e = unlock(d.path(), &own, main.clone(), b"c").unwrap_err();
+        let e = unlock(d.path(), &own, main.clone(), &sec(b"c")).unwrap_err();
         assert_eq!(e.code, super::super::exit::WRONG_PASSWORD, "{}", e.msg);
         // Named, the copy is used; with --config nothing else is tried.
         let named = ConfigArg {
             config: Some(cp.clone()),
         };
         let copy = Config::load_file(&cp).unwrap();
-        assert!(unlock(d.path(), &named, copy.clone(), b"b").is_ok());
-        let e = unlock(d.path(), &named, copy, b"a").unwrap_err();
+        assert!(unlock(d.path(), &named, copy.clone(), &sec(b"b")).is_ok());
+        let e = unlock(d.path(), &named, copy, &sec(b"a")).unwrap_err();
         assert_eq!(e.code, super::super::exit::WRONG_PASSWORD, "{}", e.msg);
     }
 }

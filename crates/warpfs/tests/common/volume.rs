@@ -86,6 +86,8 @@ pub struct Volume {
     pub mount_args: Vec<OsString>,
     /// The (uid, gid) `mount` runs as; `None`: the test's own (root).
     pub mount_as: Option<(u32, u32)>,
+    /// How long `warpfs mount` may run before it is killed (default 90 s).
+    pub mount_timeout: Duration,
     mounted: bool,
     daemon: Vec<i32>,
     _watchdog: Watchdog,
@@ -112,6 +114,7 @@ impl Volume {
             logfile: root.join("warpfs.log"),
             mount_args: Vec::new(),
             mount_as: None,
+            mount_timeout: CMD_TIMEOUT,
             mounted: false,
             daemon: Vec::new(),
             _watchdog,
@@ -193,7 +196,7 @@ impl Volume {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let o = run_cmd(cmd, CMD_TIMEOUT);
+        let o = run_cmd(cmd, self.mount_timeout);
         if o.ok() {
             // The contract: mount returns once the mount is live. Be tolerant
             // here (other tests), strict in cli::mount_returns_when_live.

@@ -93,6 +93,16 @@ fn the_documented_exit_codes_are_the_real_ones() {
     v.mount();
     check(22, warpfs(args!["fsck", "--passfile", &pw, &c]));
     v.unmount();
+    // A rekey to a new volume key stopped right after it wrote the config.
+    let mut k = Command::new(BIN);
+    k.args(["rekey", "--new-volume-key", "--yes", "--passfile"])
+        .arg(&pw)
+        .arg(&c)
+        .env("WARPFS_REKEY_KILL", "config:0");
+    assert_eq!(run_cmd(k, std::time::Duration::from_secs(60)).code, None, "not killed");
+    check(14, warpfs(args!["mount", "--passfile", &pw, &c, &v.mnt]));
+    check(14, warpfs(args!["fsck", "--passfile", &pw, &c]));
+    check(0, warpfs(args!["rekey", "--passfile", &pw, &c]));
     let missing: Vec<_> = doc.keys().filter(|k| !seen.contains_key(k)).collect();
     assert!(missing.is_empty(), "documented codes never produced: {missing:?}");
 }

@@ -191,7 +191,17 @@ fn info_json_has_the_documented_fields() {
     assert_eq!(j["authenticated"], false);
     assert_eq!(j["key_bits"], 256);
     assert_eq!(j["block_size"], 4096);
-    assert_eq!(j["format_version"], 2, "a new volume is format 2 (FORMAT.md 6)");
+    assert_eq!(j["format_version"], 3, "a new volume is format 3 (FORMAT.md 6)");
+    // Its keyslots: the password and a recovery key, nothing secret.
+    let kinds: Vec<&str> = j["keyslots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["password", "recovery"]);
+    assert!(j["keyslot_revision"].as_u64().unwrap() >= 1);
+    assert_eq!(j["volume_rekey_unfinished"], false);
     assert_eq!(j["kdf"]["algorithm"], "argon2id");
     assert!(j["kdf"]["memory_kib"].as_u64().unwrap() >= 32768);
     assert_eq!(j["key_generation"], 0);
@@ -200,11 +210,15 @@ fn info_json_has_the_documented_fields() {
     assert_eq!(j["config"], v.cipher.join("warpfs.conf").to_str().unwrap());
     assert_eq!(j["mounted_at"], v.mnt.to_str().unwrap());
     assert!(j["feature_flags"].as_array().unwrap().iter().any(|f| f == "siv-names"));
-    // Nothing secret: no salt, no wrapped key.
+    // Nothing secret: no salt, no wrapped key, no MAC.
     let text = j.to_string();
     let conf = fs::read_to_string(v.cipher.join("warpfs.conf")).unwrap();
     let conf: serde_json::Value = serde_json::from_str(&conf).unwrap();
-    for secret in [&conf["kdf"]["salt"], &conf["wrapped_key"]["ciphertext"]] {
+    let mut secrets = vec![&conf["mac"]];
+    for s in conf["keyslots"].as_array().unwrap() {
+        secrets.extend([&s["kdf"]["salt"], &s["wrapped_key"]["ciphertext"]]);
+    }
+    for secret in secrets {
         assert!(!text.contains(secret.as_str().unwrap()), "info --json shows {secret}");
     }
     v.unmount();

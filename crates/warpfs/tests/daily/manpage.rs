@@ -105,7 +105,12 @@ fn every_subcommand_and_option_is_in_the_man_pages() {
         assert!(helper.contains(w), "mount.warpfs.8 does not mention {w}");
     }
     // The exit codes are in warpfs(1).
-    for code in ["10 wrong password", "13 the mount failed", "22 fsck refused"] {
+    for code in [
+        "10 wrong password",
+        "13 the mount failed",
+        "14 a rekey to a new volume key is unfinished",
+        "22 fsck refused",
+    ] {
         assert!(top.replace('\n', " ").contains(code), "warpfs.1 lacks '{code}'");
     }
 }
@@ -121,6 +126,9 @@ fn completions_know_every_subcommand() {
             assert!(text.contains(s.as_str()), "{file} does not complete {s}");
         }
         assert!(text.contains("force-owner"), "{file} does not complete --force-owner");
+        for w in ["new-volume-key", "new-recovery", "unlock-keyfile"] {
+            assert!(text.contains(w), "{file} does not complete --{w}");
+        }
     }
     // bash can load it.
     let mut c = std::process::Command::new("bash");

@@ -88,12 +88,23 @@ impl Drop for Daemon {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released).
+/// A port free on 127.0.0.1 that no earlier call in this process gave
+/// out: the kernel may hand the same ephemeral port to two binds in a row
+/// once the first listener is closed, and two daemons (or one daemon's GUI
+/// and sync listener) on one port fail to start.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Last `n` characters of a log file, for failure messages.

@@ -10,6 +10,7 @@
 #
 # For each MODE it writes crates/warpfs/tests/volumes/v<VERSION>-<MODE>/:
 #   password.txt   the volume password (first line)
+#   recovery.txt   the recovery key init printed (keyslot volumes, format 3)
 #   expected/      the plaintext tree
 #   cipher/        the same tree written through a warpfs mount
 # then remounts the volume and checks it shows exactly expected/.
@@ -154,7 +155,9 @@ for mode in "${modes[@]}"; do
     [[ $mode == xchacha20-poly1305 ]] && init_args=(--mode gcm --cipher xchacha20)
     [[ $mode == ctr-xchacha20 ]] && init_args=(--mode ctr --cipher xchacha20)
     # shellcheck disable=SC2086 # INIT_ARGS is a list of words
-    "$bin" init --passfile "$out/password.txt" "${init_args[@]}" ${INIT_ARGS:-} "$out/cipher" >/dev/null
+    init_out=$("$bin" init --passfile "$out/password.txt" "${init_args[@]}" ${INIT_ARGS:-} "$out/cipher")
+    rk=$(grep -oE '^ +[0-9a-f]{8}(-[0-9a-f]{8}){7}$' <<<"$init_out" | tr -d ' ' || true)
+    [[ -n $rk ]] && printf '%s\n' "$rk" >"$out/recovery.txt"
     populate "$out/expected"
 
     mnt=$(mktemp -d)

@@ -1,0 +1,315 @@
+//! Revocation: `key remove --rekey` leaves a config copy from before
+//! nothing to decrypt (checked through the library), a killed rekey is
+//! finished by `warpfs rekey`, `rekey --new-volume-key` keeps the slots
+//! whose secrets are given.
+
+use super::*;
+
+/// Every key the volume key `k` gives for content (generations 0 to 3)
+/// and names: none may decrypt a block or a name of the volume at `dir`.
+fn nothing_decrypts(dir: &Path, k: &warpfs_crypto::MasterKey, old_ivs: &[[u8; 16]]) -> (u64, u64) {
+    use std::os::unix::fs::FileExt;
+    let names = Subkeys::derive(k, 256).names;
+    let content: Vec<_> = (0..4).map(|g| Subkeys::derive_gen(k, 256, g).content).collect();
+    let mut ivs = old_ivs.to_vec();
+    let (mut blocks, mut checked_names) = (0, 0);
+    let mut all = Vec::new();
+    walk(dir, &mut all);
+    for p in &all {
+        if p.file_name().unwrap() == "warpfs.diriv" {
+            ivs.push(fs::read(p).unwrap().try_into().unwrap());
+        }
+    }
+    for p in &all {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let enc = if name.starts_with("warpfs.long.") && name.ends_with(".name") {
+            fs::read_to_string(p).unwrap()
+        } else if name.starts_with("warpfs.") {
+            String::new()
+        } else {
+            name.clone()
+        };
+        if !enc.is_empty() {
+            checked_names += 1;
+            for iv in &ivs {
+                assert!(
+                    names.decrypt_name(iv, &enc).is_err(),
+                    "{name} decrypts with the old key"
+                );
+            }
+        }
+        let md = p.symlink_metadata().unwrap();
+        let content_file = !name.starts_with("warpfs.") || !name.ends_with(".name") && name.starts_with("warpfs.long.");
+        if !md.is_file() || md.len() < 544 || !content_file {
+            continue;
+        }
+        let f = fs::File::open(p).unwrap();
+        let mut h = [0u8; 32];
+        f.read_exact_at(&mut h, 0).unwrap();
+        let id = &h[8..24];
+        let body = md.len() - 544;
+        // Blocks of the nnode (the volumes here keep files under 64 KiB).
+        for b in 0..body.div_ceil(4096).min(16) {
+            let mut e = [0u8; 32];
+            f.read_exact_at(&mut e, 32 + 32 * b).unwrap();
+            if e[..12] == [0; 12] {
+                continue;
+            }
+            let len = (body - 4096 * b).min(4096) as usize;
+            let mut data = vec![0u8; len];
+            f.read_exact_at(&mut data, 544 + 4096 * b).unwrap();
+            let mut aad = id.to_vec();
+            aad.extend_from_slice(&b.to_be_bytes());
+            let nonce: [u8; 12] = e[..12].try_into().unwrap();
+            let tag: [u8; 16] = e[16..].try_into().unwrap();
+            for c in &content {
+                let ej0 = warpfs_crypto::gcm::tag_mask(c, &nonce);
+                assert!(
+                    !warpfs_crypto::GcmTagger::new(c).verify(&aad, &data, &ej0, &tag),
+                    "{name} block {b} decrypts with the old key"
+                );
+            }
+            blocks += 1;
+        }
+    }
+    (blocks, checked_names)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.symlink_metadata().unwrap().is_dir() {
+            walk(&p, out);
+        }
+        out.push(p);
+    }
+}
+
+fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
+    let mut all = Vec::new();
+    walk(dir, &mut all);
+    all.iter()
+        .filter(|p| p.file_name().unwrap() == "warpfs.diriv")
+        .map(|p| fs::read(p).unwrap().try_into().unwrap())
+        .collect()
+}
+
+/// A volume with summaries, a second password (to revoke) and a tree.
+fn revocable() -> (Volume, PathBuf, std::collections::BTreeMap<PathBuf, Node>) {
+    let (mut v, _) = fresh(&["--file-summary", "on"]);
+    let gone = file(&v, "gone", "the password to revoke\n");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &v.passfile,
+        "--password",
+        "--new-passfile",
+        &gone,
+        "--label",
+        "old laptop",
+        &v.cipher
+    ])
+    .expect_ok("add");
+    v.mount();
+    write_file(&v.p("a.txt"), b"alpha");
+    fs::create_dir_all(v.p("d/e")).unwrap();
+    write_file(&v.p("d/e/b.bin"), &vec![7u8; 20000]);
+    write_file(&v.p(format!("d/{}", "n".repeat(200))), b"long name");
+    std::os::unix::fs::symlink("a.txt", v.p("link")).unwrap();
+    std::os::unix::fs::symlink("../a.txt", v.p("d/up")).unwrap();
+    let want = snapshot(&v.mnt);
+    v.unmount();
+    (v, gone, want)
+}
+
+#[test]
+fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
+    require_fuse!();
+    let (mut v, gone, want) = revocable();
+    let old_conf = v.root().join("old.conf");
+    fs::copy(v.cipher.join("warpfs.conf"), &old_conf).unwrap();
+    let old_ivs = ivs_of(&v.cipher);
+    // Mounted: refused, nothing changes.
+    v.mount();
+    let o = warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        "--yes",
+        &v.cipher,
+        "2"
+    ]);
+    o.expect_code(1, "mounted");
+    assert!(o.stderr.contains("unmount"), "{o}");
+    v.unmount();
+    // Off a terminal it needs --yes; then it says what it does.
+    warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        &v.cipher,
+        "2"
+    ])
+    .expect_code(2, "no --yes");
+    let o = warpfs(args![
+        "key",
+        "remove",
+        "--passfile",
+        &v.passfile,
+        "--rekey",
+        "--yes",
+        &v.cipher,
+        "2"
+    ]);
+    o.expect_ok("key remove --rekey");
+    assert!(o.stderr.contains("every backing name changes"), "{o}");
+    assert!(o.stderr.contains("dropped: keyslot 1 (recovery)"), "{o}");
+    assert!(o.stderr.contains("no recovery slot is left"), "{o}");
+    v.mount();
+    assert_snapshots_eq(&snapshot(&v.mnt), &want, "after the rekey");
+    v.unmount();
+    mount_with(&v, &["--passfile", gone.to_str().unwrap()]).expect_code(E_WRONG, "the removed password");
+    // The CLI refuses the old config as older...
+    let o = mount_with(
+        &v,
+        &[
+            "--passfile",
+            gone.to_str().unwrap(),
+            "--config",
+            old_conf.to_str().unwrap(),
+        ],
+    );
+    o.expect_code(E_CONFIG, "the old config");
+    assert!(o.stderr.contains("older"), "{o}");
+    // ...and the library shows why that is not what protects the volume:
+    // the old config, opened with the removed password, gives a volume key
+    // under which no block and no name of the volume decrypts.
+    let old = Config::load_file(&old_conf).unwrap();
+    let gone_pw = fs::read_to_string(&gone).unwrap();
+    let k = old
+        .open(&Input::Secret {
+            bytes: gone_pw.trim_end().as_bytes(),
+            kind: None,
+        })
+        .unwrap()
+        .key;
+    let (blocks, names) = nothing_decrypts(&v.cipher, &k, &old_ivs);
+    assert!(blocks >= 7 && names >= 7, "{blocks} blocks, {names} names checked");
+    // The new key does decrypt them (the check above can fail).
+    let now = Config::load(&v.cipher).unwrap().unlock(PASSWORD.as_bytes()).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| nothing_decrypts(&v.cipher, &now, &[])));
+    assert!(r.is_err(), "the check finds the new key's names");
+}
+
+#[test]
+fn a_killed_volume_key_rekey_is_finished_by_warpfs_rekey() {
+    require_fuse!();
+    for kill in ["config:0", "data:2", "name:3", "dir:2"] {
+        let (mut v, gone, want) = revocable();
+        let mut c = Command::new(BIN);
+        c.args(["key", "remove", "--passfile"])
+            .arg(&v.passfile)
+            .args(["--rekey", "--yes", "--jobs", "1"])
+            .arg(&v.cipher)
+            .arg("2")
+            .env("WARPFS_REKEY_KILL", kill);
+        let o = run_cmd(c, std::time::Duration::from_secs(120));
+        assert_eq!(o.code, None, "{kill}: not killed\n{o}");
+        let cfg = Config::load(&v.cipher).unwrap();
+        assert!(cfg.volume_rekey_under_way(), "{kill}");
+        // Until it is finished nothing else opens the volume.
+        let o = v.try_mount(&[]);
+        o.expect_code(E_UNFINISHED, kill);
+        assert!(o.stderr.contains("warpfs rekey"), "{o}");
+        warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]).expect_code(E_UNFINISHED, kill);
+        // The removed password is already gone from the config.
+        warpfs(args!["rekey", "--passfile", &gone, &v.cipher]).expect_code(E_WRONG, kill);
+        let o = warpfs(args!["rekey", "--passfile", &v.passfile, &v.cipher]);
+        o.expect_ok(&format!("{kill}: warpfs rekey finishes it"));
+        assert!(o.stderr.contains("finishing"), "{o}");
+        assert!(!Config::load(&v.cipher).unwrap().volume_rekey_under_way());
+        v.mount();
+        assert_snapshots_eq(&snapshot(&v.mnt), &want, kill);
+        v.unmount();
+        let mut all = Vec::new();
+        walk(&v.cipher, &mut all);
+        assert!(
+            all.iter().all(|p| !p.to_string_lossy().contains("warpfs.rekey")),
+            "{kill}: {all:?}"
+        );
+    }
+}
+
+#[test]
+fn rekey_new_volume_key_keeps_the_slots_whose_secrets_are_given() {
+    require_fuse!();
+    let (mut v, rk) = fresh(&[]);
+    let rkf = file(&v, "rk", &rk);
+    let kf = file(&v, "kf", "key bytes");
+    warpfs(args![
+        "key",
+        "add",
+        "--passfile",
+        &v.passfile,
+        "--keyfile",
+        &kf,
+        &v.cipher
+    ])
+    .expect_ok("add keyfile");
+    v.mount();
+    write_file(&v.p("x"), b"kept");
+    v.unmount();
+    let keep_rk = format!("1=recovery:{}", rkf.display());
+    let keep_kf = format!("2=keyfile:{}", kf.display());
+    let bad = format!("2=keyfile:{}", rkf.display());
+    warpfs(args![
+        "rekey",
+        "--passfile",
+        &v.passfile,
+        "--new-volume-key",
+        "--yes",
+        "--keep",
+        &bad,
+        &v.cipher
+    ])
+    .expect_code(E_WRONG, "a --keep secret that does not open its slot");
+    warpfs(args!["rekey", "--passfile", &v.passfile, "--keep", &keep_rk, &v.cipher]).expect_code(2, "--keep alone");
+    let o = warpfs(args![
+        "rekey",
+        "--passfile",
+        &v.passfile,
+        "--new-volume-key",
+        "--yes",
+        "--keep",
+        &keep_rk,
+        "--keep",
+        &keep_kf,
+        &v.cipher
+    ]);
+    o.expect_ok("rekey --new-volume-key");
+    let ids: Vec<u64> = kinds(&v).into_iter().map(|(i, _)| i).collect();
+    assert_eq!(ids, [0, 1, 2], "every slot kept");
+    mount_with(&v, &["--keyfile", kf.to_str().unwrap(), "--keyfile-only"]).expect_ok("keyfile");
+    assert_eq!(fs::read(v.p("x")).unwrap(), b"kept");
+    unmount_path(&v.mnt).unwrap();
+    let mut a = args!["mount", "--masterkey", "stdin"];
+    a.extend([v.cipher.clone().into(), v.mnt.clone().into()]);
+    with_stdin(a, &rk).expect_ok("recovery key");
+    unmount_path(&v.mnt).unwrap();
+    // Without --keep, only the slot that unlocked stays.
+    warpfs(args![
+        "rekey",
+        "--passfile",
+        &v.passfile,
+        "--new-volume-key",
+        "--yes",
+        &v.cipher
+    ])
+    .expect_ok("rekey");
+    assert_eq!(kinds(&v), [(0, "password".to_string())]);
+}
