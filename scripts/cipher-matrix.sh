@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # scripts/cipher-matrix.sh — the XChaCha20 dimension in full (FORMAT.md 15).
-# CI (scripts/test.sh) runs a subset: the known answers and the property
-# test against the chacha20poly1305 crate, tests/xchacha.rs, the attacks of
-# tests/attacks.rs on xchacha20-poly1305, four tests/io/ tests over both
-# XChaCha20 modes (`mode_tests!(twofish: ...)`), the example volumes, and
-# (step xchacha) the io and security suites' XChaCha20 cases on io_uring.
-# This script adds:
+# CI (scripts/test.sh) runs every `mode_tests!` suite (io, namespace,
+# crash, power-loss, security) over xchacha20-poly1305 and ctr-xchacha20,
+# the known answers and the property tests against the chacha20poly1305
+# and poly1305 crates, tests/xchacha.rs, the attacks of tests/attacks.rs on
+# xchacha20-poly1305, the content tamper tests, the example volumes and fsx
+# (1 seed). This script runs the XChaCha20 cases alone, with more:
 #   1. the XChaCha20 property tests with 20x the cases (PROPTEST_CASES);
 #   2. the io, namespace, crash, power-loss and security (tamper) suites,
 #      tests/attacks.rs and tests/xchacha.rs over xchacha20-poly1305 and
-#      ctr-xchacha20 (the `mode_tests!` cases CI's plain run ignores) on
-#      both transports (io_uring, its kernel switch turned on for the run
-#      and put back, and /dev/fuse), with the default policy; the io suite
-#      again with `--speculation off`;
-#   3. fsx on xchacha20-poly1305 and ctr-xchacha20 (scripts/fsx.sh).
+#      ctr-xchacha20 on both transports (io_uring, its kernel switch turned
+#      on for the run and put back, and /dev/fuse), with the default
+#      policy; the io suite again with `--speculation off`;
+#   3. fsx on xchacha20-poly1305 and ctr-xchacha20 (scripts/fsx.sh, 3 seeds).
 #
 #   sudo bash scripts/cipher-matrix.sh [--transport uring|dev]   (default: both)
 #
@@ -41,9 +40,9 @@ wf_uring_on
 trap wf_uring_restore EXIT
 for transport in "${transports[@]}"; do
     run env WARPFS_TRANSPORT=$transport \
-        cargo test --release -p warpfs "${SUITES[@]}" --no-fail-fast -- --include-ignored xchacha
+        cargo test --release -p warpfs "${SUITES[@]}" --no-fail-fast -- xchacha
 done
 run env WARPFS_TRANSPORT="${transports[0]}" WARPFS_TEST_SPECULATION=off \
-    cargo test --release -p warpfs --test io --no-fail-fast -- --include-ignored xchacha
+    cargo test --release -p warpfs --test io --no-fail-fast -- xchacha
 run env FSX_MODES="xchacha20-poly1305 ctr-xchacha20" bash scripts/fsx.sh
 exit "$fail"

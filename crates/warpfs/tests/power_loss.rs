@@ -49,7 +49,11 @@ mod summaries {
     }
 
     #[test]
-    #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh"]
+    fn xchacha20_poly1305_rename() {
+        crashsim::run_with(Mode::XChaCha20Poly1305, "rename", &["--file-summary", "on"])
+    }
+
+    #[test]
     fn xchacha20_poly1305_rekey() {
         crashsim::run_with(Mode::XChaCha20Poly1305, "rekey", &["--file-summary", "on"])
     }

@@ -1,7 +1,7 @@
 //! XChaCha20 through real mounts (FORMAT.md 15): `warpfs info` names the
 //! cipher and mode; the bytes on disk are XChaCha20-Poly1305 (the
 //! `chacha20poly1305` crate's, as the oracle) under the HKDF content key of
-//! the master key that `init` printed, with the nonce `nonce ‖ 0^96` and the
+//! the volume key that the recovery key `init` printed opens, with the nonce `nonce ‖ 0^96` and the
 //! associated data `file ID ‖ block number`, in blocks of the nnode and of a
 //! nonce page, from the write pool (speculation on) and the direct path
 //! (off); `ctr-xchacha20` stores the same ciphertext without a tag; a
@@ -18,8 +18,8 @@ use std::ffi::OsString;
 use std::fs;
 use warpfs_crypto::keys::{MasterKey, Subkeys};
 
-/// `warpfs init` of `mode` (with `extra` flags); returns the volume and the
-/// master key from the recovery text it printed.
+/// `warpfs init` of `mode` (with `extra` flags); returns the volume and its
+/// volume key, which the recovery key `init` printed opens.
 fn init(mode: Mode, extra: &[&str]) -> (Volume, MasterKey) {
     let v = Volume::blank(mode);
     let mut a = args!["init", "--passfile", &v.passfile];
@@ -34,7 +34,11 @@ fn init(mode: Mode, extra: &[&str]) -> (Volume, MasterKey) {
         .map(str::trim)
         .find(|l| l.len() >= 64 && l.chars().all(|c| c.is_ascii_hexdigit() || c == '-'))
         .unwrap_or_else(|| panic!("no recovery text in:\n{o}"));
-    (v, MasterKey::from_recovery_text(text).unwrap())
+    let rk = warpfs_crypto::slotkeys::RecoveryKey::from_text(text).unwrap();
+    let cfg = warpfs_config::Config::load(&v.cipher).unwrap();
+    let key = cfg.open(&warpfs_config::Input::Recovery(&rk)).unwrap().key;
+    assert_eq!(key, cfg.unlock(PASSWORD.as_bytes()).unwrap());
+    (v, key)
 }
 
 #[test]

@@ -287,3 +287,48 @@ fn xchacha_configs_round_trip_with_256_bit_keys_and_summaries() {
     let (c, _) = Config::create(d2.path(), PW, ContentMode::CtrXChaCha20, 256, fast()).unwrap();
     assert_eq!(Config::load(d2.path()).unwrap(), c);
 }
+
+#[test]
+fn xchacha_keyslot_configs_take_256_bit_keys_only_and_bind_the_cipher() {
+    use crate::SlotKind;
+    let d = tempfile::tempdir().unwrap();
+    let path = config_path(d.path());
+    let flags = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
+    // Format 3 (what `init` writes) refuses a 128-bit XChaCha20 key, as
+    // the older formats do, and writes nothing.
+    for m in [ContentMode::XChaCha20Poly1305, ContentMode::CtrXChaCha20] {
+        let e = Config::create_slots_at(&path, PW, SlotKind::Password, m, 128, fast(), &[], None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("supported: 256"), "{e}");
+        assert!(!path.exists());
+    }
+    let (c, vk) = Config::create_slots_at(
+        &path,
+        PW,
+        SlotKind::Password,
+        ContentMode::XChaCha20Poly1305,
+        256,
+        fast(),
+        &flags,
+        None,
+    )
+    .unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, c);
+    assert_eq!(
+        (loaded.version(), loaded.content_mode()),
+        (3, ContentMode::XChaCha20Poly1305)
+    );
+    assert!(loaded.has_feature(FeatureFlag::Keyslots) && loaded.has_feature(FeatureFlag::FileSummary));
+    assert_eq!(loaded.unlock(PW).unwrap(), vk);
+    // The cipher is bound: the same layout under AES, or a 128-bit key,
+    // does not open.
+    let json = c.to_json().replace("\"xchacha20-poly1305\"", "\"gcm\"");
+    assert!(Config::from_json(json.as_bytes()).unwrap().unlock(PW).is_err());
+    let json = c.to_json().replace("\"key_bits\": 256", "\"key_bits\": 128");
+    assert!(matches!(
+        Config::from_json(json.as_bytes()),
+        Err(ConfigError::Unsupported(_))
+    ));
+}

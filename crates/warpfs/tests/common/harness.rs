@@ -34,16 +34,15 @@ macro_rules! require_fuse {
     };
 }
 
-/// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `b::gcm`, `b::ctr` tests
-/// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`. Every arm also makes
-/// `xchacha20_poly1305` and `ctr_xchacha20` tests (FORMAT.md 15); in the
-/// `nonce:` and plain arms they are ignored by a plain `cargo test`:
-/// `cargo test ... -- --include-ignored xchacha` runs them
-/// (scripts/cipher-matrix.sh in full; scripts/test.sh, step xchacha, a
-/// subset).
+/// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `a::xts`, `b::gcm`, ...
+/// tests calling `fn a(mode: Mode)` and `fn b(mode: Mode)`. Every arm also
+/// makes `xchacha20_poly1305` and `ctr_xchacha20` tests (FORMAT.md 15),
+/// run wherever `gcm` and `ctr` run; `twofish:` adds the Twofish modes,
+/// `nonce:` leaves out `xts` (no nonce entries).
 #[allow(unused_macros)]
 macro_rules! mode_tests {
-    // Tests about nonce entries, tags or masks: gcm and ctr only.
+    // Tests about nonce entries, tags or masks: gcm and ctr over AES and
+    // XChaCha20 only.
     (nonce: $($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -56,12 +55,10 @@ macro_rules! mode_tests {
                     super::$name($crate::common::Mode::Ctr)
                 }
                 #[test]
-                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
                 fn xchacha20_poly1305() {
                     super::$name($crate::common::Mode::XChaCha20Poly1305)
                 }
                 #[test]
-                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
                 fn ctr_xchacha20() {
                     super::$name($crate::common::Mode::CtrXChaCha20)
                 }
@@ -124,12 +121,10 @@ macro_rules! mode_tests {
                     super::$name($crate::common::Mode::Xts)
                 }
                 #[test]
-                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
                 fn xchacha20_poly1305() {
                     super::$name($crate::common::Mode::XChaCha20Poly1305)
                 }
                 #[test]
-                #[ignore = "the XChaCha20 matrix: scripts/cipher-matrix.sh (a subset in scripts/test.sh, step xchacha)"]
                 fn ctr_xchacha20() {
                     super::$name($crate::common::Mode::CtrXChaCha20)
                 }
