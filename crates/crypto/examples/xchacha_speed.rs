@@ -1,8 +1,12 @@
 //! One core's XChaCha20 and Poly1305 on 4 KiB blocks, each part alone:
 //! what a write's seal costs (the mask, the XOR, the tag) and where the
-//! time goes (decision record 0080).
+//! time goes, and our Poly1305 beside the `poly1305` crate's on the same
+//! input (decision record 0080).
 //!
 //!     cargo run --release -p warpfs-crypto --example xchacha_speed [MS]
+//!
+//! The crate picks its AVX2 backend at run time where the CPU has AVX2;
+//! `RUSTFLAGS='--cfg poly1305_backend="soft"'` forces its portable one.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -22,6 +26,19 @@ fn rate(t: Duration, mut f: impl FnMut(u64)) -> f64 {
     (n * 4096) as f64 / start.elapsed().as_secs_f64() / 1e6
 }
 
+/// The tag of FORMAT.md 15 made with the `poly1305` crate.
+fn crate_tag(otk: &[u8; 32], aad: &[u8], ct: &[u8]) -> [u8; 16] {
+    use poly1305::universal_hash::{KeyInit, UniversalHash};
+    let mut m = poly1305::Poly1305::new(otk.into());
+    m.update_padded(aad);
+    m.update_padded(ct);
+    let mut lens = [0u8; 16];
+    lens[..8].copy_from_slice(&(aad.len() as u64).to_le_bytes());
+    lens[8..].copy_from_slice(&(ct.len() as u64).to_le_bytes());
+    m.update(&[lens.into()]);
+    m.finalize().into()
+}
+
 fn main() {
     let ms: u64 = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
     let t = Duration::from_millis(ms);
@@ -34,6 +51,11 @@ fn main() {
         x
     };
     println!("backend: {}", warpfs_crypto::xchacha::backend());
+    assert_eq!(
+        crate_tag(&[7; 32], &[1; 24], &buf),
+        poly1305_tag(&[7; 32], &[1; 24], &buf),
+        "our Poly1305 and the crate's disagree"
+    );
     let r = rate(t, |n| key.keystream(&nonce(n), 0, black_box(&mut mask)));
     println!("mask (block 0 + 4 KiB, HChaCha20 included): {r:8.0} MB/s");
     let r = rate(t, |n| key.xor_at(&nonce(n), 1, 0, black_box(&mut buf)));
@@ -43,7 +65,11 @@ fn main() {
     let r = rate(t, |_| {
         black_box(poly1305_tag(&otk, &aad, black_box(&buf)));
     });
-    println!("Poly1305 tag of 4 KiB (24-byte AD):          {r:8.0} MB/s");
+    println!("Poly1305 tag of 4 KiB (24-byte AD), ours:    {r:8.0} MB/s");
+    let r = rate(t, |_| {
+        black_box(crate_tag(&otk, &aad, black_box(&buf)));
+    });
+    println!("the same with the poly1305 crate:            {r:8.0} MB/s");
     let r = rate(t, |_| {
         warpfs_crypto::aes_ctr::xor_in_place(black_box(&mut buf), &mask[64..]);
     });
