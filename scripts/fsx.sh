@@ -3,7 +3,8 @@
 # real warpfs mounts: FSX_SEEDS seeds × FSX_OPS operations for each content
 # mode (default 3 × 40,000 × {gcm, ctr, xts} = 360,000 operations), each seed on
 # a fresh file, the cipher dir on tmpfs. Longer soak: FSX_OPS=1000000.
-# FSX_MODES: the content modes (default "gcm ctr xts"; *-twofish: --cipher twofish).
+# FSX_MODES: the content modes (default "gcm ctr xts"; *-twofish: --cipher twofish;
+# xchacha20-poly1305, ctr-xchacha20: --cipher xchacha20).
 # Without root or /dev/fuse it skips: exit 77 (a failure with WARPFS_NO_SKIP=1).
 set -euo pipefail
 
@@ -40,6 +41,8 @@ for mode in $MODES; do
     mkdir -p "$c" "$m"
     init_mode=(--mode "$mode")
     [[ $mode == *-twofish ]] && init_mode=(--mode "${mode%-twofish}" --cipher twofish)
+    [[ $mode == xchacha20-poly1305 ]] && init_mode=(--mode gcm --cipher xchacha20)
+    [[ $mode == ctr-xchacha20 ]] && init_mode=(--mode ctr --cipher xchacha20)
     "$BIN" init --quiet "${init_mode[@]}" --passfile "$WORK/pw" --kdf-memory 32768 --kdf-iterations 2 "$c" >/dev/null
     "$BIN" mount --passfile "$WORK/pw" --log-file "$WORK/log-$mode" "$c" "$m"
     MNTS+=("$m")

@@ -28,8 +28,8 @@
 #                 runs every test on either transport
 #                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
 #                 FUSE over io_uring where the kernel has it: enable_uring is
-#                 set on for the run and put back at exit), then fsx (gcm, one
-#                 seed); pjdfstest (gcm) and a shorter soak run on
+#                 set on for the run and put back at exit), then fsx (gcm and
+#                 xchacha20-poly1305, one seed); pjdfstest (gcm) and a shorter soak run on
 #                 /dev/fuse too (steps pjdfstest-dev, soak-dev);
 #                 scripts/transport-matrix.sh runs everything on either
 #                 transport
@@ -50,6 +50,13 @@
 #                 test of libwaes, linked dynamically and statically)
 #   6. fsx        scripts/fsx.sh: fsx against real mounts, 1 seed per content
 #                 mode (gcm, ctr, xts; the script's default is 3)
+#   6b. xchacha   fsx (1 seed) on xchacha20-poly1305 and ctr-xchacha20; the
+#                 XChaCha20 cases of every `mode_tests!` suite (io, namespace,
+#                 crash, power_loss, security), tests/xchacha.rs, the attacks
+#                 over xchacha20-poly1305 and the known answers run in step 3
+#                 (io, namespace, crash and attacks again on /dev/fuse in step
+#                 dev-fuse, with fsx on xchacha20-poly1305);
+#                 scripts/cipher-matrix.sh runs the dimension with more cases
 #   7. opencl     GPU mask tests on OpenCL (pocl): engine gpu tests and the
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
@@ -191,7 +198,7 @@ step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step door bash scripts/door-check.sh
 step test cargo test --workspace --release --no-fail-fast
 DEV_FUSE_TESTS=(io namespace faults permissions crash shared ahead attacks deep_paths bound control devices daily rekey reverse hostile_storage)
-step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 FSX_MODES=gcm \
+step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 FSX_MODES="gcm xchacha20-poly1305" \
     bash -c 'cargo test --release -p warpfs --no-fail-fast "${@/#/--test=}"; r=$?; bash scripts/fsx.sh || r=1; exit $r' dev-fuse "${DEV_FUSE_TESTS[@]}"
 step deb bash scripts/deb.sh
 step spec-on env WARPFS_TEST_SPECULATION=on \
@@ -200,6 +207,7 @@ step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
     cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 step fsx env FSX_SEEDS=1 bash scripts/fsx.sh
+step xchacha env FSX_SEEDS=1 FSX_MODES="xchacha20-poly1305 ctr-xchacha20" bash scripts/fsx.sh
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
 # line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
 # platform fail instead of skip.

@@ -1,24 +1,34 @@
 //! Block encryption (FORMAT.md 3.5): keystream from the `Keystream` engine,
-//! GHASH from `GcmTagger`, AD = file ID ‖ block number (u64 big-endian);
-//! in `xts` (FORMAT.md 7) XTS with tweak file ID ⊕ block number instead.
+//! GHASH from `GcmTagger` (or, with XChaCha20, FORMAT.md 15, Poly1305
+//! under the one-time key the mask starts with), AD = file ID ‖ block
+//! number (u64 big-endian); in `xts` (FORMAT.md 7) XTS with tweak file ID ⊕
+//! block number instead.
 
 use crate::entry::{self, Entry};
 use crate::layout::BLOCK_USIZE;
 use crate::{ContentError, Mode};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
-use warpfs_crypto::{file_block_tweak, GcmTagger, XtsKey};
+use warpfs_crypto::{file_block_tweak, poly1305_tag, GcmTagger, TagMask, XtsKey};
 use warpfs_keystream::{BlockReader, Inline, Keystream, OnDemand, Splitter};
 
 /// XTS requests of at least this many bytes are split across the
 /// splitter's threads (smaller ones cost less than a cross-CPU wake-up).
 pub const XTS_SPLIT_MIN: usize = 64 * 1024;
 
+/// How a `gcm` layout's tags are made.
+enum Tagger {
+    /// GHASH keyed with H; tag = GHASH ⊕ E(J0) (AES and Twofish).
+    Ghash(GcmTagger),
+    /// Poly1305 under the one-time key the mask starts with (XChaCha20).
+    Poly1305,
+}
+
 /// The per-volume encryption context shared by all open files.
 pub struct Cipher {
     mode: Mode,
     keystream: Arc<dyn Keystream>,
-    tagger: GcmTagger,
+    tagger: Tagger,
     /// The XTS key (`xts` mode only).
     xts: Option<XtsKey>,
     /// Masks made on the calling thread, for blocks the open file's reader
@@ -40,6 +50,11 @@ impl std::fmt::Debug for Cipher {
     }
 }
 
+/// E(J0): the first 16 bytes of a block cipher's tag mask.
+fn ej0_of(tm: &TagMask) -> [u8; 16] {
+    tm[..16].try_into().expect("a tag mask holds 32 bytes")
+}
+
 /// GCM associated data of a block: file ID ‖ block number (big-endian).
 pub(crate) fn aad(file_id: &[u8; 16], block: u64) -> [u8; 24] {
     let mut a = [0u8; 24];
@@ -54,6 +69,19 @@ impl Cipher {
     /// `mode` must not be [`Mode::Xts`] (use [`Cipher::new_xts`]).
     pub fn new(mode: Mode, keystream: Arc<dyn Keystream>, tagger: GcmTagger) -> Self {
         assert!(mode != Mode::Xts, "an xts cipher needs its XTS key: Cipher::new_xts");
+        Self::with_tagger(mode, keystream, Tagger::Ghash(tagger))
+    }
+
+    /// An XChaCha20 cipher (FORMAT.md 15) for `mode` (`Ctr`, or `Gcm` for
+    /// `xchacha20-poly1305`: the tag is Poly1305's); `keystream` makes
+    /// XChaCha20 masks (`Direct::xchacha`, or a write pool on an XChaCha20
+    /// engine key).
+    pub fn new_xchacha(mode: Mode, keystream: Arc<dyn Keystream>) -> Self {
+        assert!(mode != Mode::Xts, "XChaCha20 has no XTS mode");
+        Self::with_tagger(mode, keystream, Tagger::Poly1305)
+    }
+
+    fn with_tagger(mode: Mode, keystream: Arc<dyn Keystream>, tagger: Tagger) -> Self {
         Self {
             mode,
             on_demand: OnDemand::new(keystream.clone()),
@@ -74,7 +102,7 @@ impl Cipher {
             mode: Mode::Xts,
             on_demand: OnDemand::new(keystream.clone()),
             keystream,
-            tagger,
+            tagger: Tagger::Ghash(tagger),
             xts: Some(key),
             generation: 0,
             split: Arc::new(Inline),
@@ -195,12 +223,22 @@ impl Cipher {
             x.encrypt_unit(&file_block_tweak(file_id, block), buf);
             return;
         }
-        let (nonce, ej0) = self.keystream.seal(buf);
-        let tag = match self.mode {
-            Mode::Ctr | Mode::Xts => [0u8; 16],
-            Mode::Gcm => self.tagger.tag(&aad(file_id, block), buf, &ej0),
+        let (nonce, mut tm) = self.keystream.seal(buf);
+        let tag = match (self.mode, &self.tagger) {
+            (Mode::Ctr | Mode::Xts, _) => [0u8; 16],
+            (Mode::Gcm, Tagger::Ghash(g)) => g.tag(&aad(file_id, block), buf, &ej0_of(&tm)),
+            (Mode::Gcm, Tagger::Poly1305) => poly1305_tag(&tm, &aad(file_id, block), buf),
         };
+        zeroize::Zeroize::zeroize(&mut tm);
         entry::write(self.mode, Some(&Entry { nonce, tag }), entry_out);
+    }
+
+    /// The name of the tag, for the log line of a failed block.
+    fn tag_name(&self) -> &'static str {
+        match self.tagger {
+            Tagger::Ghash(_) => "GCM",
+            Tagger::Poly1305 => "Poly1305",
+        }
     }
 
     /// Decrypt one block in place given its raw entry bytes, with masks
@@ -220,9 +258,10 @@ impl Cipher {
         let r = self.open_block_quiet(reader, file_id, block, entry_bytes, buf);
         if let Err(ContentError::BadTag { .. }) = r {
             tracing::error!(
-                "{}: block {}: GCM authentication failed (tampered, moved or torn block)",
+                "{}: block {}: {} authentication failed (tampered, moved or torn block)",
                 label(),
-                block
+                block,
+                self.tag_name()
             );
         }
         r
@@ -271,12 +310,29 @@ impl Cipher {
                 Ok(())
             }
             Mode::Gcm => {
-                let s = self.tagger.ghash(&aad(file_id, block), buf);
-                let ej0 = reader.open(block, &e.nonce, buf);
-                let mut t = [0u8; 16];
-                for i in 0..16 {
-                    t[i] = s[i] ^ ej0[i];
-                }
+                let t = match &self.tagger {
+                    Tagger::Ghash(g) => {
+                        let s = g.ghash(&aad(file_id, block), buf);
+                        let ej0 = reader.open(block, &e.nonce, buf);
+                        let mut t = [0u8; 16];
+                        for i in 0..16 {
+                            t[i] = s[i] ^ ej0[i];
+                        }
+                        t
+                    }
+                    Tagger::Poly1305 => {
+                        // Poly1305 needs its key (the mask's first bytes)
+                        // before the ciphertext, which the XOR replaces:
+                        // keep a copy of the ciphertext to hash.
+                        let mut ct = [0u8; BLOCK_USIZE];
+                        let ct = &mut ct[..buf.len()];
+                        ct.copy_from_slice(buf);
+                        let mut otk = reader.open(block, &e.nonce, buf);
+                        let t = poly1305_tag(&otk, &aad(file_id, block), ct);
+                        zeroize::Zeroize::zeroize(&mut otk);
+                        t
+                    }
+                };
                 if bool::from(t.ct_eq(&e.tag)) {
                     Ok(())
                 } else {
@@ -328,6 +384,60 @@ mod tests {
                 let mut d = buf.clone();
                 d[100] ^= 1;
                 assert!(c.open_block(r, &id, 4, &e, &mut d, &|| "t".into()).is_err());
+            }
+        }
+    }
+
+    fn xchacha(mode: Mode) -> (Cipher, warpfs_crypto::XChaChaKey) {
+        let key = warpfs_crypto::XChaChaKey::new(&[0x5c; 32]).unwrap();
+        let c = Cipher::new_xchacha(mode, Arc::new(warpfs_keystream::Direct::xchacha(key.clone())));
+        (c, key)
+    }
+
+    #[test]
+    fn xchacha_blocks_are_xchacha20_poly1305_and_tampering_fails() {
+        let id = [3u8; 16];
+        for mode in [Mode::Ctr, Mode::Gcm] {
+            let (c, key) = xchacha(mode);
+            let r = c.reader();
+            for len in [4096usize, 1000, 1] {
+                let pt: Vec<u8> = (0..len).map(|i| (i * 11 + 5) as u8).collect();
+                let mut buf = pt.clone();
+                let mut e = vec![0u8; mode.entry_len()];
+                c.seal_block(&id, 9, &mut buf, &mut e);
+                // The data is the XChaCha20 stream of nonce ‖ 0^96 from block 1.
+                let nonce: warpfs_crypto::Nonce = e[..12].try_into().unwrap();
+                let mut want = pt.clone();
+                key.xor_at(&nonce, 1, 0, &mut want);
+                assert_eq!(buf, want);
+                if mode == Mode::Gcm {
+                    // The tag is Poly1305 under block 0's first 32 bytes
+                    // over AD = file ID ‖ block number (big-endian).
+                    let tag = poly1305_tag(&key.tag_mask(&nonce), &aad(&id, 9), &buf);
+                    assert_eq!(&e[16..32], &tag);
+                } else {
+                    assert_eq!(&e[16..], &[] as &[u8]);
+                }
+                let mut d = buf.clone();
+                c.open_block(&*r, &id, 9, &e, &mut d, &|| "t".into()).unwrap();
+                assert_eq!(d, pt);
+                if mode == Mode::Gcm {
+                    for (fid, blk, flip) in [(id, 10, None), ([4u8; 16], 9, None), (id, 9, Some(len / 2))] {
+                        let mut d = buf.clone();
+                        if let Some(i) = flip {
+                            d[i] ^= 0x01;
+                        }
+                        assert!(matches!(
+                            c.open_block(&*r, &fid, blk, &e, &mut d, &|| "t".into()),
+                            Err(ContentError::BadTag { .. })
+                        ));
+                        assert!(d.iter().all(|&x| x == 0), "a failed block is zeroed");
+                    }
+                    let mut bad = e.clone();
+                    bad[31] ^= 0x80;
+                    let mut d = buf.clone();
+                    assert!(c.open_block(&*r, &id, 9, &bad, &mut d, &|| "t".into()).is_err());
+                }
             }
         }
     }

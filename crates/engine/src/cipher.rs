@@ -1,9 +1,12 @@
-//! The AES part of mask making: keystream from a (key, nonce, counter) with
-//! the NIST counter layout (counter block = nonce(12) ‖ u32 big-endian
+//! The cipher part of mask making: keystream from a (key, nonce, counter)
+//! with the NIST counter layout (counter block = nonce(12) ‖ u32 big-endian
 //! counter, wrapping like GCM's inc32), on warpfs-crypto's VAES-512 kernel
 //! (counter blocks in registers, the mask written in place) when the CPU
 //! has it, else on AES-NI through the `aes` 0.9 crate, or on a software AES
-//! chosen at run time.
+//! chosen at run time; Twofish the same way; and XChaCha20 (FORMAT.md 15:
+//! the counter counts 64-byte ChaCha20 blocks of the nonce's stream) on
+//! warpfs-crypto's `XChaChaKey`. [`MaskCipher::layout`] says where a
+//! block's tag mask and data lie in a mask.
 //!
 //! Why two crates: `aes` 0.9 selects its portable backend only at compile
 //! time (`RUSTFLAGS='--cfg aes_backend="soft"'`, which then applies to the
@@ -23,7 +26,7 @@
 use crate::EngineError;
 use aes::Block;
 use aes07::cipher::{BlockEncrypt, NewBlockCipher};
-use warpfs_crypto::{ContentKey, LockedBytes, LockedWords, Nonce, XtsCipher};
+use warpfs_crypto::{ContentCipher, ContentKey, LockedBytes, LockedWords, MaskLayout, Nonce, XChaChaKey, XtsCipher};
 
 /// Counter blocks per inner step of the software loop (on the stack).
 const SOFT_CHUNK: usize = 64;
@@ -50,9 +53,11 @@ enum Inner {
     /// Forced software AES (`aes` 0.7, `force-soft`).
     /// On locked pages, zeroed on drop (aes 0.7 has no zeroize of its own).
     Soft(warpfs_crypto::Locked<Soft>),
+    /// XChaCha20 (its key on locked pages); never sent to a device.
+    XChaCha(XChaChaKey),
 }
 
-/// An expanded AES-128 or AES-256 key that makes masks.
+/// An expanded content key that makes masks: AES-128/256, Twofish or XChaCha20.
 #[derive(Clone)]
 pub struct MaskCipher {
     inner: Inner,
@@ -134,12 +139,20 @@ impl MaskCipher {
     /// Expand a raw 16- or 32-byte key of `cipher`: AES as [`new`](Self::new);
     /// Twofish (FORMAT.md 11) on warpfs-crypto's own implementation, with
     /// the tables a device backend uploads expanded once
-    /// ([`twofish_device_words`](Self::twofish_device_words)).
-    pub fn with_cipher(cipher: XtsCipher, raw: &[u8], software: bool) -> Result<Self, EngineError> {
-        match cipher {
-            XtsCipher::Aes => Self::new(raw, software),
-            XtsCipher::Twofish => {
-                let k = ContentKey::with_cipher(cipher, raw).map_err(|_| EngineError::KeyLength)?;
+    /// ([`twofish_device_words`](Self::twofish_device_words)); XChaCha20
+    /// (FORMAT.md 15, 32 bytes only), which keeps no raw key for a device:
+    /// its masks are always made on the cpu.
+    pub fn with_cipher(cipher: impl Into<ContentCipher>, raw: &[u8], software: bool) -> Result<Self, EngineError> {
+        match cipher.into() {
+            ContentCipher::Aes => Self::new(raw, software),
+            ContentCipher::XChaCha20 => Ok(Self {
+                inner: Inner::XChaCha(XChaChaKey::new(raw).map_err(|_| EngineError::KeyLength)?),
+                raw: None,
+                device: None,
+                mask_time: Default::default(),
+            }),
+            ContentCipher::Twofish => {
+                let k = ContentKey::with_cipher(XtsCipher::Twofish, raw).map_err(|_| EngineError::KeyLength)?;
                 let tf = warpfs_crypto::twofish::Twofish::new(raw).map_err(|_| EngineError::KeyLength)?;
                 Ok(Self {
                     inner: Inner::Hw(k),
@@ -157,18 +170,28 @@ impl MaskCipher {
         self.device.as_deref()
     }
 
-    /// The block cipher.
-    pub fn cipher(&self) -> XtsCipher {
+    /// The cipher.
+    pub fn cipher(&self) -> ContentCipher {
         match &self.inner {
-            Inner::Hw(k) | Inner::AesCrate(k) => k.cipher(),
-            Inner::Soft(_) => XtsCipher::Aes,
+            Inner::Hw(k) | Inner::AesCrate(k) => k.cipher().into(),
+            Inner::Soft(_) => ContentCipher::Aes,
+            Inner::XChaCha(_) => ContentCipher::XChaCha20,
+        }
+    }
+
+    /// Where a block's tag mask and data keystream lie in this key's masks
+    /// (counter 1 on for a block cipher, ChaCha20 block 0 on for XChaCha20).
+    pub fn layout(&self) -> MaskLayout {
+        match &self.inner {
+            Inner::XChaCha(_) => MaskLayout::XCHACHA,
+            _ => MaskLayout::BLOCK,
         }
     }
 
     /// Whether this key's cipher runs in software (forced software AES, AES
-    /// on a CPU without AES-NI, or Twofish): where masks made ahead pay.
+    /// on a CPU without AES-NI, Twofish, XChaCha20): where masks made ahead pay.
     pub fn is_slow(&self) -> bool {
-        self.is_software() || self.cipher() == XtsCipher::Twofish || !aes::hardware_accelerated()
+        self.is_software() || self.cipher() != ContentCipher::Aes || !aes::hardware_accelerated()
     }
 
     /// How long this key takes to make one 4 KiB mask on this cpu: the
@@ -201,6 +224,7 @@ impl MaskCipher {
     pub fn bits(&self) -> u32 {
         match &self.inner {
             Inner::Hw(k) | Inner::AesCrate(k) => k.bits(),
+            Inner::XChaCha(k) => k.bits(),
             Inner::Soft(s) => match **s {
                 Soft::A128(_) => 128,
                 Soft::A256(_) => 256,
@@ -213,9 +237,10 @@ impl MaskCipher {
         matches!(self.inner, Inner::Soft(_))
     }
 
-    /// Which AES implementation runs this key, in words.
+    /// Which implementation runs this key, in words.
     pub fn implementation(&self) -> &'static str {
         match &self.inner {
+            Inner::XChaCha(_) => warpfs_crypto::xchacha::backend(),
             Inner::Hw(k) if k.cipher() == XtsCipher::Twofish => {
                 "twofish (warpfs-crypto, full keying, 3 blocks in lock-step)"
             }
@@ -232,6 +257,7 @@ impl MaskCipher {
     /// `out` (any length; a partial last block is cut).
     pub fn fill(&self, nonce: &Nonce, counter: u32, out: &mut [u8]) {
         match &self.inner {
+            Inner::XChaCha(k) => k.keystream(nonce, counter, out),
             Inner::Hw(k) if k.is_vaes() => k.keystream(nonce, counter, out),
             Inner::Hw(k) | Inner::AesCrate(k) => hw_fill(k, nonce, counter, out),
             Inner::Soft(s) => soft_walk(s, nonce, counter, out, |d, k| d.copy_from_slice(k)),
@@ -240,8 +266,11 @@ impl MaskCipher {
 
     /// XOR keystream bytes `[pos, pos + buf.len())` of the stream that starts
     /// at block counter `counter` into `buf`. `pos` need not be a multiple of
-    /// 16. The caller keeps `pos + len` within 2^32 blocks.
+    /// the block. The caller keeps `pos + len` within 2^32 blocks.
     pub fn xor_at(&self, nonce: &Nonce, counter: u32, pos: u64, buf: &mut [u8]) {
+        if let Inner::XChaCha(k) = &self.inner {
+            return k.xor_at(nonce, counter, pos, buf);
+        }
         let mut ctr = counter.wrapping_add((pos / 16) as u32);
         let skip = (pos % 16) as usize;
         let mut rest = buf;
@@ -261,14 +290,17 @@ impl MaskCipher {
             Inner::Hw(k) => k.xor_keystream(nonce, ctr, rest),
             Inner::AesCrate(k) => k.keystream_portable(nonce, ctr, rest, true),
             Inner::Soft(s) => soft_walk(s, nonce, ctr, rest, warpfs_crypto::aes_ctr::xor_in_place),
+            Inner::XChaCha(_) => unreachable!("XChaCha20 returned above"),
         }
     }
 
     /// Encrypt `data` in place as independent blocks (ECB); `data.len()`
     /// must be a multiple of 16 (a partial tail is left alone). Only for
-    /// measuring the AES ceiling of the same implementation.
+    /// measuring the cipher's ceiling of the same implementation (XChaCha20,
+    /// a stream cipher, XORs its stream of an all-zero nonce instead).
     pub fn ecb_in_place(&self, data: &mut [u8]) {
         match &self.inner {
+            Inner::XChaCha(k) => k.xor_at(&[0u8; 12], 0, 0, data),
             Inner::Hw(k) | Inner::AesCrate(k) => {
                 let (blocks, _) = Block::slice_as_chunks_mut(data);
                 k.encrypt_blocks(blocks);
@@ -422,7 +454,7 @@ mod tests {
             let m = MaskCipher::with_cipher(XtsCipher::Twofish, key, false).unwrap();
             assert_eq!(
                 (m.cipher(), m.raw_key(), m.is_slow()),
-                (XtsCipher::Twofish, Some(key), true)
+                (ContentCipher::Twofish, Some(key), true)
             );
             let dev = warpfs_crypto::twofish::Twofish::new(key).unwrap().device_words();
             assert_eq!(m.twofish_device_words(), Some(&dev[..]));
@@ -449,7 +481,32 @@ mod tests {
             }
             assert_eq!(x1, x2);
         }
-        assert!(MaskCipher::new(&[1u8; 16], false).unwrap().cipher() == XtsCipher::Aes);
+        assert!(MaskCipher::new(&[1u8; 16], false).unwrap().cipher() == ContentCipher::Aes);
+    }
+
+    #[test]
+    fn xchacha_masks_are_the_xchacha20_stream_and_stay_on_the_cpu() {
+        let raw = [0x3cu8; 32];
+        let m = MaskCipher::with_cipher(ContentCipher::XChaCha20, &raw, true).unwrap();
+        assert_eq!(
+            (m.cipher(), m.layout(), m.bits()),
+            (ContentCipher::XChaCha20, MaskLayout::XCHACHA, 256)
+        );
+        assert!(m.is_slow() && !m.is_software());
+        // No raw bytes for a device, no device tables.
+        assert!(m.raw_key().is_none() && m.twofish_device_words().is_none());
+        let reference = XChaChaKey::new(&raw).unwrap();
+        let n = [0x11u8; 12];
+        let (mut a, mut b) = (vec![0u8; 4160], vec![0u8; 4160]);
+        m.fill(&n, 0, &mut a);
+        reference.keystream(&n, 0, &mut b);
+        assert_eq!(a, b);
+        // Unaligned XOR at any offset is the same stream.
+        let mut x = vec![0x77u8; 1000];
+        m.xor_at(&n, 0, 101, &mut x);
+        let want: Vec<u8> = a[101..1101].iter().map(|k| k ^ 0x77).collect();
+        assert_eq!(x, want);
+        assert!(MaskCipher::with_cipher(ContentCipher::XChaCha20, &[0u8; 16], false).is_err());
     }
 
     #[test]

@@ -141,8 +141,8 @@ impl EngineConfig {
 /// What the `--speculation auto` policy looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PolicyInput {
-    /// The volume's block cipher.
-    pub cipher: warpfs_crypto::XtsCipher,
+    /// The volume's content cipher.
+    pub cipher: warpfs_crypto::ContentCipher,
     /// The CPU runs AES in hardware (AES-NI) and nobody forced software AES.
     pub aes_ni: bool,
     /// Cores available to the daemon.
@@ -151,18 +151,35 @@ pub struct PolicyInput {
 
 /// The `--speculation auto` policy: speculation pays where the cipher
 /// costs more than the FUSE round trip, so masks made on idle cores save
-/// the request real time: Twofish (software only, ~0.35 GB/s per core) and
-/// AES without AES-NI. With AES-NI a 4 KiB mask costs ~0.4 µs, less than
-/// fetching one made on another core, and on 2 cores the workers take CPU
-/// from the FUSE threads: off there, on with 4+ cores (ARCHITECTURE.md,
-/// "Speculation at mount"). Returns the decision and why, for the log and
-/// `warpfs stats`.
+/// the request real time: Twofish (software only, ~0.3 GB/s per core) and
+/// AES without AES-NI (~0.1 GB/s). With AES-NI a 4 KiB mask costs ~0.4 µs,
+/// less than fetching one made on another core, and on 2 cores the workers
+/// take CPU from the FUSE threads: off there, on with 4+ cores
+/// (ARCHITECTURE.md, "Speculation at mount"). XChaCha20 (~1.4 GB/s per
+/// core, its Poly1305 tag on the FUSE thread either way) lies between:
+/// on 2 cores its workers cost more than they save, and decrypt-ahead
+/// alone keeps the second core busy for readers (decision 0081): off
+/// below 4 cores. Decrypt-ahead itself is the mount's (2+ cores). Returns
+/// the decision and why, for the log and `warpfs stats`.
 pub fn speculation_policy(p: PolicyInput) -> (bool, String) {
-    use warpfs_crypto::XtsCipher;
-    if p.cipher == XtsCipher::Twofish {
+    use warpfs_crypto::ContentCipher;
+    if p.cipher == ContentCipher::XChaCha20 && p.cores < 4 {
+        return (
+            false,
+            format!(
+                "auto: XChaCha20 makes a mask about as fast as another core hands it over, and {} cores have \
+                 none idle (decrypt-ahead keeps the other core busy)",
+                p.cores
+            ),
+        );
+    }
+    if p.cipher != ContentCipher::Aes {
         return (
             true,
-            "auto: the volume's cipher is Twofish, made in software and slower than a FUSE round trip".into(),
+            format!(
+                "auto: the volume's cipher is {}, made in software and slower than a FUSE round trip",
+                p.cipher.name()
+            ),
         );
     }
     if !p.aes_ni {
@@ -275,11 +292,16 @@ mod tests {
 
     #[test]
     fn speculation_policy_follows_cipher_and_cpu() {
-        use warpfs_crypto::XtsCipher::{Aes, Twofish};
+        use warpfs_crypto::ContentCipher::{Aes, Twofish, XChaCha20};
         let p = |cipher, aes_ni, cores| speculation_policy(PolicyInput { cipher, aes_ni, cores });
         // Twofish: on, whatever the CPU.
         assert!(p(Twofish, true, 2).0 && p(Twofish, false, 1).0 && p(Twofish, true, 64).0);
         assert!(p(Twofish, true, 2).1.contains("Twofish"));
+        // XChaCha20: off below 4 cores (decrypt-ahead instead), on with 4+.
+        assert!(!p(XChaCha20, true, 2).0 && !p(XChaCha20, false, 1).0 && !p(XChaCha20, false, 3).0);
+        assert!(p(XChaCha20, true, 2).1.contains("XChaCha20") && p(XChaCha20, true, 2).1.contains("decrypt-ahead"));
+        assert!(p(XChaCha20, false, 4).0 && p(XChaCha20, true, 64).0);
+        assert!(p(XChaCha20, true, 4).1.contains("XChaCha20"));
         // Software AES: on.
         assert!(p(Aes, false, 2).0);
         assert!(p(Aes, false, 2).1.contains("software"));

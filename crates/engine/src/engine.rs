@@ -45,6 +45,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use warpfs_crypto::MaskLayout;
 
 /// How long engine shutdown waits for a device driver thread stuck in a launch.
 const DEVICE_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(5);
@@ -139,7 +140,7 @@ impl Engine {
         cfg.software_aes = cfg.effective_software_aes();
         cfg.pool_size = cfg.pool_size.max(1);
         cfg.window_max = cfg.window_max.max(1);
-        cfg.mask_len = cfg.mask_len.max(16);
+        cfg.mask_len = cfg.mask_len.max(MaskLayout::BLOCK.data_at);
         cfg.batch_max = cfg.batch_max.max(1);
         let shared = Arc::new(Shared {
             cfg,
@@ -346,6 +347,8 @@ impl Engine {
             .snapshot(self.backend_name(), self.shared.threads, self.speculation());
         s.worker_cpus = self.worker_cpus();
         s.speculation_why = self.shared.cfg.speculation_why.clone();
+        s.ahead_threads = self.ahead_threads();
+        s.read_ahead = self.read_ahead();
         if let Some(d) = self.shared.backend.device_counts() {
             (s.device_launches, s.device_masks, s.device_cpu_masks) = (d.launches, d.device_masks, d.cpu_masks);
         }

@@ -41,7 +41,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
-use warpfs_crypto::Nonce;
+use warpfs_crypto::{MaskLayout, Nonce, TagMask};
 use warpfs_keystream::BlockReader;
 
 /// Priority of the block being read now; each block further away gets one less.
@@ -119,6 +119,8 @@ struct Win {
 pub struct ReadWindow {
     engine: Arc<Engine>,
     key: KeyId,
+    /// The key's mask layout (its contexts' length follows from it).
+    layout: MaskLayout,
     win: Mutex<Win>,
     /// The owning write pool's key lease (dropped after the masks).
     lease: Option<Arc<KeyLease>>,
@@ -141,10 +143,11 @@ impl std::fmt::Debug for ReadWindow {
 impl ReadWindow {
     /// An empty window for a file encrypted under `key`.
     pub fn new(engine: Arc<Engine>, key: KeyId) -> Result<Self, EngineError> {
-        engine.cipher(key)?;
+        let layout = engine.cipher(key)?.layout();
         Ok(Self {
             engine,
             key,
+            layout,
             win: Mutex::new(Win {
                 pos: 0,
                 size: 0,
@@ -325,7 +328,7 @@ impl ReadWindow {
             // definition through a shared handle is refused by the ticket).
             let ctx = match w.entries.remove(&b) {
                 Some(e) => e.ctx,
-                None => w.free.pop().unwrap_or_else(|| self.engine.context()),
+                None => w.free.pop().unwrap_or_else(|| self.engine.block_context(self.layout)),
             };
             fresh.push((b, ctx, nonce, prio));
         }
@@ -354,10 +357,10 @@ impl ReadWindow {
     }
 
     /// Decrypt `buf` (one block of ciphertext) of block `block`, whose
-    /// nonce is `nonce`; returns the tag mask E(J0). Uses the window's mask
+    /// nonce is `nonce`; returns the tag mask. Uses the window's mask
     /// when it was made for this very nonce (and then releases it), else
     /// computes inline.
-    pub fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+    pub fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> TagMask {
         let hit = {
             let w = self.lock();
             w.entries
@@ -413,7 +416,7 @@ impl BlockReader for ReadWindow {
         ReadWindow::prefetch(self, blocks);
     }
 
-    fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+    fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> TagMask {
         ReadWindow::open(self, block, nonce, buf)
     }
 

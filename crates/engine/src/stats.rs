@@ -45,6 +45,7 @@ pub(crate) struct Stats {
     pub split_parts_workers: AtomicU64,
     pub split_parts_caller: AtomicU64,
     pub twofish_keys: AtomicU64,
+    pub xchacha_keys: AtomicU64,
     pub keys_retired: AtomicU64,
     pub keys_released: AtomicU64,
     /// Mask buffers held by contexts (up and down).
@@ -99,12 +100,18 @@ impl Stats {
             split_parts_workers: g(&self.split_parts_workers),
             split_parts_caller: g(&self.split_parts_caller),
             twofish_keys: g(&self.twofish_keys),
-            keys_live: (g(&self.software_keys) + g(&self.hardware_keys) + g(&self.twofish_keys))
-                .saturating_sub(g(&self.keys_retired)),
+            xchacha_keys: g(&self.xchacha_keys),
+            keys_live: (g(&self.software_keys)
+                + g(&self.hardware_keys)
+                + g(&self.twofish_keys)
+                + g(&self.xchacha_keys))
+            .saturating_sub(g(&self.keys_retired)),
             keys_retired: g(&self.keys_retired),
             keys_released: g(&self.keys_released),
             masks_held: g(&self.masks_held),
             speculation_why: String::new(),
+            ahead_threads: 0,
+            read_ahead: 0,
             device_launches: 0,
             device_masks: 0,
             device_cpu_masks: 0,
@@ -200,6 +207,9 @@ pub struct StatsSnapshot {
     /// Keys on Twofish (FORMAT.md 11; masks made by the cpu or a device).
     #[serde(default)]
     pub twofish_keys: u64,
+    /// Keys on XChaCha20 (FORMAT.md 15; masks made by the cpu).
+    #[serde(default)]
+    pub xchacha_keys: u64,
     /// Keys registered and not retired (`Engine::retire_key`).
     #[serde(default)]
     pub keys_live: u64,
@@ -215,6 +225,12 @@ pub struct StatsSnapshot {
     /// Why speculation is on or off (the `--speculation` policy's reason).
     #[serde(default)]
     pub speculation_why: String,
+    /// Decrypt-ahead threads (0: none).
+    #[serde(default)]
+    pub ahead_threads: usize,
+    /// Decrypt-ahead depth in requests (0: none).
+    #[serde(default)]
+    pub read_ahead: usize,
     /// A device backend's launches (0 on the cpu backend).
     #[serde(default)]
     pub device_launches: u64,
@@ -277,6 +293,17 @@ impl StatsSnapshot {
     /// applies that found their mask ready, plus blocks served already
     /// decrypted ahead, over all applies plus the blocks of sequential
     /// reads (served ahead, or decrypted by the reading thread itself).
+    /// What the engine does ahead of need, in words: `speculation and
+    /// decrypt-ahead`, `speculation`, `decrypt-ahead` or `none`.
+    pub fn policy(&self) -> &'static str {
+        match (self.speculation, self.read_ahead > 0 && self.ahead_threads > 0) {
+            (true, true) => "speculation and decrypt-ahead",
+            (true, false) => "speculation",
+            (false, true) => "decrypt-ahead",
+            (false, false) => "none",
+        }
+    }
+
     pub fn hit_rate(&self) -> f64 {
         let total = self.ready_hits + self.waits + self.inline + self.ahead_served + self.ahead_inline;
         if total == 0 {
@@ -309,6 +336,13 @@ impl fmt::Display for StatsSnapshot {
             } else {
                 format!(", workers on CPUs {}", format_cpu_list(&self.worker_cpus))
             }
+        )?;
+        writeln!(
+            f,
+            "  ahead of need: {} ({} decrypt-ahead thread(s), depth {})",
+            self.policy(),
+            self.ahead_threads,
+            self.read_ahead
         )?;
         let avg_wait = self.wait_ns.checked_div(self.waits).unwrap_or(0);
         writeln!(
@@ -358,14 +392,15 @@ impl fmt::Display for StatsSnapshot {
         )?;
         write!(
             f,
-            "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish; \
-             {} live, {} retired ({} released); {} masks held",
+            "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish, \
+             {} XChaCha20; {} live, {} retired ({} released); {} masks held",
             self.window_resets,
             self.window_reused,
             self.window_defined,
             self.software_keys,
             self.hardware_keys,
             self.twofish_keys,
+            self.xchacha_keys,
             self.keys_live,
             self.keys_retired,
             self.keys_released,

@@ -29,8 +29,7 @@ use crate::engine::KeyLease;
 use crate::{Ctx, Defined, Engine, EngineError, KeyId, Priority, ReadWindow, PRIORITY_LOWEST, REFILL_BATCH};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use warpfs_crypto::gcm::J0_COUNTER;
-use warpfs_crypto::Nonce;
+use warpfs_crypto::{MaskLayout, Nonce, TagMask};
 use warpfs_keystream::{epoch_of, BlockReader, Keystream, NonceSource};
 
 /// Redefinitions of retired masks one `seal` tries before it makes its
@@ -107,6 +106,8 @@ struct Ring {
 pub struct WritePool {
     engine: Arc<Engine>,
     key: KeyId,
+    /// The key's mask layout (its contexts' length follows from it).
+    layout: MaskLayout,
     nonces: Box<dyn NonceSupply>,
     /// Contexts kept ahead: the engine's Z (0 without speculation), at
     /// most half an epoch.
@@ -134,7 +135,7 @@ impl WritePool {
     /// its Z contexts at once (nearest nonce first in the queue); Z is cut
     /// to half of [`NonceSupply::epoch_size`].
     pub fn with_nonces(engine: Arc<Engine>, key: KeyId, nonces: Box<dyn NonceSupply>) -> Result<Self, EngineError> {
-        engine.cipher(key)?;
+        let layout = engine.cipher(key)?.layout();
         let z = if engine.speculation() {
             let half = usize::try_from(nonces.epoch_size() / 2).unwrap_or(usize::MAX);
             engine.config().pool_size.min(half).max(1)
@@ -144,6 +145,7 @@ impl WritePool {
         let pool = Self {
             engine,
             key,
+            layout,
             nonces,
             z,
             ring: Mutex::new(Ring {
@@ -152,7 +154,7 @@ impl WritePool {
             }),
             lease: None,
         };
-        let ctxs: Vec<Ctx> = (0..z).map(|_| pool.engine.context()).collect();
+        let ctxs: Vec<Ctx> = (0..z).map(|_| pool.engine.block_context(layout)).collect();
         pool.define_next(&mut pool.ring(), ctxs)?;
         Ok(pool)
     }
@@ -241,7 +243,7 @@ impl WritePool {
                 r.free.push(c);
             }
         }
-        let spare = r.free.pop().unwrap_or_else(|| self.engine.context());
+        let spare = r.free.pop().unwrap_or_else(|| self.engine.block_context(self.layout));
         let nonce = self.nonces.next_nonce();
         let t = self
             .engine
@@ -288,7 +290,7 @@ impl WritePool {
     #[cfg(test)]
     pub(crate) fn replica(&self, nonces: Box<dyn NonceSupply>) -> Self {
         let held: Vec<Nonce> = self.ring().queue.iter().map(|(_, t)| *t.nonce()).collect();
-        let ctxs: Vec<Ctx> = held.iter().map(|_| self.engine.context()).collect();
+        let ctxs: Vec<Ctx> = held.iter().map(|_| self.engine.block_context(self.layout)).collect();
         let items: Vec<(&Ctx, KeyId, Nonce, Priority)> = ctxs
             .iter()
             .zip(&held)
@@ -299,6 +301,7 @@ impl WritePool {
         Self {
             engine: self.engine.clone(),
             key: self.key,
+            layout: self.layout,
             nonces,
             z: self.z,
             ring: Mutex::new(Ring {
@@ -311,7 +314,7 @@ impl WritePool {
 }
 
 impl Keystream for WritePool {
-    fn seal(&self, buf: &mut [u8]) -> (Nonce, [u8; 16]) {
+    fn seal(&self, buf: &mut [u8]) -> (Nonce, TagMask) {
         let (ctx, t) = self.take();
         // The pool owns `ctx` exclusively, so the ticket cannot go stale; the
         // fallback only keeps this total.
@@ -326,7 +329,7 @@ impl Keystream for WritePool {
         (*t.nonce(), ej0)
     }
 
-    fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+    fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> TagMask {
         // Reads of open files go through `reader()`'s window; this is for
         // the odd block (read-modify-write): compute on the caller's thread.
         self.engine
@@ -334,12 +337,10 @@ impl Keystream for WritePool {
             .expect("a key is retired only once no pool or window uses it")
     }
 
-    fn tag_mask(&self, nonce: &Nonce) -> [u8; 16] {
-        let mut m = [0u8; 16];
+    fn tag_mask(&self, nonce: &Nonce) -> TagMask {
         self.engine
-            .xor_direct(self.key, nonce, J0_COUNTER, 0, &mut m)
-            .expect("a key is retired only once no pool or window uses it");
-        m
+            .tag_mask_direct(self.key, nonce)
+            .expect("a key is retired only once no pool or window uses it")
     }
 
     /// A [`ReadWindow`] on the pool's engine and key, one per open file.

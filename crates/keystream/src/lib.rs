@@ -1,6 +1,9 @@
 //! warpfs layer 5: the keystream engine. The content layer asks it for the
-//! mask of a block (AES-CTR keystream from counter 1: the first 16 bytes are
-//! the GCM tag mask E(J0), the rest XORs the data) and never touches AES itself.
+//! mask of a block (the keystream of its nonce, laid out as
+//! `warpfs_crypto::MaskLayout` says: for AES and Twofish CTR keystream from
+//! counter 1, the first 16 bytes the GCM tag mask E(J0), the rest XORs the
+//! data; for XChaCha20 the Poly1305 one-time key, then the data from
+//! ChaCha20 block 1) and never touches a cipher itself.
 //! This crate holds the seam ([`Keystream`] for a volume, [`BlockReader`] for
 //! the reads of one open file), the nonce source and the direct
 //! (non-speculative) backend; the speculative engine (`warpfs-engine`) plugs
@@ -15,7 +18,7 @@ pub use direct::Direct;
 pub use nonce::{epoch_of, Clock, EpochPolicy, NonceSource, SystemClock};
 pub use reader::{BlockReader, OnDemand};
 pub use split::{Inline, Splitter};
-pub use warpfs_crypto::Nonce;
+pub use warpfs_crypto::{Nonce, TagMask};
 
 use std::sync::Arc;
 
@@ -24,15 +27,15 @@ use std::sync::Arc;
 pub trait Keystream: Send + Sync + 'static {
     /// Encrypt `buf` (one block's plaintext, at most one content block long)
     /// in place under a fresh nonce that is never returned again. Returns the
-    /// nonce and the tag mask E(J0).
-    fn seal(&self, buf: &mut [u8]) -> (Nonce, [u8; 16]);
+    /// nonce and its tag mask (E(J0), or the Poly1305 one-time key).
+    fn seal(&self, buf: &mut [u8]) -> (Nonce, TagMask);
 
     /// Decrypt (XOR) `buf` in place with the keystream of `nonce`. Returns the
-    /// tag mask E(J0) so the caller can check a GCM tag.
-    fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16];
+    /// tag mask so the caller can check a tag.
+    fn open(&self, nonce: &Nonce, buf: &mut [u8]) -> TagMask;
 
-    /// The tag mask E(J0) alone (to verify a tag before decrypting).
-    fn tag_mask(&self, nonce: &Nonce) -> [u8; 16];
+    /// The tag mask alone.
+    fn tag_mask(&self, nonce: &Nonce) -> TagMask;
 
     /// A reader for one open file (call once per open file and keep it).
     /// The default makes every mask on demand through [`open`](Self::open);

@@ -16,7 +16,7 @@
 //! Several requests of one file may be between `plan` and `finish` at once
 //! (from different threads).
 
-use crate::{Keystream, Nonce};
+use crate::{Keystream, Nonce, TagMask};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -35,8 +35,8 @@ pub trait BlockReader: Send + Sync {
     }
 
     /// Decrypt (XOR) `buf`, the ciphertext of block `block` whose nonce is
-    /// `nonce`, in place; returns the tag mask E(J0).
-    fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16];
+    /// `nonce`, in place; returns the tag mask.
+    fn open(&self, block: u64, nonce: &Nonce, buf: &mut [u8]) -> TagMask;
 
     /// The request `[start, start + count)` given to [`plan`](Self::plan)
     /// is done (or failed).
@@ -67,7 +67,7 @@ impl<K: Keystream + ?Sized> std::fmt::Debug for OnDemand<K> {
 }
 
 impl<K: Keystream + ?Sized> BlockReader for OnDemand<K> {
-    fn open(&self, _block: u64, nonce: &Nonce, buf: &mut [u8]) -> [u8; 16] {
+    fn open(&self, _block: u64, nonce: &Nonce, buf: &mut [u8]) -> TagMask {
         self.keystream.open(nonce, buf)
     }
 }

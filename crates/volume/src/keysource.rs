@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use warpfs_content::{Cipher, Mode};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
-use warpfs_crypto::{ContentKey, ControlKey, GcmTagger, JournalKey, XtsCipher};
+use warpfs_crypto::{ContentCipher, ContentKey, ControlKey, GcmTagger, JournalKey, XChaChaKey, XtsCipher};
 use warpfs_engine::{Engine, WritePool};
 use warpfs_keystream::{Direct, Keystream};
 
@@ -15,12 +15,12 @@ pub(crate) struct KeySource {
     master: MasterKey,
     key_bits: u32,
     mode: Mode,
-    /// The block cipher (FORMAT.md 7 and 11).
-    cipher: XtsCipher,
+    /// The cipher (FORMAT.md 7, 11 and 15).
+    cipher: ContentCipher,
 }
 
 impl KeySource {
-    pub(crate) fn new(master: &MasterKey, key_bits: u32, mode: Mode, cipher: XtsCipher) -> Self {
+    pub(crate) fn new(master: &MasterKey, key_bits: u32, mode: Mode, cipher: ContentCipher) -> Self {
         Self {
             master: master.clone(),
             key_bits,
@@ -34,19 +34,23 @@ impl KeySource {
     /// the calling thread. A software-AES or device engine is given the raw
     /// key and expands it itself (a device uploads its round keys). A
     /// Twofish key (FORMAT.md 11: the same HKDF bytes as the AES content
-    /// key, expanded as Twofish) goes to the engine as raw bytes.
+    /// key, expanded as Twofish) goes to the engine as raw bytes, and so
+    /// does an XChaCha20 key (FORMAT.md 15: the same 32 HKDF bytes).
     pub(crate) fn cipher(&self, engine: Option<&Arc<Engine>>, g: u32) -> Result<Arc<Cipher>, String> {
+        if self.cipher == ContentCipher::XChaCha20 {
+            return self.xchacha(engine, g);
+        }
         let content = match self.cipher {
-            XtsCipher::Aes => Subkeys::derive_gen(&self.master, self.key_bits, g).content,
-            XtsCipher::Twofish => {
+            ContentCipher::Twofish => {
                 let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
                 ContentKey::with_cipher(XtsCipher::Twofish, &raw).map_err(|e| e.to_string())?
             }
+            _ => Subkeys::derive_gen(&self.master, self.key_bits, g).content,
         };
         let tagger = GcmTagger::new(&content);
         let keystream: Arc<dyn Keystream> = match engine {
             Some(engine) if self.mode != Mode::Xts => {
-                let key = if engine.config().software_aes || engine.is_device() || self.cipher != XtsCipher::Aes {
+                let key = if engine.config().software_aes || engine.is_device() || self.cipher != ContentCipher::Aes {
                     let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
                     engine
                         .add_raw_key_cipher(self.cipher, &raw)
@@ -61,7 +65,7 @@ impl KeySource {
             }
             _ => Arc::new(Direct::new(content)),
         };
-        let c = match (self.mode == Mode::Xts).then_some(self.cipher) {
+        let c = match (self.mode == Mode::Xts).then(|| self.cipher.block_cipher()).flatten() {
             Some(x) => {
                 let c = Cipher::new_xts(
                     Subkeys::xts_key_gen(&self.master, self.key_bits, x, g),
@@ -77,6 +81,26 @@ impl KeySource {
             None => Cipher::new(self.mode, keystream, tagger),
         };
         Ok(Arc::new(c.with_generation(g)))
+    }
+
+    /// The XChaCha20 cipher of key generation `g` (FORMAT.md 15), its masks
+    /// from `engine`'s write pool when one is given, else made on the
+    /// calling thread.
+    fn xchacha(&self, engine: Option<&Arc<Engine>>, g: u32) -> Result<Arc<Cipher>, String> {
+        if self.mode == Mode::Xts {
+            return Err("XChaCha20 has no XTS mode".into());
+        }
+        let raw = Subkeys::content_key_bytes_gen(&self.master, self.key_bits, g);
+        let keystream: Arc<dyn Keystream> = match engine {
+            Some(engine) => {
+                let key = engine
+                    .add_raw_key_cipher(ContentCipher::XChaCha20, &raw)
+                    .map_err(|e| e.to_string())?;
+                Arc::new(WritePool::owning(engine.clone(), key).map_err(|e| e.to_string())?)
+            }
+            None => Arc::new(Direct::xchacha(XChaChaKey::new(&raw).map_err(|e| e.to_string())?)),
+        };
+        Ok(Arc::new(Cipher::new_xchacha(self.mode, keystream).with_generation(g)))
     }
 
     /// The key that proves a control request comes from someone who

@@ -105,8 +105,8 @@ impl Volume {
         let write = config.write_generation();
         let subkeys = Subkeys::derive_gen(master, config.key_bits(), write);
         let mode = content_mode(config.content_mode());
-        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().block_cipher());
-        let old = previous.map(|p| KeySource::new(p, config.key_bits(), mode, config.content_mode().block_cipher()));
+        let keysource = KeySource::new(master, config.key_bits(), mode, config.content_mode().cipher());
+        let old = previous.map(|p| KeySource::new(p, config.key_bits(), mode, config.content_mode().cipher()));
         let previous_gen = match config.rekey_target() {
             Some(_) => Some(
                 old.as_ref()
@@ -297,8 +297,8 @@ fn io(e: Error) -> std::io::Error {
 
 pub(crate) fn content_mode(m: ContentMode) -> Mode {
     match m {
-        ContentMode::Ctr | ContentMode::CtrTwofish => Mode::Ctr,
-        ContentMode::Gcm | ContentMode::GcmTwofish => Mode::Gcm,
+        ContentMode::Ctr | ContentMode::CtrTwofish | ContentMode::CtrXChaCha20 => Mode::Ctr,
+        ContentMode::Gcm | ContentMode::GcmTwofish | ContentMode::XChaCha20Poly1305 => Mode::Gcm,
         ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
     }
 }

@@ -1,4 +1,5 @@
-//! Attacks on the cipher dir as tests (`gcm` mode; SECURITY.md "Attacks").
+//! Attacks on the cipher dir as tests (`gcm` and `xchacha20-poly1305`;
+//! SECURITY.md "Attacks").
 //!
 //! An attacker with write access to CIPHERDIR edits it while the volume is
 //! unmounted; then it is mounted and every tampered file is read:
@@ -76,32 +77,45 @@ struct Attack {
     apply: Box<dyn Fn(&Volume)>,
 }
 
-/// A gcm volume: with file summaries (`init --file-summary on`) or
-/// without them (the default: format 1's layout).
-fn volume(summary: bool) -> Volume {
+/// A volume of `mode` (the gcm layout: `gcm` or `xchacha20-poly1305`):
+/// with file summaries (`init --file-summary on`) or without them (the
+/// default: format 1's layout).
+fn volume(mode: Mode, summary: bool) -> Volume {
+    assert_eq!(mode.base(), MODE, "the attacks address the gcm layout");
     let mut v = if summary {
-        Volume::init_with(MODE, &["--file-summary", "on"])
+        Volume::init_with(mode, &["--file-summary", "on"])
     } else {
-        Volume::init(MODE)
+        Volume::init(mode)
     };
     v.mount();
     v
 }
 
 mod detected {
+    use super::Mode;
     #[test]
     fn with_summaries() {
-        super::detected(true)
+        super::detected(Mode::Gcm, true)
     }
     #[test]
     fn without_summaries() {
-        super::detected(false)
+        super::detected(Mode::Gcm, false)
+    }
+    #[test]
+    fn xchacha20_poly1305_with_summaries() {
+        super::detected(Mode::XChaCha20Poly1305, true)
+    }
+    #[test]
+    fn xchacha20_poly1305_without_summaries() {
+        super::detected(Mode::XChaCha20Poly1305, false)
     }
 }
 
-fn detected(summary: bool) {
+/// Every attack on a volume of `mode` (AES-GCM or XChaCha20-Poly1305:
+/// the same layout, FORMAT.md 15) is EIO and a log line.
+fn detected(mode: Mode, summary: bool) {
     require_fuse!();
-    let mut v = volume(summary);
+    let mut v = volume(mode, summary);
     let mut rng = Rng::for_test("attacks");
     let e = MODE.entry_size();
     let (d, en) = (|b| MODE.block_data_offset(b), |b| MODE.block_entry_offset(b));
@@ -374,7 +388,8 @@ fn detected(summary: bool) {
     write_file(&v.p("after"), b"still works");
     assert_eq!(fs::read(v.p("after")).unwrap(), b"still works");
     eprintln!(
-        "attacks ({}): {} tried, {detected} detected (EIO + log line)",
+        "attacks ({}, {}): {} tried, {detected} detected (EIO + log line)",
+        mode.name(),
         if summary { "file summaries" } else { "no file summaries" },
         attacks.len()
     );

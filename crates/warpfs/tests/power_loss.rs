@@ -20,7 +20,8 @@ use common::*;
 
 mode_tests!(writes, rename, rekey);
 
-/// The same workloads on gcm volumes with file summaries (FORMAT.md 12):
+/// The same workloads on gcm (and xchacha20-poly1305) volumes with file
+/// summaries (FORMAT.md 12):
 /// every crash state must verify (no fsynced byte reads as EIO because a
 /// summary does not match).
 mod summaries {
@@ -39,6 +40,22 @@ mod summaries {
     #[test]
     fn rekey() {
         crashsim::run_with(Mode::Gcm, "rekey", &["--file-summary", "on"])
+    }
+
+    /// XChaCha20-Poly1305 keeps summaries as gcm does (FORMAT.md 15).
+    #[test]
+    fn xchacha20_poly1305_writes() {
+        crashsim::run_with(Mode::XChaCha20Poly1305, "writes", &["--file-summary", "on"])
+    }
+
+    #[test]
+    fn xchacha20_poly1305_rename() {
+        crashsim::run_with(Mode::XChaCha20Poly1305, "rename", &["--file-summary", "on"])
+    }
+
+    #[test]
+    fn xchacha20_poly1305_rekey() {
+        crashsim::run_with(Mode::XChaCha20Poly1305, "rekey", &["--file-summary", "on"])
     }
 }
 

@@ -41,7 +41,7 @@ impl Config {
         key_bits: u32,
         kdf: KdfParams,
     ) -> Result<Config> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let path = crate::config_path(dir);
         if crate::read::exists(&path) {
@@ -83,7 +83,7 @@ impl Config {
         kdf: KdfParams,
         extra: &[FeatureFlag],
     ) -> Result<(Config, MasterKey)> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let master = MasterKey::generate();
         if crate::read::exists(path) {
@@ -125,7 +125,7 @@ impl Config {
         extra: &[FeatureFlag],
         recovery: Option<&RecoveryKey>,
     ) -> Result<(Config, MasterKey)> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         if crate::read::exists(path) {
             return Err(ConfigError::AlreadyExists {
@@ -163,7 +163,7 @@ impl Config {
         key_bits: u32,
         kdf: KdfParams,
     ) -> Result<(Config, MasterKey)> {
-        check_key_bits(key_bits)?;
+        check_key_bits(mode, key_bits)?;
         check_kdf(&kdf)?;
         let master = MasterKey::generate();
         let cfg = Self::seal(

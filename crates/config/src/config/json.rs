@@ -193,7 +193,7 @@ impl Config {
             return Err(ConfigError::parse("\"creator\" is too long or has control characters"));
         }
         let content_mode: ContentMode = f.content_mode.parse()?;
-        check_key_bits(f.key_bits)?;
+        check_key_bits(content_mode, f.key_bits)?;
         if f.block_size != BLOCK_SIZE {
             return Err(ConfigError::Unsupported(format!(
                 "block size {} is not supported (only {BLOCK_SIZE})",

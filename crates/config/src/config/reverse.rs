@@ -16,7 +16,7 @@ impl Config {
     /// Reverse configs of format 1 (without `bound-seals`) stay as they
     /// are: their views keep their bytes.
     pub fn create_reverse(path: &Path, password: &[u8], key_bits: u32, kdf: KdfParams) -> Result<(Config, MasterKey)> {
-        super::validate::check_key_bits(key_bits)?;
+        super::validate::check_key_bits(ContentMode::Gcm, key_bits)?;
         super::validate::check_kdf(&kdf)?;
         let (dir, name) = split(path)?;
         let mut flags = V1_FEATURE_FLAGS.to_vec();

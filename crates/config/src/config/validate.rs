@@ -16,7 +16,15 @@ pub(crate) fn show(s: &str) -> String {
     format!("\"{out}\"")
 }
 
-pub(super) fn check_key_bits(bits: u32) -> Result<()> {
+/// 128 or 256 bits; 256 only for XChaCha20 (FORMAT.md 15), which has no
+/// 128-bit key.
+pub(super) fn check_key_bits(mode: ContentMode, bits: u32) -> Result<()> {
+    if mode.cipher() == warpfs_crypto::ContentCipher::XChaCha20 && bits != 256 {
+        return Err(ConfigError::Unsupported(format!(
+            "key size {bits} bits is not supported by content mode {} (supported: 256)",
+            mode.as_str()
+        )));
+    }
     if bits == 128 || bits == 256 {
         Ok(())
     } else {
@@ -53,16 +61,16 @@ pub(super) fn check_rekey_id(present: bool, rekey_target: Option<u32>, flags: &[
 }
 
 /// Version 2 exactly when a version 2 flag is present; `file-summary` in
-/// `gcm` only.
+/// `gcm` and `xchacha20-poly1305` only.
 pub(super) fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {
     if version != version_of(flags) {
         return Err(ConfigError::parse(format!(
             "config version {version} does not match its feature flags"
         )));
     }
-    if flags.contains(&FeatureFlag::FileSummary) && mode != ContentMode::Gcm {
+    if flags.contains(&FeatureFlag::FileSummary) && !mode.has_file_summaries() {
         return Err(ConfigError::Unsupported(format!(
-            "feature flag file-summary needs content mode gcm, not {}",
+            "feature flag file-summary needs content mode gcm or xchacha20-poly1305, not {}",
             mode.as_str()
         )));
     }

@@ -250,3 +250,85 @@ fn a_hostile_rekey_id_is_refused() {
         }
     }
 }
+
+#[test]
+fn xchacha_configs_round_trip_with_256_bit_keys_and_summaries() {
+    let d = tempfile::tempdir().unwrap();
+    let flags = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
+    let (cfg, master) =
+        Config::create_with_features(d.path(), PW, ContentMode::XChaCha20Poly1305, 256, fast(), &flags).unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, cfg);
+    assert_eq!(loaded.content_mode(), ContentMode::XChaCha20Poly1305);
+    assert!(loaded.has_feature(FeatureFlag::FileSummary));
+    assert_eq!(loaded.unlock(PW).unwrap(), master);
+    let text = std::fs::read_to_string(config_path(d.path())).unwrap();
+    assert!(text.contains("\"content_mode\": \"xchacha20-poly1305\""), "{text}");
+    // Swapping the cipher back to AES (same layout) breaks the unwrap.
+    let json = loaded.to_json().replace("\"xchacha20-poly1305\"", "\"gcm\"");
+    let edited = Config::from_json(json.as_bytes()).unwrap();
+    assert!(matches!(edited.unlock(PW), Err(ConfigError::WrongPassword)));
+    // XChaCha20 has 256-bit keys only: refused on create and on load.
+    let d2 = tempfile::tempdir().unwrap();
+    for m in [ContentMode::XChaCha20Poly1305, ContentMode::CtrXChaCha20] {
+        let e = Config::create(d2.path(), PW, m, 128, fast()).unwrap_err().to_string();
+        assert!(e.contains("supported: 256"), "{e}");
+    }
+    let json = loaded.to_json().replace("\"key_bits\": 256", "\"key_bits\": 128");
+    assert!(matches!(
+        Config::from_json(json.as_bytes()),
+        Err(ConfigError::Unsupported(_))
+    ));
+    // Summaries need tags: not in ctr-xchacha20.
+    let e = Config::create_with_features(d2.path(), PW, ContentMode::CtrXChaCha20, 256, fast(), &flags)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("file-summary"), "{e}");
+    let (c, _) = Config::create(d2.path(), PW, ContentMode::CtrXChaCha20, 256, fast()).unwrap();
+    assert_eq!(Config::load(d2.path()).unwrap(), c);
+}
+
+#[test]
+fn xchacha_keyslot_configs_take_256_bit_keys_only_and_bind_the_cipher() {
+    use crate::SlotKind;
+    let d = tempfile::tempdir().unwrap();
+    let path = config_path(d.path());
+    let flags = [FeatureFlag::BoundSeals, FeatureFlag::FileSummary];
+    // Format 3 (what `init` writes) refuses a 128-bit XChaCha20 key, as
+    // the older formats do, and writes nothing.
+    for m in [ContentMode::XChaCha20Poly1305, ContentMode::CtrXChaCha20] {
+        let e = Config::create_slots_at(&path, PW, SlotKind::Password, m, 128, fast(), &[], None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("supported: 256"), "{e}");
+        assert!(!path.exists());
+    }
+    let (c, vk) = Config::create_slots_at(
+        &path,
+        PW,
+        SlotKind::Password,
+        ContentMode::XChaCha20Poly1305,
+        256,
+        fast(),
+        &flags,
+        None,
+    )
+    .unwrap();
+    let loaded = Config::load(d.path()).unwrap();
+    assert_eq!(loaded, c);
+    assert_eq!(
+        (loaded.version(), loaded.content_mode()),
+        (3, ContentMode::XChaCha20Poly1305)
+    );
+    assert!(loaded.has_feature(FeatureFlag::Keyslots) && loaded.has_feature(FeatureFlag::FileSummary));
+    assert_eq!(loaded.unlock(PW).unwrap(), vk);
+    // The cipher is bound: the same layout under AES, or a 128-bit key,
+    // does not open.
+    let json = c.to_json().replace("\"xchacha20-poly1305\"", "\"gcm\"");
+    assert!(Config::from_json(json.as_bytes()).unwrap().unlock(PW).is_err());
+    let json = c.to_json().replace("\"key_bits\": 256", "\"key_bits\": 128");
+    assert!(matches!(
+        Config::from_json(json.as_bytes()),
+        Err(ConfigError::Unsupported(_))
+    ));
+}

@@ -150,13 +150,13 @@ struct RecordingReader {
 }
 
 impl warpfs_keystream::Keystream for Recording {
-    fn seal(&self, buf: &mut [u8]) -> (warpfs_crypto::Nonce, [u8; 16]) {
+    fn seal(&self, buf: &mut [u8]) -> (warpfs_crypto::Nonce, warpfs_crypto::TagMask) {
         self.inner.seal(buf)
     }
-    fn open(&self, nonce: &warpfs_crypto::Nonce, buf: &mut [u8]) -> [u8; 16] {
+    fn open(&self, nonce: &warpfs_crypto::Nonce, buf: &mut [u8]) -> warpfs_crypto::TagMask {
         self.inner.open(nonce, buf)
     }
-    fn tag_mask(&self, nonce: &warpfs_crypto::Nonce) -> [u8; 16] {
+    fn tag_mask(&self, nonce: &warpfs_crypto::Nonce) -> warpfs_crypto::TagMask {
         self.inner.tag_mask(nonce)
     }
     fn reader(self: Arc<Self>) -> Box<dyn warpfs_keystream::BlockReader> {
@@ -165,7 +165,7 @@ impl warpfs_keystream::Keystream for Recording {
 }
 
 impl warpfs_keystream::BlockReader for RecordingReader {
-    fn open(&self, block: u64, nonce: &warpfs_crypto::Nonce, buf: &mut [u8]) -> [u8; 16] {
+    fn open(&self, block: u64, nonce: &warpfs_crypto::Nonce, buf: &mut [u8]) -> warpfs_crypto::TagMask {
         self.inner.opened.lock().unwrap().push(block);
         warpfs_keystream::Keystream::open(&*self.inner, nonce, buf)
     }

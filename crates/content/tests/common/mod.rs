@@ -20,6 +20,13 @@ pub fn cipher(mode: Mode) -> Arc<Cipher> {
     Arc::new(Cipher::new(mode, Arc::new(Direct::new(key)), tagger))
 }
 
+/// An XChaCha20 cipher (FORMAT.md 15): `Mode::Gcm` is
+/// `xchacha20-poly1305`, `Mode::Ctr` is `ctr-xchacha20`.
+pub fn xchacha_cipher(mode: Mode) -> Arc<Cipher> {
+    let key = warpfs_crypto::XChaChaKey::new(&KEY).unwrap();
+    Arc::new(Cipher::new_xchacha(mode, Arc::new(Direct::xchacha(key))))
+}
+
 pub fn rw(path: &Path) -> File {
     OpenOptions::new()
         .read(true)

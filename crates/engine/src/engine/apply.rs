@@ -10,7 +10,7 @@ use crate::EngineError;
 use crossbeam_epoch as epoch;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-use warpfs_crypto::Nonce;
+use warpfs_crypto::{Nonce, TagMask, TAG_MASK_LEN};
 
 /// How long an `apply` waits for a mask a device is making before it makes
 /// the bytes on its own thread (the hybrid policy of the GPU papers).
@@ -53,12 +53,12 @@ impl Engine {
         self.apply_parts(&ctx.slot, ticket, &mut [(offset, buf)])
     }
 
-    /// Encrypt or decrypt one content block with the warpfs layout: `buf`
-    /// gets mask bytes 16.. and the returned E(J0) is mask bytes 0..16.
-    pub fn apply_block(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
-        let mut ej0 = [0u8; 16];
-        self.apply_parts(&ctx.slot, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
-        Ok(ej0)
+    /// Encrypt or decrypt one content block with the warpfs layout of the
+    /// ticket's key ([`Defined::layout`]): `buf` gets the data keystream
+    /// (mask bytes 16.., or 64.. for XChaCha20) and the returned tag mask
+    /// is the mask's first bytes (E(J0), or the Poly1305 key).
+    pub fn apply_block(&self, ctx: &Ctx, ticket: &Defined, buf: &mut [u8]) -> Result<TagMask, EngineError> {
+        self.apply_block_in(&ctx.slot, ticket, buf)
     }
 
     /// [`apply_block`](Self::apply_block) through a shared handle.
@@ -67,10 +67,15 @@ impl Engine {
         r: &SlotRef,
         ticket: &Defined,
         buf: &mut [u8],
-    ) -> Result<[u8; 16], EngineError> {
-        let mut ej0 = [0u8; 16];
-        self.apply_parts(&r.0, ticket, &mut [(0, &mut ej0[..]), (16, buf)])?;
-        Ok(ej0)
+    ) -> Result<TagMask, EngineError> {
+        self.apply_block_in(&r.0, ticket, buf)
+    }
+
+    fn apply_block_in(&self, slot: &Slot, ticket: &Defined, buf: &mut [u8]) -> Result<TagMask, EngineError> {
+        let l = ticket.layout;
+        let mut tm = [0u8; TAG_MASK_LEN];
+        self.apply_parts(slot, ticket, &mut [(0, &mut tm[..l.tag_len]), (l.data_at, buf)])?;
+        Ok(tm)
     }
 
     fn apply_parts(&self, slot: &Slot, ticket: &Defined, parts: &mut [(usize, &mut [u8])]) -> Result<(), EngineError> {
@@ -275,20 +280,33 @@ impl Engine {
         Ok(())
     }
 
-    /// Encrypt or decrypt one content block (warpfs layout) directly on
-    /// this thread, without a context: `buf` gets the data keystream
-    /// (counter 2 on), the result is E(J0) (counter 1).
-    pub fn open_direct(&self, key: KeyId, nonce: &Nonce, buf: &mut [u8]) -> Result<[u8; 16], EngineError> {
-        if (buf.len() as u64).div_ceil(16) + 1 > MAX_BLOCKS {
+    /// Encrypt or decrypt one content block (the key's warpfs layout)
+    /// directly on this thread, without a context: `buf` gets the data
+    /// keystream (counter 2 on; XChaCha20: block 1 on), the result is the
+    /// tag mask (E(J0) at counter 1; the Poly1305 key of block 0).
+    pub fn open_direct(&self, key: KeyId, nonce: &Nonce, buf: &mut [u8]) -> Result<TagMask, EngineError> {
+        if (buf.len() as u64).div_ceil(16) + 4 > MAX_BLOCKS {
             return Err(EngineError::OutOfRange);
         }
         let guard = epoch::pin();
         let cipher = self.key_ref(key, &guard)?;
-        let mut ej0 = [0u8; 16];
-        cipher.fill(nonce, warpfs_crypto::gcm::J0_COUNTER, &mut ej0);
-        cipher.xor_at(nonce, warpfs_crypto::gcm::DATA_COUNTER, 0, buf);
+        let l = cipher.layout();
+        let mut tm = [0u8; TAG_MASK_LEN];
+        cipher.fill(nonce, l.first, &mut tm[..l.tag_len]);
+        cipher.xor_at(nonce, l.first, l.data_at as u64, buf);
         Stats::add(&self.shared.stats.direct, 1);
-        Ok(ej0)
+        Ok(tm)
+    }
+
+    /// The tag mask of (`key`, `nonce`) alone, made on this thread.
+    pub fn tag_mask_direct(&self, key: KeyId, nonce: &Nonce) -> Result<TagMask, EngineError> {
+        let guard = epoch::pin();
+        let cipher = self.key_ref(key, &guard)?;
+        let l = cipher.layout();
+        let mut tm = [0u8; TAG_MASK_LEN];
+        cipher.fill(nonce, l.first, &mut tm[..l.tag_len]);
+        Stats::add(&self.shared.stats.direct, 1);
+        Ok(tm)
     }
 }
 

@@ -7,7 +7,7 @@ use super::{Engine, Padded, Shared};
 use crate::stats::Stats;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use warpfs_crypto::Nonce;
+use warpfs_crypto::{MaskLayout, Nonce};
 
 /// The ticket of one definition of a context: which key, nonce and initial
 /// counter its mask is for. [`Engine::apply`] XORs only while the context
@@ -18,6 +18,7 @@ pub struct Defined {
     pub(super) key: KeyId,
     pub(super) nonce: Nonce,
     pub(super) counter: u32,
+    pub(super) layout: MaskLayout,
 }
 
 impl Defined {
@@ -36,6 +37,10 @@ impl Defined {
     /// The engine-wide unique generation of this definition.
     pub fn generation(&self) -> u64 {
         self.gen
+    }
+    /// Where the key's cipher puts a block's tag mask and data in a mask.
+    pub fn layout(&self) -> MaskLayout {
+        self.layout
     }
 }
 
@@ -120,6 +125,7 @@ pub(super) struct SlotDef {
     pub(super) key: KeyId,
     pub(super) nonce: Nonce,
     pub(super) counter: u32,
+    pub(super) layout: MaskLayout,
 }
 
 /// A context's mask buffer: on locked pages, zeroed when dropped, and
@@ -203,6 +209,14 @@ impl Engine {
         self.context_with_len(self.shared.cfg.mask_len)
     }
 
+    /// A new context for the masks of one content block of a key with
+    /// `layout` (the configured mask length holds E(J0) and one block; a
+    /// layout whose data starts later gets the bytes it needs more).
+    pub fn block_context(&self, layout: MaskLayout) -> Ctx {
+        let data = self.shared.cfg.mask_len.saturating_sub(MaskLayout::BLOCK.data_at);
+        self.context_with_len(layout.len_for(data))
+    }
+
     /// A new context whose mask is `len` bytes (at least 1).
     pub fn context_with_len(&self, len: usize) -> Ctx {
         Ctx {
@@ -236,6 +250,7 @@ impl Engine {
             key: d.key,
             nonce: d.nonce,
             counter: d.counter,
+            layout: d.layout,
         })
     }
 
@@ -253,6 +268,7 @@ impl Engine {
                 key: d.key,
                 nonce: d.nonce,
                 counter: d.counter,
+                layout: d.layout,
             }),
             state: st.phase,
             made_by_worker: st.by_worker,

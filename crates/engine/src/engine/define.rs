@@ -11,18 +11,20 @@ use std::sync::atomic::Ordering;
 use warpfs_crypto::Nonce;
 
 impl Engine {
-    /// Define `ctx` for (`key`, `nonce`) with the warpfs layout (mask from
-    /// counter 1: E(J0), then the data keystream) and queue its mask at
+    /// Define `ctx` for (`key`, `nonce`) with the warpfs layout of the
+    /// key's cipher (`MaskCipher::layout`: for AES and Twofish the mask from
+    /// counter 1, E(J0) then the data keystream; for XChaCha20 from block 0,
+    /// the Poly1305 key then the data at byte 64) and queue its mask at
     /// `priority`. Returns at once. A previous definition is dropped (its
     /// tickets stop working).
     pub fn define(&self, ctx: &Ctx, key: KeyId, nonce: &Nonce, priority: Priority) -> Result<Defined, EngineError> {
-        self.define_at(ctx, key, nonce, warpfs_crypto::gcm::J0_COUNTER, Some(priority))
+        self.define_with(ctx, key, nonce, None, Some(priority))
     }
 
     /// Define `ctx` without queueing it: the first `apply` makes the mask on
     /// its own thread. What every define does with speculation off.
     pub fn define_on_demand(&self, ctx: &Ctx, key: KeyId, nonce: &Nonce) -> Result<Defined, EngineError> {
-        self.define_at(ctx, key, nonce, warpfs_crypto::gcm::J0_COUNTER, None)
+        self.define_with(ctx, key, nonce, None, None)
     }
 
     /// The general define: mask offset 0 is counter block `counter`;
@@ -35,6 +37,18 @@ impl Engine {
         counter: u32,
         priority: Option<Priority>,
     ) -> Result<Defined, EngineError> {
+        self.define_with(ctx, key, nonce, Some(counter), priority)
+    }
+
+    /// Define at `counter`, or (`None`) at the start of the key's layout.
+    fn define_with(
+        &self,
+        ctx: &Ctx,
+        key: KeyId,
+        nonce: &Nonce,
+        counter: Option<u32>,
+        priority: Option<Priority>,
+    ) -> Result<Defined, EngineError> {
         let queue = priority.is_some() && self.speculation();
         let t = self.define_inner(ctx, key, nonce, counter, queue)?;
         if let (Some(prio), true) = (priority, queue) {
@@ -43,16 +57,21 @@ impl Engine {
         Ok(t)
     }
 
-    /// Record a definition; `queued`: the caller puts it on the queue.
+    /// Record a definition at `counter` (`None`: where the key's layout
+    /// starts); `queued`: the caller puts it on the queue.
     fn define_inner(
         &self,
         ctx: &Ctx,
         key: KeyId,
         nonce: &Nonce,
-        counter: u32,
+        counter: Option<u32>,
         queued: bool,
     ) -> Result<Defined, EngineError> {
-        self.shared.keys.check(key.0)?;
+        let layout = {
+            let guard = crossbeam_epoch::pin();
+            self.key_ref(key, &guard)?.layout()
+        };
+        let counter = counter.unwrap_or(layout.first);
         let slot = &ctx.slot;
         let gen = self.shared.next_gen.fetch_add(1, Ordering::Relaxed);
         let mut st = slot.lock();
@@ -66,6 +85,7 @@ impl Engine {
             key,
             nonce: *nonce,
             counter,
+            layout,
         });
         st.phase = CtxState::Pending;
         st.applied = false;
@@ -83,10 +103,11 @@ impl Engine {
             key,
             nonce: *nonce,
             counter,
+            layout,
         })
     }
 
-    /// Define many contexts at once (warpfs layout, like
+    /// Define many contexts at once (the key's warpfs layout, like
     /// [`define`](Self::define)) and queue them under one lock of the queue:
     /// what the write pool's refills and the read window's look-ahead use.
     /// Equal priorities are served in the order given. Fails before
@@ -99,7 +120,7 @@ impl Engine {
         let mut tickets = Vec::with_capacity(items.len());
         let mut queue = Vec::with_capacity(if spec { items.len() } else { 0 });
         for &(ctx, key, nonce, prio) in items {
-            let t = self.define_inner(ctx, key, &nonce, warpfs_crypto::gcm::J0_COUNTER, spec)?;
+            let t = self.define_inner(ctx, key, &nonce, None, spec)?;
             if spec {
                 queue.push((ctx.slot.clone(), t.gen, prio));
             }

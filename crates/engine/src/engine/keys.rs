@@ -169,16 +169,22 @@ impl Engine {
     }
 
     /// Register a raw key of `cipher` (AES: as [`add_raw_key`](Self::add_raw_key);
-    /// Twofish: made on the cpu, see [`MaskCipher::with_cipher`]).
-    pub fn add_raw_key_cipher(&self, cipher: warpfs_crypto::XtsCipher, key: &[u8]) -> Result<KeyId, EngineError> {
+    /// Twofish and XChaCha20: see [`MaskCipher::with_cipher`]).
+    pub fn add_raw_key_cipher(
+        &self,
+        cipher: impl Into<warpfs_crypto::ContentCipher>,
+        key: &[u8],
+    ) -> Result<KeyId, EngineError> {
         Ok(self.push_key(MaskCipher::with_cipher(cipher, key, self.shared.cfg.software_aes)?))
     }
 
     fn push_key(&self, c: MaskCipher) -> KeyId {
         let st = &self.shared.stats;
         Stats::add(
-            if c.cipher() == warpfs_crypto::XtsCipher::Twofish {
+            if c.cipher() == warpfs_crypto::ContentCipher::Twofish {
                 &st.twofish_keys
+            } else if c.cipher() == warpfs_crypto::ContentCipher::XChaCha20 {
+                &st.xchacha_keys
             } else if c.is_software() {
                 &st.software_keys
             } else {

@@ -197,7 +197,7 @@ fn define_batch_keeps_priority_order_and_every_byte_is_ctr() {
         assert_eq!(t.nonce(), &nonce_of(9_000 + i as u64));
         let mut buf = vec![0u8; 4096];
         let ej0 = e.apply_block(c, t, &mut buf).unwrap();
-        assert_eq!(ej0.to_vec(), reference(&raw, t.nonce(), 1, 0, 16));
+        assert_eq!(ej0[..16].to_vec(), reference(&raw, t.nonce(), 1, 0, 16));
         assert_eq!(buf, reference(&raw, t.nonce(), 2, 0, 4096));
     }
     assert_eq!(e.stats().ready_hits, 40);
@@ -224,7 +224,7 @@ fn on_demand_masks_go_straight_into_the_buffer_every_time() {
     let mut a = pt.clone();
     let ej0 = e.apply_block(&c, &t, &mut a).unwrap();
     assert_eq!(xor(&a, &pt), reference(&raw, &nonce_of(9), 2, 0, 4096));
-    assert_eq!(ej0.to_vec(), reference(&raw, &nonce_of(9), 1, 0, 16));
+    assert_eq!(ej0[..16].to_vec(), reference(&raw, &nonce_of(9), 1, 0, 16));
     let mut b = pt.clone();
     assert_eq!(e.apply_block(&c, &t, &mut b).unwrap(), ej0);
     assert_eq!(a, b);

@@ -8,6 +8,7 @@ mod lifecycle;
 mod retire;
 mod window;
 mod write_pool;
+mod xchacha;
 
 use proptest::prelude::*;
 use std::collections::HashSet;

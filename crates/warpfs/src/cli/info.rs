@@ -5,7 +5,7 @@
 use super::exit::CliError;
 use clap::Args;
 use std::path::{Path, PathBuf};
-use warpfs_config::{Config, ContentMode};
+use warpfs_config::Config;
 
 /// Version of the `info --json` object (bumped only when a field changes
 /// meaning or goes away; new fields may be added within a version).
@@ -36,7 +36,7 @@ pub fn info_json(cfg: &Config, cipherdir: &Path, config: &Path) -> serde_json::V
         "content_mode": cfg.content_mode().as_str(),
         "cipher": cfg.content_mode().cipher_name(),
         "key_bits": cfg.key_bits(),
-        "authenticated": cfg.content_mode() == ContentMode::Gcm,
+        "authenticated": cfg.content_mode().is_authenticated(),
         "block_size": cfg.block_size(),
         "feature_flags": cfg.feature_flags().iter().map(|f| f.as_str()).collect::<Vec<_>>(),
         "kdf": {

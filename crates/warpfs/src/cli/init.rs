@@ -13,9 +13,11 @@ use warpfs_crypto::slotkeys::RecoveryKey;
 /// Content encryption mode.
 #[derive(ValueEnum, Debug, Clone, Copy)]
 pub enum ModeArg {
-    /// AES-GCM per 4 KiB block (authenticated; default).
+    /// GCM per 4 KiB block (authenticated; default); with --cipher
+    /// xchacha20, XChaCha20-Poly1305 per block.
     Gcm,
-    /// AES-CTR per 4 KiB block (the EncFS++ paper's mode; no integrity).
+    /// CTR per 4 KiB block (the EncFS++ paper's mode; no integrity); with
+    /// --cipher xchacha20, the XChaCha20 keystream alone.
     Ctr,
     /// XTS per 4 KiB block (IEEE 1619, as disk encryption; no integrity, no nonce table).
     Xts,
@@ -29,6 +31,10 @@ pub enum CipherArg {
     /// Twofish (as TrueCrypt offers it; software: masks made ahead on idle
     /// cores by the speculative engine in gcm and ctr).
     Twofish,
+    /// XChaCha20, with Poly1305 tags in gcm (fast without AES hardware;
+    /// masks made ahead on idle cores like Twofish's; gcm and ctr only,
+    /// 256-bit keys).
+    Xchacha20,
 }
 
 /// A switch.
@@ -51,7 +57,9 @@ pub struct InitArgs {
     /// Content key size in bits (xts: each of its two keys).
     #[arg(long, default_value_t = 256, value_parser = parse_key_bits)]
     key_bits: u32,
-    /// Block cipher (any mode).
+    /// Content cipher: aes or twofish (any mode), xchacha20 (gcm: as
+    /// XChaCha20-Poly1305, and ctr). Which to pick: README, "Choosing a
+    /// cipher"; `warpfs speed` measures each on this CPU.
     #[arg(long, value_enum, default_value = "aes")]
     cipher: CipherArg,
     /// Argon2id memory in KiB (at least 32768).
@@ -72,7 +80,7 @@ pub struct InitArgs {
     /// later command then needs the same --config FILE).
     #[command(flatten)]
     config: super::ConfigArg,
-    /// gcm: keep an authenticated summary of each file's nonce entries, so
+    /// gcm (AES or XChaCha20): keep an authenticated summary of each file's nonce entries, so
     /// that rolling back or mixing some of a file's blocks is detected
     /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
     /// write throughput (bench/results/summary.md, decision record 0015).
@@ -97,13 +105,23 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
         ModeArg::Ctr => ContentMode::Ctr,
         ModeArg::Xts => ContentMode::Xts,
     };
-    let mode = ContentMode::with_cipher(
-        base,
-        match a.cipher {
-            CipherArg::Aes => warpfs_crypto::XtsCipher::Aes,
-            CipherArg::Twofish => warpfs_crypto::XtsCipher::Twofish,
-        },
-    );
+    let cipher = match a.cipher {
+        CipherArg::Aes => warpfs_crypto::ContentCipher::Aes,
+        CipherArg::Twofish => warpfs_crypto::ContentCipher::Twofish,
+        CipherArg::Xchacha20 => warpfs_crypto::ContentCipher::XChaCha20,
+    };
+    let mode = ContentMode::with_cipher(base, cipher).ok_or_else(|| {
+        CliError::new(
+            super::exit::USAGE,
+            "--cipher xchacha20 needs --mode gcm or ctr (a stream cipher has no XTS mode)",
+        )
+    })?;
+    if cipher == warpfs_crypto::ContentCipher::XChaCha20 && a.key_bits != 256 {
+        return Err(CliError::new(
+            super::exit::USAGE,
+            "--cipher xchacha20 has 256-bit keys only (--key-bits 256)",
+        ));
+    }
     if a.reverse {
         if !matches!(mode, ContentMode::Gcm) {
             return Err(CliError::new(
@@ -118,10 +136,10 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     // their entry; gcm files with summaries when asked for.
     let mut features = vec![FeatureFlag::BoundSeals];
     if a.file_summary == OnOff::On {
-        if mode != ContentMode::Gcm {
+        if !mode.has_file_summaries() {
             return Err(CliError::new(
                 super::exit::USAGE,
-                "--file-summary on needs --mode gcm with AES (ctr and xts have no tags to summarise)",
+                "--file-summary on needs --mode gcm with AES or XChaCha20 (ctr and xts have no tags to summarise)",
             ));
         }
         features.push(FeatureFlag::FileSummary);

@@ -27,8 +27,9 @@ use warpfs_volume::{Options, Volume};
 /// the other core, and the workers take CPU from the FUSE threads, so it is
 /// off there (also over io_uring: docs/decisions/0007); with Twofish or
 /// software AES (no AES-NI, or `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead
-/// pays and it is on (docs/decisions/0013).
-pub fn auto_speculation(cipher: warpfs_crypto::XtsCipher) -> (bool, String) {
+/// pays and it is on (docs/decisions/0013); XChaCha20 is off below 4 cores,
+/// where decrypt-ahead alone keeps the second core busy (docs/decisions/0081).
+pub fn auto_speculation(cipher: warpfs_crypto::ContentCipher) -> (bool, String) {
     let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !has_aes_ni();
     warpfs_engine::speculation_policy(warpfs_engine::PolicyInput {
         cipher,
@@ -66,9 +67,9 @@ pub struct MountArgs {
     /// FUSE worker threads (default: max(4, cores)).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Make AES keystream ahead of need on worker threads (on), or only when a
+    /// Make keystream ahead of need on worker threads (on), or only when a
     /// read or write needs it, on the same code path (off) [default: auto: on
-    /// with 4+ cores or without AES-NI, else off].
+    /// for Twofish, without AES-NI, or with 4+ cores, else off].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     speculation: Option<bool>,
     /// Keystream worker threads (default: one per core; none with --speculation off).
@@ -268,7 +269,7 @@ fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
 }
 
 /// The engine settings the arguments ask for (speculation: see `serve`).
-fn engine_config(a: &MountArgs, cipher: warpfs_crypto::XtsCipher) -> EngineConfig {
+fn engine_config(a: &MountArgs, cipher: warpfs_crypto::ContentCipher) -> EngineConfig {
     let (speculation, speculation_why) = match a.speculation {
         Some(on) => (on, format!("--speculation {}", if on { "on" } else { "off" })),
         None => auto_speculation(cipher),
@@ -445,7 +446,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
     super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
-    let engine_cfg = engine_config(&a, cfg.content_mode().block_cipher());
+    let engine_cfg = engine_config(&a, cfg.content_mode().cipher());
     let engine_kind = engine_kind(&a)?;
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
     let ring = ring_options(&a);

@@ -1,14 +1,14 @@
 //! `warpfs speed` (as gocryptfs -speed): in about a second, the throughput
 //! on this CPU of each content mode and cipher, encrypting 4 KiB blocks as
-//! a write stores them, and of each keystream backend that is available,
-//! making masks as the engine does, with what warpfs would pick marked.
-//! A new mode or cipher is one entry of [`MODES`].
+//! a write stores them, and of each keystream backend that is available
+//! for each cipher, making masks as the engine does, with what warpfs
+//! would pick marked. A new mode or cipher is one entry of [`MODES`].
 
 use super::exit::CliError;
 use clap::Args;
 use std::time::{Duration, Instant};
 use warpfs_crypto::keys::{MasterKey, Subkeys};
-use warpfs_crypto::{file_block_tweak, GcmTagger, XtsCipher};
+use warpfs_crypto::{file_block_tweak, poly1305_tag, ContentCipher, GcmTagger, TagMask, XChaChaKey, XtsCipher};
 use warpfs_engine::gpu::{DeviceBackend, EngineKind};
 use warpfs_engine::{Backend, CpuBackend, MaskCipher, MaskJob, Nonce};
 use warpfs_keystream::{Direct, Keystream};
@@ -42,15 +42,20 @@ struct ModeCase {
     make: fn(&MasterKey, u32) -> Sealer,
 }
 
+/// E(J0): the first 16 bytes of a block cipher's tag mask.
+fn ej0(tm: &TagMask) -> [u8; 16] {
+    tm[..16].try_into().expect("a tag mask holds 32 bytes")
+}
+
 fn gcm(m: &MasterKey, bits: u32) -> Sealer {
     let key = Subkeys::derive(m, bits).content;
     let tagger = GcmTagger::new(&key);
     let ks = Direct::new(key);
     Box::new(move |buf, block| {
-        let (_nonce, ej0) = ks.seal(buf);
+        let (_nonce, tm) = ks.seal(buf);
         let mut aad = [0u8; 24];
         aad[16..].copy_from_slice(&block.to_be_bytes());
-        std::hint::black_box(tagger.tag(&aad, buf, &ej0));
+        std::hint::black_box(tagger.tag(&aad, buf, &ej0(&tm)));
     })
 }
 
@@ -73,15 +78,38 @@ fn gcm_twofish(m: &MasterKey, bits: u32) -> Sealer {
     let tagger = GcmTagger::new(&key);
     let ks = Direct::new(key);
     Box::new(move |buf, block| {
-        let (_nonce, ej0) = ks.seal(buf);
+        let (_nonce, tm) = ks.seal(buf);
         let mut aad = [0u8; 24];
         aad[16..].copy_from_slice(&block.to_be_bytes());
-        std::hint::black_box(tagger.tag(&aad, buf, &ej0));
+        std::hint::black_box(tagger.tag(&aad, buf, &ej0(&tm)));
     })
 }
 
 fn ctr_twofish(m: &MasterKey, bits: u32) -> Sealer {
     let ks = Direct::new(twofish_key(m, bits));
+    Box::new(move |buf, _| {
+        std::hint::black_box(ks.seal(buf));
+    })
+}
+
+/// The content key of `xchacha20-poly1305` / `ctr-xchacha20` (FORMAT.md
+/// 15): the same 32 HKDF bytes as the AES-256 content key.
+fn xchacha_key(m: &MasterKey, bits: u32) -> XChaChaKey {
+    XChaChaKey::new(&Subkeys::content_key_bytes_gen(m, bits, 0)).expect("a 256-bit key")
+}
+
+fn xchacha20_poly1305(m: &MasterKey, bits: u32) -> Sealer {
+    let ks = Direct::xchacha(xchacha_key(m, bits));
+    Box::new(move |buf, block| {
+        let (_nonce, otk) = ks.seal(buf);
+        let mut aad = [0u8; 24];
+        aad[16..].copy_from_slice(&block.to_be_bytes());
+        std::hint::black_box(poly1305_tag(&otk, &aad, buf));
+    })
+}
+
+fn ctr_xchacha20(m: &MasterKey, bits: u32) -> Sealer {
+    let ks = Direct::xchacha(xchacha_key(m, bits));
     Box::new(move |buf, _| {
         std::hint::black_box(ks.seal(buf));
     })
@@ -174,6 +202,20 @@ const MODES: &[ModeCase] = &[
         default: false,
         make: xts_twofish,
     },
+    ModeCase {
+        mode: "gcm",
+        cipher: "XChaCha20",
+        bits: 256,
+        default: false,
+        make: xchacha20_poly1305,
+    },
+    ModeCase {
+        mode: "ctr",
+        cipher: "XChaCha20",
+        bits: 256,
+        default: false,
+        make: ctr_xchacha20,
+    },
 ];
 
 /// MB/s (10^6 bytes) of `f` run on 4 KiB blocks for about `t`.
@@ -194,6 +236,8 @@ fn measure(t: Duration, mut f: impl FnMut(&mut [u8], u64)) -> f64 {
 /// One keystream backend's result.
 struct BackendResult {
     engine: &'static str,
+    /// The cipher whose masks it made.
+    cipher: ContentCipher,
     name: String,
     /// MB/s, or why it could not run.
     speed: Result<f64, String>,
@@ -215,7 +259,7 @@ fn measure_backend(b: &dyn Backend, key: &MaskCipher, t: Duration) -> f64 {
                 MaskJob {
                     cipher: key,
                     nonce: Nonce::from(n),
-                    counter: 1,
+                    counter: key.layout().first,
                     out: &mut out[..],
                 }
             })
@@ -245,18 +289,27 @@ fn backends(t: Duration) -> Vec<BackendResult> {
     let want = default_engine();
     let soft_default = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1");
     let mut out = Vec::new();
-    for software in [false, true] {
-        let speed = MaskCipher::new(&raw, software)
+    // The cpu makes every cipher's masks: AES (AES-NI/VAES where the CPU
+    // has it, and the forced software AES), Twofish and XChaCha20.
+    for (cipher, software) in [
+        (ContentCipher::Aes, false),
+        (ContentCipher::Aes, true),
+        (ContentCipher::Twofish, false),
+        (ContentCipher::XChaCha20, false),
+    ] {
+        let speed = MaskCipher::with_cipher(cipher, &raw, software)
             .map(|k| (k.implementation(), measure_backend(&CpuBackend, &k, t)))
             .map_err(|e| e.to_string());
         out.push(BackendResult {
             engine: "cpu",
+            cipher,
             name: speed
                 .as_ref()
                 .map(|(i, _)| i.to_string())
                 .unwrap_or_else(|_| "cpu".into()),
             speed: speed.map(|(_, s)| s),
-            default: want == EngineKind::Cpu && software == soft_default,
+            // For an AES volume; every other cipher's masks are the cpu's.
+            default: cipher != ContentCipher::Aes || (want == EngineKind::Cpu && software == soft_default),
         });
     }
     let key = MaskCipher::new(&raw, false).ok();
@@ -275,12 +328,14 @@ fn backends(t: Duration) -> Vec<BackendResult> {
         let r = match (open(), &key) {
             (Ok(b), Some(k)) => BackendResult {
                 engine,
+                cipher: ContentCipher::Aes,
                 name: Backend::name(&b),
                 speed: Ok(measure_backend(&b, k, t)),
                 default: want == kind,
             },
             (Err(e), _) => BackendResult {
                 engine,
+                cipher: ContentCipher::Aes,
                 name: engine.into(),
                 speed: Err(e),
                 default: false,
@@ -311,11 +366,12 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
             })).collect::<Vec<_>>(),
             "backends": backs.iter().map(|b| match &b.speed {
                 Ok(s) => serde_json::json!({
-                    "engine": b.engine, "name": b.name, "available": true, "key_bits": 256,
-                    "mb_per_s": (s * 10.0).round() / 10.0, "default": b.default,
+                    "engine": b.engine, "cipher": b.cipher.name(), "name": b.name, "available": true,
+                    "key_bits": 256, "mb_per_s": (s * 10.0).round() / 10.0, "default": b.default,
                 }),
                 Err(why) => serde_json::json!({
-                    "engine": b.engine, "name": b.name, "available": false, "why": why, "default": false,
+                    "engine": b.engine, "cipher": b.cipher.name(), "name": b.name, "available": false,
+                    "why": why, "default": false,
                 }),
             }).collect::<Vec<_>>(),
         });
@@ -325,19 +381,59 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
     println!("Content modes: one thread encrypting 4 KiB blocks as a write stores them (MB/s = 10^6 bytes/s)");
     for (c, s) in &modes {
         let mark = if c.default { "  <- warpfs init's default" } else { "" };
-        println!("  {:<4} {:>7}-{:<3} {:>9.1} MB/s{mark}", c.mode, c.cipher, c.bits, s);
+        println!("  {:<4} {:>9}-{:<3} {:>9.1} MB/s{mark}", c.mode, c.cipher, c.bits, s);
     }
-    println!("Keystream backends: AES-256 masks of 4 KiB, 64 per call, as the engine's workers make them");
+    println!(
+        "Keystream backends: 256-bit masks of 4 KiB, 64 per call, as the engine's workers make them \
+         (this CPU: {})",
+        cpu_features()
+    );
     for b in &backs {
         match &b.speed {
             Ok(s) => {
                 let mark = if b.default { "  <- warpfs mount's default" } else { "" };
-                println!("  {:<6} {:<46} {:>9.1} MB/s{mark}", b.engine, b.name, s);
+                println!(
+                    "  {:<6} {:<9} {:<46} {:>9.1} MB/s{mark}",
+                    b.engine,
+                    b.cipher.name(),
+                    b.name,
+                    s
+                );
             }
-            Err(why) => println!("  {:<6} not available: {why}", b.engine),
+            Err(why) => println!("  {:<6} {:<9} not available: {why}", b.engine, b.cipher.name()),
         }
     }
     Ok(())
+}
+
+/// The CPU features the cipher implementations choose by, in words.
+fn cpu_features() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let f = [
+            ("aes", std::arch::is_x86_feature_detected!("aes")),
+            ("pclmulqdq", std::arch::is_x86_feature_detected!("pclmulqdq")),
+            ("vaes", std::arch::is_x86_feature_detected!("vaes")),
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+        ];
+        let on: Vec<&str> = f.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+        format!("x86_64, {}", if on.is_empty() { "none".into() } else { on.join(" ") })
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        let f = [
+            ("aes", std::arch::is_aarch64_feature_detected!("aes")),
+            ("pmull", std::arch::is_aarch64_feature_detected!("pmull")),
+            ("neon", std::arch::is_aarch64_feature_detected!("neon")),
+        ];
+        let on: Vec<&str> = f.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+        format!("aarch64, {}", if on.is_empty() { "none".into() } else { on.join(" ") })
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        std::env::consts::ARCH.to_string()
+    }
 }
 
 #[cfg(test)]
@@ -360,5 +456,24 @@ mod tests {
             );
         }
         assert_eq!(MODES.iter().filter(|c| c.default).count(), 1);
+        // Every cipher `warpfs init --cipher` offers has a row.
+        for cipher in ["AES", "Twofish", "XChaCha20"] {
+            assert!(MODES.iter().any(|c| c.cipher == cipher), "{cipher}");
+        }
+    }
+
+    #[test]
+    fn the_cpu_backend_is_listed_for_every_cipher() {
+        let backs = backends(Duration::from_millis(1));
+        for cipher in [ContentCipher::Aes, ContentCipher::Twofish, ContentCipher::XChaCha20] {
+            assert!(
+                backs
+                    .iter()
+                    .any(|b| b.engine == "cpu" && b.cipher == cipher && b.speed.is_ok()),
+                "{cipher:?}"
+            );
+        }
+        let x = backs.iter().find(|b| b.cipher == ContentCipher::XChaCha20).unwrap();
+        assert!(x.name.contains("chacha20"), "{}", x.name);
     }
 }

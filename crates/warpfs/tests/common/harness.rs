@@ -34,11 +34,15 @@ macro_rules! require_fuse {
     };
 }
 
-/// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `b::gcm`, `b::ctr` tests
-/// calling `fn a(mode: Mode)` and `fn b(mode: Mode)`.
+/// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `a::xts`, `b::gcm`, ...
+/// tests calling `fn a(mode: Mode)` and `fn b(mode: Mode)`. Every arm also
+/// makes `xchacha20_poly1305` and `ctr_xchacha20` tests (FORMAT.md 15),
+/// run wherever `gcm` and `ctr` run; `twofish:` adds the Twofish modes,
+/// `nonce:` leaves out `xts` (no nonce entries).
 #[allow(unused_macros)]
 macro_rules! mode_tests {
-    // Tests about nonce entries, tags or masks: gcm and ctr only.
+    // Tests about nonce entries, tags or masks: gcm and ctr over AES and
+    // XChaCha20 only.
     (nonce: $($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -50,10 +54,19 @@ macro_rules! mode_tests {
                 fn ctr() {
                     super::$name($crate::common::Mode::Ctr)
                 }
+                #[test]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
+                }
             }
         )*
     };
-    // Every mode over both block ciphers (AES and Twofish, FORMAT.md 11).
+    // Every mode over every cipher (AES, Twofish: FORMAT.md 11; XChaCha20
+    // in gcm and ctr: FORMAT.md 15), none ignored.
     (twofish: $($name:ident),* $(,)?) => {
         $(
             mod $name {
@@ -81,6 +94,14 @@ macro_rules! mode_tests {
                 fn xts_twofish() {
                     super::$name($crate::common::Mode::XtsTwofish)
                 }
+                #[test]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
+                }
             }
         )*
     };
@@ -98,6 +119,14 @@ macro_rules! mode_tests {
                 #[test]
                 fn xts() {
                     super::$name($crate::common::Mode::Xts)
+                }
+                #[test]
+                fn xchacha20_poly1305() {
+                    super::$name($crate::common::Mode::XChaCha20Poly1305)
+                }
+                #[test]
+                fn ctr_xchacha20() {
+                    super::$name($crate::common::Mode::CtrXChaCha20)
                 }
             }
         )*

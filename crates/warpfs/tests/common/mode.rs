@@ -12,6 +12,9 @@ pub enum Mode {
     GcmTwofish,
     CtrTwofish,
     XtsTwofish,
+    /// The gcm and ctr layouts over XChaCha20 (FORMAT.md 15).
+    XChaCha20Poly1305,
+    CtrXChaCha20,
 }
 
 impl Mode {
@@ -24,13 +27,15 @@ impl Mode {
             Mode::GcmTwofish => "gcm-twofish",
             Mode::CtrTwofish => "ctr-twofish",
             Mode::XtsTwofish => "xts-twofish",
+            Mode::XChaCha20Poly1305 => "xchacha20-poly1305",
+            Mode::CtrXChaCha20 => "ctr-xchacha20",
         }
     }
     /// The block mode alone (the layout): `Gcm`, `Ctr` or `Xts`.
     pub fn base(self) -> Mode {
         match self {
-            Mode::Gcm | Mode::GcmTwofish => Mode::Gcm,
-            Mode::Ctr | Mode::CtrTwofish => Mode::Ctr,
+            Mode::Gcm | Mode::GcmTwofish | Mode::XChaCha20Poly1305 => Mode::Gcm,
+            Mode::Ctr | Mode::CtrTwofish | Mode::CtrXChaCha20 => Mode::Ctr,
             Mode::Xts | Mode::XtsTwofish => Mode::Xts,
         }
     }
@@ -38,9 +43,17 @@ impl Mode {
     pub fn init_args(self) -> Vec<&'static str> {
         let mut a = vec!["--mode", self.base().name()];
         if self != self.base() {
-            a.extend(["--cipher", "twofish"]);
+            a.extend(["--cipher", self.cipher()]);
         }
         a
+    }
+    /// The `--cipher` of `warpfs init`: `aes`, `twofish` or `xchacha20`.
+    pub fn cipher(self) -> &'static str {
+        match self {
+            Mode::GcmTwofish | Mode::CtrTwofish | Mode::XtsTwofish => "twofish",
+            Mode::XChaCha20Poly1305 | Mode::CtrXChaCha20 => "xchacha20",
+            _ => "aes",
+        }
     }
     /// The content-mode byte at header offset 6.
     pub fn mode_byte(self) -> u8 {

@@ -63,8 +63,6 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
             "init",
             "--passfile",
             &v.passfile,
-            "--mode",
-            mode.name(),
             "--kdf-memory",
             "32768",
             "--kdf-iterations",
@@ -72,6 +70,7 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
             &v.cipher
         ]
         .into_iter()
+        .chain(mode.init_args().into_iter().map(std::ffi::OsString::from))
         .chain(extra.iter().map(std::ffi::OsString::from))
         .collect::<Vec<_>>(),
     )

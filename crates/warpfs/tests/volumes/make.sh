@@ -5,7 +5,8 @@
 #   bash crates/warpfs/tests/volumes/make.sh [MODE...]      (default: gcm ctr)
 #
 # MODE is a content_mode of the config: gcm, ctr, xts, or one of them over
-# Twofish (gcm-twofish, ctr-twofish, xts-twofish: `--cipher twofish`).
+# Twofish (gcm-twofish, ctr-twofish, xts-twofish: `--cipher twofish`), or
+# over XChaCha20 (xchacha20-poly1305, ctr-xchacha20: `--cipher xchacha20`).
 #
 # For each MODE it writes crates/warpfs/tests/volumes/v<VERSION>-<MODE>/:
 #   password.txt   the volume password (first line)
@@ -23,6 +24,7 @@
 #                        tree with a `warpfs rekey` killed part way (config
 #                        with a rekey target, files of both key generations,
 #                        one file with a rekey watermark inside it; FORMAT.md 10)
+#   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary on")
 #   TAG=NAME             name the volume v<VERSION>-NAME-<MODE> (with
 #                        MIDREKEY=1, e.g. TAG=midrekey-id: a rekey with the
 #                        rekey ID of FORMAT.md 10.1)
@@ -150,7 +152,10 @@ for mode in "${modes[@]}"; do
     printf 'warpfs example volume %s %s\n' "$version" "$mode" >"$out/password.txt"
     init_args=(--mode "$mode")
     [[ $mode == *-twofish ]] && init_args=(--mode "${mode%-twofish}" --cipher twofish)
-    init_out=$("$bin" init --passfile "$out/password.txt" "${init_args[@]}" "$out/cipher")
+    [[ $mode == xchacha20-poly1305 ]] && init_args=(--mode gcm --cipher xchacha20)
+    [[ $mode == ctr-xchacha20 ]] && init_args=(--mode ctr --cipher xchacha20)
+    # shellcheck disable=SC2086 # INIT_ARGS is a list of words
+    init_out=$("$bin" init --passfile "$out/password.txt" "${init_args[@]}" ${INIT_ARGS:-} "$out/cipher")
     rk=$(grep -oE '^ +[0-9a-f]{8}(-[0-9a-f]{8}){7}$' <<<"$init_out" | tr -d ' ' || true)
     [[ -n $rk ]] && printf '%s\n' "$rk" >"$out/recovery.txt"
     populate "$out/expected"
