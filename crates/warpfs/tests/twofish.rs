@@ -206,3 +206,21 @@ fn auto_speculation_is_on_for_twofish_and_stats_say_why() {
     let s = stats(&v);
     assert!(!s.speculation && s.speculation_why == "--speculation off", "{s}");
 }
+
+/// `--speculation auto` (and `-o speculation=auto`) is the default said out
+/// loud: the volume and the CPU decide, and `warpfs stats` gives auto's
+/// reason, not a flag's.
+#[test]
+fn speculation_auto_is_accepted_and_decides_as_the_default_does() {
+    require_fuse!();
+    let mut v = Volume::init(Mode::GcmTwofish);
+    for how in [&["--speculation", "auto"][..], &["-o", "speculation=auto"]] {
+        v.mount_with(how);
+        fs::write(v.p("f"), vec![2u8; 100_000]).unwrap();
+        let s = stats(&v);
+        assert!(s.speculation, "{how:?}: {s}");
+        assert!(s.speculation_why.starts_with("auto: "), "{how:?}: {s}");
+        assert!(s.speculation_why.contains("Twofish"), "{how:?}: {s}");
+        v.unmount();
+    }
+}

@@ -68,10 +68,12 @@ pub struct MountArgs {
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// Make keystream ahead of need on worker threads (on), or only when a
-    /// read or write needs it, on the same code path (off) [default: auto: on
-    /// for Twofish, without AES-NI, or with 4+ cores, else off].
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
-    speculation: Option<bool>,
+    /// read or write needs it, on the same code path (off), or let the volume
+    /// and the CPU decide (auto) [default: auto: off for XChaCha20 below 4
+    /// cores; else on for Twofish, for AES without AES-NI, and with 4+ cores;
+    /// off for AES-NI below 4 cores; on with --engine opencl|cuda].
+    #[arg(long, value_name = "on|off|auto", value_parser = parse_speculation)]
+    speculation: Option<Speculation>,
     /// Keystream worker threads (default: one per core; none with --speculation off).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     engine_threads: Option<u16>,
@@ -210,6 +212,26 @@ impl MountArgs {
     }
 }
 
+/// `--speculation`: forced on or off, or `auto` (the same as not giving it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Speculation(Option<bool>);
+
+fn parse_speculation(s: &str) -> Result<Speculation, String> {
+    match s {
+        "auto" => Ok(Speculation(None)),
+        _ => parse_on_off(s)
+            .map(|on| Speculation(Some(on)))
+            .map_err(|_| format!("'{s}' is neither on, off nor auto")),
+    }
+}
+
+impl MountArgs {
+    /// The speculation the user forced; `None` for auto.
+    fn speculation(&self) -> Option<bool> {
+        self.speculation.and_then(|s| s.0)
+    }
+}
+
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "yes" | "true" | "1" => Ok(true),
@@ -270,7 +292,7 @@ fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
 
 /// The engine settings the arguments ask for (speculation: see `serve`).
 fn engine_config(a: &MountArgs, cipher: warpfs_crypto::ContentCipher) -> EngineConfig {
-    let (speculation, speculation_why) = match a.speculation {
+    let (speculation, speculation_why) = match a.speculation() {
         Some(on) => (on, format!("--speculation {}", if on { "on" } else { "off" })),
         None => auto_speculation(cipher),
     };
@@ -463,7 +485,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             None => logging::Target::Stderr,
         };
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        let fs = serve(vol, engine_cfg, engine_kind, a.speculation)
+        let fs = serve(vol, engine_cfg, engine_kind, a.speculation())
             .map(|fs| frontend(fs, &a, caches))
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
@@ -522,7 +544,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         let _ = wr.write_all(e.as_bytes());
         std::process::exit(MOUNT_FAILED);
     }
-    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation).map(|fs| frontend(fs, &a, caches)) {
+    let fs = match serve(vol, engine_cfg, engine_kind, a.speculation()).map(|fs| frontend(fs, &a, caches)) {
         Ok(fs) => fs,
         Err(e) => {
             let _ = wr.write_all(e.as_bytes());
