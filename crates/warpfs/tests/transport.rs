@@ -107,9 +107,11 @@ fn each_transport_serves_and_names_itself() {
         fs::rename(v.p("f"), v.p("d/g")).unwrap();
         assert_bytes_eq(&fs::read(v.p("d/g")).unwrap(), &data, &format!("{t}: read back"));
         assert_eq!(stats_json(&v)["transport"], name, "{t}: stats --json");
+        let why = format!("--transport {t}");
+        assert_eq!(stats_json(&v)["transport_why"], why.as_str(), "{t}: stats --json");
         let human = warpfs(args!["stats", &v.mnt]);
         assert!(
-            human.stdout.contains(&format!("transport: {name}")),
+            human.stdout.contains(&format!("transport: {name} ({why})")),
             "{t}: stats\n{human}"
         );
         v.unmount();
@@ -162,6 +164,11 @@ fn uring_with_the_parameter_off_fails_and_leaves_it_off() {
     v.mount_with(&["--transport", "auto"]);
     fs::write(v.p("a"), b"auto").unwrap();
     assert_eq!(stats_json(&v)["transport"], "dev");
+    let why = stats_json(&v)["transport_why"].as_str().unwrap_or_default().to_string();
+    assert!(
+        why.starts_with("auto: FUSE over io_uring is off") && why.contains("-o uring_enable"),
+        "stats do not say why auto chose /dev/fuse: {why:?}"
+    );
     assert_eq!(param(), "N", "auto changed enable_uring");
     v.unmount();
     let log = v.log();
@@ -215,6 +222,11 @@ fn uring_enable_turns_it_on_for_the_mount_and_back_at_unmount() {
     v.mount_with(&["--transport", "auto", "-o", "uring_enable"]);
     let during = param();
     let transport = stats_json(&v)["transport"].clone();
+    assert_eq!(
+        stats_json(&v)["transport_why"],
+        "auto: the kernel offers FUSE over io_uring",
+        "stats do not say why auto chose the ring"
+    );
     let pids = v.daemon_pids().to_vec();
     for &p in &pids {
         // SAFETY: signalling the daemon this test started.

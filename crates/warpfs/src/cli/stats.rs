@@ -45,20 +45,31 @@ pub fn run(a: StatsArgs) -> Result<(), CliError> {
     let unreadable =
         |e: serde_json::Error| CliError::new(ERROR, format!("{}: unreadable stats: {e}", a.mountpoint.display()));
     let s = StatsSnapshot::from_json(&raw).map_err(unreadable)?;
-    // The daemon adds the transport serving the mount (`uring`, `dev`).
-    let transport = serde_json::from_str::<serde_json::Value>(&raw)
-        .ok()
-        .and_then(|v| v.get("transport").and_then(|t| t.as_str()).map(str::to_string));
+    // The daemon adds the transport serving the mount (`uring`, `dev`) and
+    // why it was chosen.
+    let daemon = serde_json::from_str::<serde_json::Value>(&raw).ok();
+    let field = |k: &str| {
+        daemon
+            .as_ref()
+            .and_then(|v| v.get(k).and_then(|t| t.as_str()).map(str::to_string))
+    };
+    let (transport, why) = (field("transport"), field("transport_why"));
     if a.json {
         let mut v: serde_json::Value = serde_json::from_str(&s.to_json()).map_err(unreadable)?;
-        if let (Some(t), Some(o)) = (&transport, v.as_object_mut()) {
-            o.insert("transport".into(), t.clone().into());
+        if let Some(o) = v.as_object_mut() {
+            for (k, val) in [("transport", &transport), ("transport_why", &why)] {
+                if let Some(val) = val {
+                    o.insert(k.into(), val.clone().into());
+                }
+            }
         }
         println!("{v}");
     } else {
         println!("{s}");
-        if let Some(t) = transport {
-            println!("transport: {t}");
+        match (transport, why) {
+            (Some(t), Some(w)) => println!("transport: {t} ({w})"),
+            (Some(t), None) => println!("transport: {t}"),
+            _ => {}
         }
     }
     Ok(())

@@ -78,8 +78,8 @@ impl<T: Operations> Operations for Front<T> {
     fn destroy(&self) {
         self.inner.destroy()
     }
-    fn transport_started(&self, transport: &'static str) {
-        self.inner.transport_started(transport)
+    fn transport_started(&self, transport: &'static str, why: &str) {
+        self.inner.transport_started(transport, why)
     }
     fn busy_cpus(&self) -> Vec<usize> {
         self.inner.busy_cpus()

@@ -160,8 +160,9 @@ pub trait Operations: Send + Sync + 'static {
     }
     /// The session ended (after the last request of every transport).
     fn destroy(&self) {}
-    /// The mount is served by `transport` ("uring" or "dev").
-    fn transport_started(&self, transport: &'static str) {}
+    /// The mount is served by `transport` ("uring" or "dev"), for the
+    /// reason `why` (the flag, or what `auto` found).
+    fn transport_started(&self, transport: &'static str, why: &str) {}
     /// CPUs the file system's own threads keep busy (speculation's keystream
     /// workers): FUSE threads are not moved there (`uring::roam`).
     fn busy_cpus(&self) -> Vec<usize> {

@@ -24,6 +24,8 @@ pub struct Mounting<T: Operations> {
     acl: Acl,
     ring_options: RingOptions,
     want: bool,
+    /// Why `auto` would serve through /dev/fuse, from [`transport::plan`].
+    note: Option<String>,
     param: Option<ParamGuard>,
 }
 
@@ -53,7 +55,7 @@ pub fn serve<T: Operations>(
         _ => None,
     };
     let (want, note) = transport::plan(t, Path::new(ENABLE_URING))?;
-    if let Some(n) = note {
+    if let Some(n) = &note {
         tracing::info!("{n}");
     }
     let offer = Arc::new(RingOffer {
@@ -86,6 +88,7 @@ pub fn serve<T: Operations>(
         acl,
         ring_options,
         want,
+        note,
         param,
     })
 }
@@ -113,9 +116,20 @@ impl<T: Operations> Mounting<T> {
             acl,
             ring_options,
             want,
+            note,
             param,
         } = self;
         let mut ring = None;
+        // Why /dev/fuse serves the mount, when it does.
+        let mut dev_why = match t {
+            Transport::Dev => "--transport dev".to_string(),
+            _ => format!(
+                "auto: {}",
+                note.as_deref()
+                    .map(|n| n.trim_start_matches("serving through /dev/fuse: "))
+                    .unwrap_or("FUSE over io_uring was not taken")
+            ),
+        };
         if offer.taken.load(Ordering::Relaxed) {
             match Ring::start(session.as_fd(), ops.clone(), acl, ring_options) {
                 Ok(r) => ring = Some(r),
@@ -124,7 +138,10 @@ impl<T: Operations> Mounting<T> {
                 Err(e) if t == Transport::Uring => {
                     return Err(format!("--transport uring: the ring did not start: {e}"))
                 }
-                Err(e) => tracing::warn!("FUSE over io_uring did not start ({e}): serving through /dev/fuse"),
+                Err(e) => {
+                    tracing::warn!("FUSE over io_uring did not start ({e}): serving through /dev/fuse");
+                    dev_why = format!("auto: FUSE over io_uring did not start ({e})");
+                }
             }
         } else if want {
             let why = "the kernel did not offer FUSE over io_uring at INIT";
@@ -132,8 +149,13 @@ impl<T: Operations> Mounting<T> {
                 return Err(format!("--transport uring: {why}"));
             }
             tracing::info!("serving through /dev/fuse: {why}");
+            dev_why = format!("auto: {why}");
         }
-        ops.transport_started(if ring.is_some() { URING } else { DEV });
+        match (&ring, t) {
+            (Some(_), Transport::Uring) => ops.transport_started(URING, "--transport uring"),
+            (Some(_), _) => ops.transport_started(URING, "auto: the kernel offers FUSE over io_uring"),
+            (None, _) => ops.transport_started(DEV, &dev_why),
+        }
         Ok(Mounted {
             session,
             ops,

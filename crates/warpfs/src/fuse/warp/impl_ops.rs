@@ -15,8 +15,8 @@ impl Operations for WarpFs {
     fn destroy(&self) {
         WarpFs::destroy(self)
     }
-    fn transport_started(&self, transport: &'static str) {
-        self.set_transport(transport)
+    fn transport_started(&self, transport: &'static str, why: &str) {
+        self.set_transport(transport, why)
     }
     fn busy_cpus(&self) -> Vec<usize> {
         self.vol.engine().map(|e| e.mask_cpus().to_vec()).unwrap_or_default()

@@ -71,7 +71,7 @@ pub struct WarpFs {
     notifier: Arc<OnceLock<fuser::Notifier>>,
     /// The transport serving the mount ("io_uring" or "/dev/fuse"), for
     /// the stats; set once the session runs.
-    transport: OnceLock<&'static str>,
+    transport: OnceLock<(&'static str, String)>,
 }
 
 /// The errno for the kernel; a backing fault (disk full, read-only,
@@ -146,9 +146,9 @@ impl WarpFs {
         self
     }
 
-    /// Name the transport in the stats (once).
-    pub fn set_transport(&self, name: &'static str) {
-        let _ = self.transport.set(name);
+    /// Name the transport and why it serves the mount in the stats (once).
+    pub fn set_transport(&self, name: &'static str, why: &str) {
+        let _ = self.transport.set((name, why.to_string()));
     }
 
     fn loc(&self, ino: u64) -> Result<Location, Errno> {

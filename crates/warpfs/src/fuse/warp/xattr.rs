@@ -50,11 +50,13 @@ impl WarpFs {
     /// The engine stats as JSON, with the transport serving the mount.
     fn stats_json(&self) -> Option<Vec<u8>> {
         let json = self.vol.engine_stats()?.to_json();
-        let Some(t) = self.transport.get() else {
+        let Some((t, why)) = self.transport.get() else {
             return Some(json.into_bytes());
         };
         let mut v: serde_json::Value = serde_json::from_str(&json).ok()?;
-        v.as_object_mut()?.insert("transport".into(), (*t).into());
+        let o = v.as_object_mut()?;
+        o.insert("transport".into(), (*t).into());
+        o.insert("transport_why".into(), why.clone().into());
         Some(v.to_string().into_bytes())
     }
 
