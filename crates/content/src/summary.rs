@@ -455,8 +455,32 @@ pub fn mark_tail(
 /// Commit: sync, write a new record for the file as it is (plaintext
 /// `size`), sync again. Nothing is committed for a poisoned file.
 pub fn commit(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64, st: &mut SumState) -> Result<(), ContentError> {
+    commit_then(file, key, id, size, st, LastSync::Data).map(|_| ())
+}
+
+/// How a commit's last sync (the one after the record) is made: an
+/// fsync's commit makes it the fsync the caller asked for, so that fsync
+/// needs no sync of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastSync {
+    /// `fdatasync`: data, entries and the record.
+    Data,
+    /// `fsync`: the same and the file's metadata.
+    All,
+}
+
+/// [`commit`] with the last sync as `last` asks; `Ok(true)` when a commit
+/// ran (and so that sync), `Ok(false)` for a poisoned file.
+pub fn commit_then(
+    file: &File,
+    key: &SummaryKey,
+    id: &[u8; 16],
+    size: u64,
+    st: &mut SumState,
+    last: LastSync,
+) -> Result<bool, ContentError> {
     if st.poisoned.is_some() {
-        return Ok(());
+        return Ok(false);
     }
     file.sync_data()?;
     let n = block_count(size);
@@ -476,7 +500,10 @@ pub fn commit(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64, st: &mut 
     read_raw(file, 0, 8, &mut buf)?;
     scatter(&rec.to_bytes(), &mut buf);
     crate::sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, 0))?;
-    file.sync_data()?;
+    match last {
+        LastSync::Data => file.sync_data()?,
+        LastSync::All => file.sync_all()?,
+    }
     // The markers of the cycle just committed would be valid again under
     // the previous record: erase them, so putting that record back makes
     // those segments fail instead of pass unchecked. (Not synced: until
@@ -488,7 +515,7 @@ pub fn commit(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64, st: &mut 
         crate::sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, marker_first(k)))?;
     }
     st.rec = rec;
-    Ok(())
+    Ok(true)
 }
 
 /// The segments a change of blocks `[a, b)` touches.

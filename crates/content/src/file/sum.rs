@@ -6,7 +6,7 @@
 
 use crate::file::CipherFile;
 use crate::rangelock::Want;
-use crate::summary::{self, SumState};
+use crate::summary::{self, LastSync, SumState};
 use crate::ContentError;
 
 impl CipherFile {
@@ -87,13 +87,19 @@ impl CipherFile {
     /// Commit the summary of the file as it is (`size`). The caller holds
     /// the whole file.
     pub(crate) fn sum_commit(&self, id: &[u8; 16], size: u64) -> Result<(), ContentError> {
+        self.sum_commit_then(id, size, LastSync::Data).map(|_| ())
+    }
+
+    /// [`Self::sum_commit`] with its last sync as `last` asks; `Ok(true)`
+    /// when a commit ran and made that sync.
+    fn sum_commit_then(&self, id: &[u8; 16], size: u64, last: LastSync) -> Result<bool, ContentError> {
         let Some(s) = &self.sh.sum else {
-            return Ok(());
+            return Ok(false);
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) if summary::needs_commit(st) => summary::commit(&self.file, &s.key, id, size, st),
-            _ => Ok(()),
+            Some(st) if summary::needs_commit(st) => summary::commit_then(&self.file, &s.key, id, size, st, last),
+            _ => Ok(false),
         }
     }
 
@@ -122,24 +128,35 @@ impl CipherFile {
     /// Commit the summary if anything changed since the last commit
     /// (fsync does this; so does dropping the last writable handle).
     pub fn commit_summary(&self) -> Result<(), ContentError> {
+        self.commit_summary_then(LastSync::Data).map(|_| ())
+    }
+
+    /// [`Self::commit_summary`] with its last sync as `last` asks; `Ok(true)`
+    /// when a commit ran and made that sync.
+    fn commit_summary_then(&self, last: LastSync) -> Result<bool, ContentError> {
         if self.sh.sum.is_none() || self.read_only {
-            return Ok(());
+            return Ok(false);
         }
         if !self.with_sum(|st| summary::needs_commit(st)).unwrap_or(false) {
-            return Ok(());
+            return Ok(false);
         }
         let (guard, st) = self.sh.lock.acquire(|_| Some(Want::whole()));
         let r = match st.hdr {
-            Some(h) => self.sum_commit(&h.file_id, st.size),
-            None => Ok(()),
+            Some(h) => self.sum_commit_then(&h.file_id, st.size, last),
+            None => Ok(false),
         };
         drop(guard);
         r
     }
 
-    /// Flush data and entries to stable storage.
+    /// Flush data and entries to stable storage. A summary commit makes
+    /// the sync asked for as its last one (after its record), so an fsync
+    /// of a changed file costs the commit's two syncs, not three.
     pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
-        self.commit_summary().map_err(|e| self.log("fsync", e))?;
+        let last = if datasync { LastSync::Data } else { LastSync::All };
+        if self.commit_summary_then(last).map_err(|e| self.log("fsync", e))? {
+            return Ok(());
+        }
         let r = if datasync {
             self.file.sync_data()
         } else {
