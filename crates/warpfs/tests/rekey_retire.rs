@@ -21,7 +21,7 @@ fn stats(v: &Volume) -> StatsSnapshot {
 }
 
 fn keys_added(s: &StatsSnapshot) -> u64 {
-    s.software_keys + s.hardware_keys + s.twofish_keys
+    s.software_keys + s.hardware_keys + s.twofish_keys + s.xchacha_keys
 }
 
 fn online_rekey_retires_the_old_key(mode: Mode) {
