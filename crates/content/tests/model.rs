@@ -100,7 +100,7 @@ fn run(mode: Mode, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(96), ..ProptestConfig::default() })]
 
     #[test]
     fn gcm_matches_model(ops in proptest::collection::vec(op(), 1..14)) {

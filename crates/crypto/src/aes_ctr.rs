@@ -267,7 +267,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(warpfs_testkit::cases(200)))]
         /// The key's keystream (VAES kernel where the CPU has it) equals the
         /// definition: counter blocks nonce ‖ BE32(counter + i), wrapping,
         /// each encrypted with the `aes` crate; for any length and counter.

@@ -118,7 +118,7 @@ fn any_key() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn opencl_masks_equal_cpu_masks(
@@ -236,7 +236,7 @@ fn opencl_twofish_masks_match_the_papers_vectors() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(16), ..ProptestConfig::default() })]
 
     /// Random Twofish keys (several per launch, so work groups span
     /// contexts of different keys), nonces, counters near the wrap, lengths.

@@ -212,7 +212,7 @@ fn cuda_equals_vectors_and_xts_mode() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(24), ..ProptestConfig::default() })]
     /// Random 256/512-bit keys, unit sizes, unit counts, launch chunk sizes
     /// and first unit numbers: GPU == xts-mode, and decrypt inverts.
     #[test]

@@ -124,7 +124,7 @@ fn cuda_twofish_equals_the_mount_cipher() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(16), ..ProptestConfig::default() })]
     /// Random keys, unit counts, launch chunk sizes, file IDs and first
     /// blocks: GPU == the mount's CPU XTS-Twofish, and decrypt inverts.
     #[test]

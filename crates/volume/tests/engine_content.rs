@@ -146,7 +146,7 @@ fn run(mode: Mode, speculation: bool, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(24), ..ProptestConfig::default() })]
 
     #[test]
     fn pool_and_windows_match_model(

@@ -57,7 +57,7 @@ const PATHS: &[&[&str]] = &[
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(warpfs_testkit::cases(2000)))]
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {

@@ -447,7 +447,7 @@ const SLOT: &[&str] = &[
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(warpfs_testkit::cases(48)))]
 
     /// Any edit of a keyslot config is refused on reading, or when a slot
     /// opens it; what opens is the config as written.

@@ -61,7 +61,7 @@ fn oracle_block(c: &twofish::Twofish, b: [u8; 16]) -> [u8; 16] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(warpfs_testkit::cases(64)))]
 
     /// CTR keystream and GCM tags equal the definitions over the `twofish`
     /// crate: counter blocks nonce ‖ BE32(2 + i) (wrapping), H = E(0),

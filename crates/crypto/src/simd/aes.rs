@@ -327,7 +327,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(warpfs_testkit::cases(300)))]
         #[test]
         fn ctr_equals_the_counter_block_definition(
             long in proptest::bool::ANY,

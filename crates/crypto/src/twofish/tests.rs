@@ -205,7 +205,7 @@ fn oracle(key: &[u8]) -> twofish::Twofish {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(warpfs_testkit::cases(200)))]
 
     /// Any key size, any number of blocks (the multi-block path and its
     /// single-block tail): equal to the `twofish` crate both ways.

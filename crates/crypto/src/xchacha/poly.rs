@@ -192,7 +192,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(warpfs_testkit::cases(500)))]
         /// Equal to the `poly1305` crate (padded, as the AEAD uses it, and
         /// unpadded) for any key and message, keys with every limb at its
         /// largest included.

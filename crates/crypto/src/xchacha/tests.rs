@@ -155,7 +155,7 @@ fn a_stream_past_its_counter_is_refused() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(warpfs_testkit::cases(300)))]
     /// A block as warpfs seals it (mask from block 0: the Poly1305 key,
     /// then the data; tag over AD = file ID ‖ block number) equals the
     /// `chacha20poly1305` crate's XChaCha20-Poly1305 under the nonce

@@ -250,7 +250,7 @@ fn oracle_twofish(key: &[u8], tweak: [u8; 16], buf: &mut [u8]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(warpfs_testkit::cases(128)))]
 
     #[test]
     fn matches_xts_mode_crate(

@@ -120,7 +120,7 @@ fn random_schedule(seed: u64, nthreads: usize, software: bool, batch_max: usize,
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: warpfs_testkit::cases(12), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn interleaved_define_apply_equals_direct_ctr(

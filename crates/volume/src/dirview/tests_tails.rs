@@ -151,7 +151,7 @@ fn a_name_with_text_no_tool_adds_never_shows_as_a_decrypted_name() {
     let hash = long.strip_prefix("warpfs.long.").unwrap().to_string();
     let dir = v.dir(Path::new("")).unwrap();
     let mut runner = TestRunner::new(Config {
-        cases: 400,
+        cases: warpfs_testkit::cases(400),
         failure_persistence: None,
         ..Config::default()
     });
