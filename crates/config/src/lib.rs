@@ -18,8 +18,8 @@ mod write;
 mod tests;
 
 pub use config::{
-    Config, ContentMode, FeatureFlag, Input, KeyState, NewSlot, Opened, Slot, SlotKind, MAX_LABEL_LEN, MAX_SLOTS,
-    REKEY_ID_LEN,
+    Config, ContentMode, FeatureFlag, Fido2, Input, KeyState, NewSlot, Opened, Slot, SlotKind, FIDO2_RP_ID,
+    FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS, REKEY_ID_LEN,
 };
 pub use error::{ConfigError, Result};
 pub use warpfs_crypto::{KdfParams, MasterKey};

@@ -6,7 +6,7 @@
 //! revision, records when the slot that allowed it was used, and MACs the
 //! result under the (new) volume key.
 
-use super::slots::{previous_ad, Params, Recovery, Secret, Slot, SlotTable, MAX_SLOTS};
+use super::slots::{previous_ad, Fido2, Params, Recovery, Secret, Slot, SlotTable, MAX_SLOTS};
 use super::{Config, FeatureFlag, Input, KeyStore, SlotKind};
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
@@ -47,6 +47,14 @@ pub enum NewSlot<'a> {
     },
     /// A recovery slot for this recovery key.
     Recovery(&'a RecoveryKey),
+    /// A FIDO2 slot: its parameters ([`Fido2::new`]) and the security
+    /// key's hmac-secret output for their salt.
+    Fido2 {
+        /// The slot's parameters.
+        params: &'a Fido2,
+        /// The key's output for `params.salt`.
+        output: &'a [u8; 32],
+    },
 }
 
 impl NewSlot<'_> {
@@ -73,6 +81,10 @@ impl NewSlot<'_> {
                 let key = SlotKey::from_recovery(rk, &p.salt);
                 (Params::Recovery(p), key)
             }
+            NewSlot::Fido2 { params, output } => (
+                Params::Fido2((*params).clone()),
+                SlotKey::from_fido2(output, &params.salt),
+            ),
         })
     }
 }
@@ -155,6 +167,9 @@ impl Config {
                     verified: false,
                     slot_key: None,
                 }),
+                Input::Fido2 { .. } => Err(ConfigError::Slots(
+                    "this volume has no keyslots, so no FIDO2 slot: open it with its password".into(),
+                )),
             };
         };
         for s in &t.slots {

@@ -46,6 +46,7 @@ fn dir_entries(d: &Path) -> Vec<String> {
     v
 }
 
+mod fido2;
 mod fuzz;
 mod hostile;
 mod lifecycle;
