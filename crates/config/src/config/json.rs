@@ -174,7 +174,7 @@ impl Config {
         // whose fields it does not parse): a newer warpfs wrote it.
         if let Some(slots) = obj.get("keyslots").and_then(|v| v.as_array()) {
             for k in slots.iter().filter_map(|s| s.get("kind")?.as_str()) {
-                if matches!(k, "tpm2" | "fido2") {
+                if matches!(k, "fido2") {
                     return Err(ConfigError::Unsupported(format!(
                         "keyslot kind {k} is not supported by this warpfs: this volume needs a newer warpfs"
                     )));

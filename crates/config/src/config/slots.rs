@@ -4,8 +4,8 @@
 //! volume key. A slot kind is one module of `slots/` (`secret`,
 //! `recovery`): its name, its public fields, and how the user's input
 //! becomes the slot key; an arm of [`Params`] ties it in (decision record
-//! 0082). The reserved kinds `tpm2` and `fido2` are refused as needing a
-//! newer warpfs.
+//! 0082; `tpm2`, 0084). The reserved kind `fido2` is refused as needing
+//! a newer warpfs.
 
 use super::mac::Fields;
 use super::validate::show;
@@ -19,9 +19,12 @@ use warpfs_crypto::MasterKey;
 
 mod recovery;
 mod secret;
+mod tpm2;
 
 pub(crate) use recovery::Recovery;
 pub(crate) use secret::Secret;
+pub(crate) use tpm2::Tpm2;
+pub use tpm2::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
 
 /// Most slots a config holds.
 pub const MAX_SLOTS: usize = 32;
@@ -42,6 +45,8 @@ pub enum SlotKind {
     PasswordKeyfile,
     /// A recovery key printed once (HKDF).
     Recovery,
+    /// A secret sealed by a TPM2, optionally to PCR values.
+    Tpm2,
 }
 
 impl SlotKind {
@@ -52,6 +57,7 @@ impl SlotKind {
             SlotKind::Keyfile => "keyfile",
             SlotKind::PasswordKeyfile => "password+keyfile",
             SlotKind::Recovery => "recovery",
+            SlotKind::Tpm2 => "tpm2",
         }
     }
 
@@ -61,7 +67,8 @@ impl SlotKind {
             "keyfile" => SlotKind::Keyfile,
             "password+keyfile" => SlotKind::PasswordKeyfile,
             "recovery" => SlotKind::Recovery,
-            "tpm2" | "fido2" => {
+            "tpm2" => SlotKind::Tpm2,
+            "fido2" => {
                 return Err(ConfigError::Unsupported(format!(
                     "keyslot kind {s} is not supported by this warpfs: this volume needs a newer warpfs"
                 )))
@@ -72,7 +79,7 @@ impl SlotKind {
 
     /// Whether the slot opens with a password, a keyfile or both.
     pub fn is_secret(self) -> bool {
-        self != SlotKind::Recovery
+        matches!(self, SlotKind::Password | SlotKind::Keyfile | SlotKind::PasswordKeyfile)
     }
 }
 
@@ -96,6 +103,8 @@ pub enum Input<'a> {
     },
     /// A recovery key.
     Recovery(&'a RecoveryKey),
+    /// A TPM2 client that unseals `tpm2` slots' objects.
+    Tpm2(&'a dyn Unseal),
 }
 
 /// A kind's public parameters (the seam a new kind plugs into).
@@ -105,6 +114,8 @@ pub(crate) enum Params {
     Secret(Secret),
     /// `recovery`.
     Recovery(Recovery),
+    /// `tpm2`.
+    Tpm2(Tpm2),
 }
 
 impl Params {
@@ -112,6 +123,7 @@ impl Params {
         match self {
             Params::Secret(s) => s.kind,
             Params::Recovery(_) => SlotKind::Recovery,
+            Params::Tpm2(_) => SlotKind::Tpm2,
         }
     }
 
@@ -121,6 +133,7 @@ impl Params {
         match self {
             Params::Secret(s) => s.slot_key(input),
             Params::Recovery(r) => r.slot_key(input),
+            Params::Tpm2(t) => t.slot_key(input),
         }
     }
 
@@ -128,17 +141,40 @@ impl Params {
         match self {
             Params::Secret(s) => s.fields(out),
             Params::Recovery(r) => r.fields(out),
+            Params::Tpm2(t) => t.fields(out),
         }
     }
 
-    fn to_json(&self) -> SlotKdfJson {
+    /// The slot's `kdf` member (none for a kind with a member of its own).
+    fn kdf_json(&self) -> Option<SlotKdfJson> {
         match self {
-            Params::Secret(s) => s.to_json(),
-            Params::Recovery(r) => r.to_json(),
+            Params::Secret(s) => Some(s.to_json()),
+            Params::Recovery(r) => Some(r.to_json()),
+            Params::Tpm2(_) => None,
         }
     }
 
-    fn from_json(kind: SlotKind, kdf: &SlotKdfJson) -> Result<Self> {
+    fn from_json(kind: SlotKind, j: &SlotJson) -> Result<Self> {
+        let member = |present: bool, name: &str| {
+            if present {
+                Err(ConfigError::parse(format!("a {kind} keyslot has no \"{name}\" member")))
+            } else {
+                Ok(())
+            }
+        };
+        if kind == SlotKind::Tpm2 {
+            member(j.kdf.is_some(), "kdf")?;
+            let t = j
+                .tpm2
+                .as_ref()
+                .ok_or_else(|| ConfigError::parse("a tpm2 keyslot needs its \"tpm2\" member"))?;
+            return Ok(Params::Tpm2(Tpm2::from_json(t)?));
+        }
+        member(j.tpm2.is_some(), "tpm2")?;
+        let kdf = j
+            .kdf
+            .as_ref()
+            .ok_or_else(|| ConfigError::parse(format!("a {kind} keyslot needs its \"kdf\" member")))?;
         Ok(match kind {
             SlotKind::Recovery => Params::Recovery(Recovery::from_json(kdf)?),
             k => Params::Secret(Secret::from_json(k, kdf)?),
@@ -173,7 +209,15 @@ impl Slot {
     pub fn kdf(&self) -> Option<KdfParams> {
         match &self.params {
             Params::Secret(s) => Some(s.kdf),
-            Params::Recovery(_) => None,
+            Params::Recovery(_) | Params::Tpm2(_) => None,
+        }
+    }
+
+    /// Its sealed object (a `tpm2` slot).
+    pub fn tpm2(&self) -> Option<&Tpm2Object> {
+        match &self.params {
+            Params::Tpm2(t) => Some(&t.object),
+            _ => None,
         }
     }
 
@@ -254,7 +298,7 @@ impl SlotTable {
     pub(crate) fn first_kdf(&self) -> Option<KdfParams> {
         self.slots.iter().find_map(|s| match &s.params {
             Params::Secret(x) => Some(x.kdf),
-            Params::Recovery(_) => None,
+            Params::Recovery(_) | Params::Tpm2(_) => None,
         })
     }
 }
@@ -278,7 +322,10 @@ pub(crate) struct SlotJson {
     created: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_used: Option<u64>,
-    kdf: SlotKdfJson,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kdf: Option<SlotKdfJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tpm2: Option<tpm2::Tpm2Json>,
     wrapped_key: super::json::WrappedJson,
 }
 
@@ -304,7 +351,11 @@ impl Slot {
             label: self.label.clone(),
             created: self.created,
             last_used: self.last_used,
-            kdf: self.params.to_json(),
+            kdf: self.params.kdf_json(),
+            tpm2: match &self.params {
+                Params::Tpm2(t) => Some(t.to_json()),
+                _ => None,
+            },
             wrapped_key: super::json::WrappedJson::of(&self.wrapped),
         }
     }
@@ -312,7 +363,7 @@ impl Slot {
     pub(crate) fn from_json(j: SlotJson) -> Result<Self> {
         let kind = SlotKind::from_name(&j.kind)?;
         check_label(&j.label)?;
-        let params = Params::from_json(kind, &j.kdf)?;
+        let params = Params::from_json(kind, &j)?;
         let wrapped = j.wrapped_key.parse("keyslots[].wrapped_key")?;
         Ok(Slot {
             id: j.id,

@@ -50,4 +50,5 @@ mod fuzz;
 mod hostile;
 mod lifecycle;
 mod slots;
+mod tpm2;
 mod versions;
