@@ -41,6 +41,35 @@ fn unique_dir() -> PathBuf {
     ))
 }
 
+/// Whether Debian's swtpm is installed (its binary runs).
+pub fn installed() -> bool {
+    Command::new("swtpm")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// A software TPM for the calling test, or `None` (the test returns)
+/// after a counted skip ([`crate::skip`]) when swtpm is not installed.
+/// An installed swtpm that does not start is a failure, not a skip.
+///
+/// # Panics
+/// When swtpm is installed but does not start.
+#[track_caller]
+pub fn for_test() -> Option<Swtpm> {
+    if !installed() {
+        crate::skip("swtpm is not installed (apt-get install swtpm swtpm-tools)");
+        return None;
+    }
+    match Swtpm::start() {
+        Ok(s) => Some(s),
+        Err(e) => panic!("swtpm is installed but does not start: {e}"),
+    }
+}
+
 impl Swtpm {
     /// Start one; `Err` says why not (no swtpm installed, no ports, it
     /// would not start in five tries).

@@ -97,6 +97,11 @@ impl Secret {
     pub(crate) fn zeroed() -> Self {
         Secret(Locked::new([0u8; SECRET_LEN]))
     }
+
+    /// The locked bytes themselves.
+    pub fn into_locked(self) -> Locked<[u8; SECRET_LEN]> {
+        self.0
+    }
 }
 
 impl std::ops::Deref for Secret {

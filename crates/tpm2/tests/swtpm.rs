@@ -7,16 +7,9 @@ use warpfs_testkit::swtpm::Swtpm;
 use warpfs_tpm2::{extend_pcr, seal, unseal, Failure, Tcti};
 
 fn swtpm() -> Option<(Swtpm, Tcti)> {
-    match Swtpm::start() {
-        Ok(s) => {
-            let t = Tcti::parse(&s.tcti()).unwrap();
-            Some((s, t))
-        }
-        Err(e) => {
-            warpfs_testkit::skip(format!("no software TPM: {e}"));
-            None
-        }
-    }
+    let s = warpfs_testkit::swtpm::for_test()?;
+    let t = Tcti::parse(&s.tcti()).unwrap();
+    Some((s, t))
 }
 
 #[test]

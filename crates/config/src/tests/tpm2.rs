@@ -9,6 +9,9 @@ use super::*;
 use crate::{DeviceError, DeviceFailure, Tpm2Object, Unseal};
 use warpfs_crypto::slotkeys::SlotKey;
 
+/// An edit of a config's JSON.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 /// A TPM as the config sees it: which private blob unseals to what, and
 /// a failure for every other object.
 struct FakeTpm {
@@ -218,7 +221,7 @@ fn the_tpm2_member_is_bound_by_the_wrapping_and_the_mac() {
     };
     // Each field changed to another valid value: the slot no longer
     // unwraps (its AD changed), and the password slot's MAC check fails.
-    let changes: Vec<Box<dyn Fn(&mut Value)>> = vec![
+    let changes: Vec<Edit> = vec![
         Box::new(|v| v["keyslots"][1]["tpm2"]["pcrs"] = json!([])),
         Box::new(|v| v["keyslots"][1]["tpm2"]["pcrs"] = json!([7, 8])),
         Box::new(|v| v["keyslots"][1]["tpm2"]["public"] = json!("AAQJCQkJ")),
@@ -242,7 +245,7 @@ fn the_tpm2_member_is_bound_by_the_wrapping_and_the_mac() {
         );
     }
     // Malformed members are refused as read, never a panic.
-    let bad: Vec<Box<dyn Fn(&mut Value)>> = vec![
+    let bad: Vec<Edit> = vec![
         Box::new(|v| v["keyslots"][1]["tpm2"]["pcr_bank"] = json!("sha1")),
         Box::new(|v| v["keyslots"][1]["tpm2"]["pcrs"] = json!([24])),
         Box::new(|v| v["keyslots"][1]["tpm2"]["pcrs"] = json!([8, 7])),
