@@ -18,6 +18,8 @@
 //! A registry line that cannot be written fails the test too: a skip is
 //! never counted as a pass.
 
+pub mod swtpm;
+
 use std::collections::HashSet;
 use std::fmt::Display;
 use std::fs::OpenOptions;

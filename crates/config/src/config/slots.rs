@@ -2,10 +2,9 @@
 //! slots, each wrapping the one volume key under a key of its own, and
 //! the whole config authenticated by a MAC under a key derived from the
 //! volume key. A slot kind is one module of `slots/` (`secret`,
-//! `recovery`, `fido2`): its name, its public fields, and how the user's
-//! input becomes the slot key; an arm of [`Params`] ties it in (decision
-//! record 0082). The reserved kind `tpm2` is refused as needing a newer
-//! warpfs.
+//! `recovery`, `fido2`, `tpm2`): its name, its public fields, and how the
+//! user's input becomes the slot key; an arm of [`Params`] ties it in
+//! (decision records 0082; `tpm2` 0084, `fido2` 0085).
 
 use super::mac::Fields;
 use super::validate::show;
@@ -20,10 +19,13 @@ use warpfs_crypto::MasterKey;
 mod fido2;
 mod recovery;
 mod secret;
+mod tpm2;
 
 pub use fido2::{Fido2, FIDO2_RP_ID, FIDO2_SALT_LEN};
 pub(crate) use recovery::Recovery;
 pub(crate) use secret::Secret;
+pub(crate) use tpm2::Tpm2;
+pub use tpm2::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
 
 /// Most slots a config holds.
 pub const MAX_SLOTS: usize = 32;
@@ -46,6 +48,8 @@ pub enum SlotKind {
     Recovery,
     /// A FIDO2 security key's hmac-secret (HKDF of its output).
     Fido2,
+    /// A secret sealed by a TPM2, optionally to PCR values.
+    Tpm2,
 }
 
 impl SlotKind {
@@ -57,6 +61,7 @@ impl SlotKind {
             SlotKind::PasswordKeyfile => "password+keyfile",
             SlotKind::Recovery => "recovery",
             SlotKind::Fido2 => "fido2",
+            SlotKind::Tpm2 => "tpm2",
         }
     }
 
@@ -67,11 +72,7 @@ impl SlotKind {
             "password+keyfile" => SlotKind::PasswordKeyfile,
             "recovery" => SlotKind::Recovery,
             "fido2" => SlotKind::Fido2,
-            "tpm2" => {
-                return Err(ConfigError::Unsupported(format!(
-                    "keyslot kind {s} is not supported by this warpfs: this volume needs a newer warpfs"
-                )))
-            }
+            "tpm2" => SlotKind::Tpm2,
             other => return Err(ConfigError::parse(format!("unknown keyslot kind {}", show(other)))),
         })
     }
@@ -110,6 +111,8 @@ pub enum Input<'a> {
         /// The hmac-secret output.
         output: &'a [u8; 32],
     },
+    /// A TPM2 client that unseals `tpm2` slots' objects.
+    Tpm2(&'a dyn Unseal),
 }
 
 /// A kind's public parameters (the seam a new kind plugs into).
@@ -121,6 +124,8 @@ pub(crate) enum Params {
     Recovery(Recovery),
     /// `fido2`.
     Fido2(Fido2),
+    /// `tpm2`.
+    Tpm2(Tpm2),
 }
 
 impl Params {
@@ -129,6 +134,7 @@ impl Params {
             Params::Secret(s) => s.kind,
             Params::Recovery(_) => SlotKind::Recovery,
             Params::Fido2(_) => SlotKind::Fido2,
+            Params::Tpm2(_) => SlotKind::Tpm2,
         }
     }
 
@@ -139,6 +145,7 @@ impl Params {
             Params::Secret(s) => s.slot_key(input),
             Params::Recovery(r) => r.slot_key(input),
             Params::Fido2(f) => f.slot_key(input),
+            Params::Tpm2(t) => t.slot_key(input),
         }
     }
 
@@ -147,6 +154,7 @@ impl Params {
             Params::Secret(s) => s.fields(out),
             Params::Recovery(r) => r.fields(out),
             Params::Fido2(f) => f.fields(out),
+            Params::Tpm2(t) => t.fields(out),
         }
     }
 
@@ -156,7 +164,7 @@ impl Params {
         match self {
             Params::Secret(s) => Some(s.to_json()),
             Params::Recovery(r) => Some(r.to_json()),
-            Params::Fido2(_) => None,
+            Params::Fido2(_) | Params::Tpm2(_) => None,
         }
     }
 
@@ -167,15 +175,24 @@ impl Params {
         }
     }
 
+    fn tpm2_json(&self) -> Option<tpm2::Tpm2Json> {
+        match self {
+            Params::Tpm2(t) => Some(t.to_json()),
+            _ => None,
+        }
+    }
+
     fn from_json(kind: SlotKind, j: &SlotJson) -> Result<Self> {
         let member =
             |name: &str| ConfigError::parse(format!("a {kind} keyslot needs a \"{name}\" member, and only it"));
-        Ok(match (kind, &j.kdf, &j.fido2) {
-            (SlotKind::Fido2, None, Some(f)) => Params::Fido2(Fido2::from_json(f)?),
+        Ok(match (kind, &j.kdf, &j.fido2, &j.tpm2) {
+            (SlotKind::Fido2, None, Some(f), None) => Params::Fido2(Fido2::from_json(f)?),
             (SlotKind::Fido2, ..) => return Err(member("fido2")),
-            (_, Some(_), Some(_)) | (_, None, _) => return Err(member("kdf")),
-            (SlotKind::Recovery, Some(kdf), None) => Params::Recovery(Recovery::from_json(kdf)?),
-            (k, Some(kdf), None) => Params::Secret(Secret::from_json(k, kdf)?),
+            (SlotKind::Tpm2, None, None, Some(t)) => Params::Tpm2(Tpm2::from_json(t)?),
+            (SlotKind::Tpm2, ..) => return Err(member("tpm2")),
+            (SlotKind::Recovery, Some(kdf), None, None) => Params::Recovery(Recovery::from_json(kdf)?),
+            (k, Some(kdf), None, None) => Params::Secret(Secret::from_json(k, kdf)?),
+            _ => return Err(member("kdf")),
         })
     }
 }
@@ -207,7 +224,7 @@ impl Slot {
     pub fn kdf(&self) -> Option<KdfParams> {
         match &self.params {
             Params::Secret(s) => Some(s.kdf),
-            Params::Recovery(_) | Params::Fido2(_) => None,
+            Params::Recovery(_) | Params::Fido2(_) | Params::Tpm2(_) => None,
         }
     }
 
@@ -215,6 +232,14 @@ impl Slot {
     pub fn fido2(&self) -> Option<&Fido2> {
         match &self.params {
             Params::Fido2(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Its sealed object (a `tpm2` slot).
+    pub fn tpm2(&self) -> Option<&Tpm2Object> {
+        match &self.params {
+            Params::Tpm2(t) => Some(&t.object),
             _ => None,
         }
     }
@@ -296,7 +321,7 @@ impl SlotTable {
     pub(crate) fn first_kdf(&self) -> Option<KdfParams> {
         self.slots.iter().find_map(|s| match &s.params {
             Params::Secret(x) => Some(x.kdf),
-            Params::Recovery(_) | Params::Fido2(_) => None,
+            Params::Recovery(_) | Params::Fido2(_) | Params::Tpm2(_) => None,
         })
     }
 }
@@ -324,6 +349,8 @@ pub(crate) struct SlotJson {
     kdf: Option<SlotKdfJson>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     fido2: Option<fido2::Fido2Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tpm2: Option<tpm2::Tpm2Json>,
     wrapped_key: super::json::WrappedJson,
 }
 
@@ -351,6 +378,7 @@ impl Slot {
             last_used: self.last_used,
             kdf: self.params.kdf_json(),
             fido2: self.params.fido2_json(),
+            tpm2: self.params.tpm2_json(),
             wrapped_key: super::json::WrappedJson::of(&self.wrapped),
         }
     }

@@ -51,4 +51,5 @@ mod fuzz;
 mod hostile;
 mod lifecycle;
 mod slots;
+mod tpm2;
 mod versions;

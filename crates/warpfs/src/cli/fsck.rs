@@ -20,6 +20,8 @@ pub struct FsckArgs {
     /// Password source.
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    tpm2: super::tpm2::UnlockArgs,
     /// Make blocks that cannot be read under any key generation of the
     /// volume (bad GCM tag, corrupt nonce entry) holes that read as zeros,
     /// saving what it changes to an undo file first (--undo puts it back).
@@ -165,7 +167,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
-    let pw = a.pass.source().read("Password: ", false)?;
+    let pw = super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?;
     let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
     let master = opened.key;
     drop(pw);

@@ -1,7 +1,7 @@
 //! `warpfs key`: a volume's keyslots (FORMAT.md 2.6). `list` shows them
 //! (never a secret; without a secret the table is shown as read, not
-//! verified); `add` makes a password, keyfile, password+keyfile or
-//! recovery slot, opened by any slot the user can open (a config without
+//! verified); `add` makes a password, keyfile, password+keyfile,
+//! recovery or TPM2 slot (`tpm2.rs`), opened by any slot the user can open (a config without
 //! keyslots becomes one, with its password as slot 0); `remove` takes a
 //! slot away, and with `--rekey` draws a new volume key so that an older
 //! copy of the config opened with the removed secret decrypts nothing
@@ -26,7 +26,7 @@ pub struct KeyArgs {
 enum KeyCmd {
     /// List the keyslots (slot, kind, label, created, last used; never a secret).
     List(ListArgs),
-    /// Add a keyslot: a password, a keyfile, both, or a recovery key printed once.
+    /// Add a keyslot: a password, a keyfile, both, a recovery key printed once, or a key sealed by a TPM2.
     Add(AddArgs),
     /// Remove a keyslot; with --rekey, re-encrypt the volume under a new volume key.
     Remove(RemoveArgs),
@@ -50,10 +50,17 @@ struct UnlockArgs {
     /// Open with the recovery key instead: `stdin` reads it as it was printed.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "unlock_keyfile"])]
     masterkey: Option<String>,
+    /// Open with an existing TPM2 slot instead (unsealed by the TPM at the
+    /// slot's own TCTI, else device:/dev/tpmrm0; no prompt).
+    #[arg(long, conflicts_with_all = ["passfile", "extpass", "unlock_keyfile", "masterkey"])]
+    unlock_tpm2: bool,
 }
 
 impl UnlockArgs {
     fn given(&self) -> Result<Given, CliError> {
+        if self.unlock_tpm2 {
+            return Ok(Given::Tpm2(super::tpm2::Client::new(None)?));
+        }
         let src = Source {
             passfile: self.passfile.clone(),
             extpass: self.extpass.clone(),
@@ -88,7 +95,7 @@ struct AddArgs {
     unlock: UnlockArgs,
     /// The new slot opens with a password (with --keyfile: a password and
     /// that keyfile together).
-    #[arg(long, required_unless_present_any = ["keyfile", "recovery"])]
+    #[arg(long, required_unless_present_any = ["keyfile", "recovery", "tpm2"])]
     password: bool,
     /// The new slot opens with this keyfile (alone, or with --password).
     #[arg(long, value_name = "FILE", conflicts_with = "recovery")]
@@ -96,6 +103,20 @@ struct AddArgs {
     /// A recovery slot: a new random recovery key, printed once.
     #[arg(long, conflicts_with = "password")]
     recovery: bool,
+    /// A TPM2 slot: a new random key sealed by this machine's TPM (to
+    /// --tpm2-pcrs when given); `--tpm2` on mount, fsck and rekey opens it
+    /// without a password.
+    #[arg(long, conflicts_with_all = ["password", "keyfile", "recovery"])]
+    tpm2: bool,
+    /// The TPM's TCTI [default: device:/dev/tpmrm0]; kept in the slot as a
+    /// hint when it is a TPM device or a simulator on the loopback address.
+    #[arg(long, value_name = "TCTI", requires = "tpm2")]
+    tpm2_tcti: Option<String>,
+    /// Seal to these PCRs of the SHA-256 bank at their current values
+    /// (e.g. 7, or 0,2,7): the TPM refuses to unseal once one changes (a
+    /// firmware, boot loader or Secure Boot change).
+    #[arg(long, value_name = "LIST", requires = "tpm2")]
+    tpm2_pcrs: Option<String>,
     /// Read the new slot's password from the first line of this file.
     #[arg(long, value_name = "FILE", conflicts_with = "new_extpass")]
     new_passfile: Option<PathBuf>,
@@ -172,7 +193,34 @@ pub fn slot_json(s: &Slot) -> serde_json::Value {
         "label": s.label,
         "created": s.created,
         "last_used": s.last_used,
+        "tpm2": s.tpm2().map(|t| serde_json::json!({
+            "pcr_bank": "sha256",
+            "pcrs": t.pcrs,
+            "tcti": t.tcti,
+        })),
     })
+}
+
+/// What a slot is opened with, in words (no secret): its KDF, or the
+/// TPM2 policy.
+pub fn slot_detail(s: &Slot) -> String {
+    if let Some(t) = s.tpm2() {
+        let pcrs = if t.pcrs.is_empty() {
+            "no PCR policy".to_string()
+        } else {
+            let l: Vec<String> = t.pcrs.iter().map(u32::to_string).collect();
+            format!("PCRs {} of sha256", l.join(","))
+        };
+        let tcti = t.tcti.as_ref().map_or_else(String::new, |t| format!(", TCTI {t}"));
+        return format!("sealed by a TPM2, {pcrs}{tcti}");
+    }
+    match s.kdf() {
+        Some(k) => format!(
+            "argon2id, {} KiB memory, {} iterations, parallelism {}",
+            k.memory_kib, k.iterations, k.parallelism
+        ),
+        None => "hkdf-sha256".to_string(),
+    }
 }
 
 fn list(a: ListArgs) -> Result<(), CliError> {
@@ -213,6 +261,9 @@ fn list(a: ListArgs) -> Result<(), CliError> {
             utc(s.created),
             s.last_used.map_or_else(|| "-".to_string(), utc)
         );
+        if s.kind() == SlotKind::Tpm2 {
+            println!("      ({})", slot_detail(s));
+        }
     }
     println!("(as warpfs.conf says: a slot opening it checks the whole table)");
     Ok(())
@@ -256,7 +307,15 @@ fn add(a: AddArgs) -> Result<(), CliError> {
         ));
     }
     let (cfg, opened, _) = open(&a.cipherdir, &a.config, &a.unlock)?;
-    let (cfg, id, rk) = if a.recovery {
+    let (cfg, id, rk) = if a.tpm2 {
+        let (object, secret) = super::tpm2::enroll(a.tpm2_tcti.as_deref(), a.tpm2_pcrs.as_deref())?;
+        let new = NewSlot::Tpm2 {
+            object,
+            secret: &secret,
+        };
+        let (c, id) = cfg.with_slot(&opened.key, opened.slot, &new, &a.label)?;
+        (c, id, None)
+    } else if a.recovery {
         let rk = RecoveryKey::generate();
         let (c, id) = cfg.with_slot(&opened.key, opened.slot, &NewSlot::Recovery(&rk), &a.label)?;
         (c, id, Some(rk))

@@ -23,6 +23,7 @@ mod reverse;
 mod setuid;
 mod speed;
 mod stats;
+mod tpm2;
 mod unlock;
 mod virt;
 mod volkey;
@@ -145,6 +146,7 @@ enum Cmd {
 
 /// Run the command line; returns the process exit code.
 pub fn run() -> i32 {
+    tpm2::quiet_library_log();
     match parse(std::env::args_os().collect()) {
         Ok(Some(cli)) => finish(dispatch(cli)),
         Ok(None) => exit::OK,

@@ -53,6 +53,8 @@ fn has_aes_ni() -> bool {
 pub struct MountArgs {
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    tpm2: super::tpm2::UnlockArgs,
     /// Stay in the foreground (log to stderr; Ctrl-C unmounts).
     #[arg(short = 'f', long)]
     foreground: bool,
@@ -419,7 +421,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
     // The extpass program runs as the --setuid user.
-    let given = super::unlock::Given::read(&a.pass.source(), a.masterkey.is_some(), "Password: ", user)?;
+    let given =
+        super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), a.masterkey.is_some(), "Password: ", user)?;
     let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
     drop(given);
     let (master, verified) = (opened.key, opened.verified);

@@ -27,6 +27,8 @@ pub enum Given {
     Secret(Password),
     /// A recovery key (`--masterkey stdin`).
     Recovery(RecoveryKey),
+    /// A TPM that unseals `tpm2` slots (`--tpm2`).
+    Tpm2(super::tpm2::Client),
 }
 
 impl Given {
@@ -35,6 +37,33 @@ impl Given {
         match self {
             Given::Secret(p) => p.input(),
             Given::Recovery(r) => Input::Recovery(r),
+            Given::Tpm2(c) => Input::Tpm2(c),
+        }
+    }
+
+    /// [`Given::read`], or the TPM with `--tpm2` (no prompt; refused
+    /// beside a password source or the recovery key).
+    pub fn read_or_tpm2(
+        tpm2: &super::tpm2::UnlockArgs,
+        source: &super::password::Source,
+        masterkey: bool,
+        prompt: &str,
+        user: Option<&super::setuid::User>,
+    ) -> Result<Given, CliError> {
+        let other = if masterkey {
+            Some("--masterkey")
+        } else if source.passfile.is_some() {
+            Some("--passfile")
+        } else if source.extpass.is_some() {
+            Some("--extpass")
+        } else if source.keyfile.is_some() {
+            Some("--keyfile")
+        } else {
+            None
+        };
+        match tpm2.client(other)? {
+            Some(c) => Ok(Given::Tpm2(c)),
+            None => Given::read(source, masterkey, prompt, user),
         }
     }
 

@@ -23,8 +23,9 @@ use warpfs_volume::rekey::{self, Progress, RekeyOptions};
 #[derive(Args, Debug, Clone, Default)]
 pub struct KeepArgs {
     /// Keep keyslot SLOT through the rekey, opened with SPEC:
-    /// `passfile:FILE`, `keyfile:FILE`, `passfile:FILE,keyfile:FILE` or
-    /// `recovery:FILE` (the recovery key's text). Repeat for each slot. A
+    /// `passfile:FILE`, `keyfile:FILE`, `passfile:FILE,keyfile:FILE`,
+    /// `recovery:FILE` (the recovery key's text), or `tpm2` / `tpm2:TCTI`
+    /// (a TPM2 slot, unsealed by the TPM now). Repeat for each slot. A
     /// slot whose secret is not given (here, or when asked on the
     /// terminal) is dropped: the new volume key can only be wrapped for a
     /// slot whose key is at hand.
@@ -42,6 +43,7 @@ pub struct KeepArgs {
 enum Spec {
     Secret(Source),
     Recovery(PathBuf),
+    Tpm2(Option<String>),
 }
 
 fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
@@ -51,6 +53,12 @@ fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
     if let Some(f) = spec.strip_prefix("recovery:") {
         return Ok((slot, Spec::Recovery(PathBuf::from(f))));
     }
+    if spec == "tpm2" {
+        return Ok((slot, Spec::Tpm2(None)));
+    }
+    if let Some(t) = spec.strip_prefix("tpm2:") {
+        return Ok((slot, Spec::Tpm2(Some(t.to_owned()))));
+    }
     let mut src = Source::default();
     for part in spec.split(',') {
         match part.split_once(':') {
@@ -58,7 +66,7 @@ fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
             Some(("keyfile", f)) => src.keyfile = Some(PathBuf::from(f)),
             _ => {
                 return Err(bad(
-                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated) or recovery:FILE",
+                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated), recovery:FILE, tpm2 or tpm2:TCTI",
                 ))
             }
         }
@@ -82,6 +90,10 @@ fn open_spec(cfg: &Config, id: u32, spec: &Spec) -> Result<SlotKey, CliError> {
             let rk = RecoveryKey::from_text(&text)
                 .map_err(|e| CliError::new(WRONG_PASSWORD, format!("{}: bad recovery key: {e}", f.display())))?;
             cfg.slot_key(id, &Input::Recovery(&rk))
+        }
+        Spec::Tpm2(tcti) => {
+            let tpm = super::tpm2::Client::new(tcti.as_deref())?;
+            cfg.slot_key(id, &Input::Tpm2(&tpm))
         }
     };
     key.map_err(|e| match e {
@@ -111,6 +123,18 @@ fn ask(cfg: &Config, s: &Slot) -> Result<Option<SlotKey>, CliError> {
             return Ok(None);
         }
         let key = match s.kind() {
+            SlotKind::Tpm2 => {
+                // No secret to type: the TPM unseals it (its own TCTI hint,
+                // else the default device).
+                let tpm = super::tpm2::Client::new(None)?;
+                match cfg.slot_key(s.id, &Input::Tpm2(&tpm)) {
+                    Err(warpfs_config::ConfigError::Device(e)) => {
+                        eprintln!("warpfs: {name}: {e}; give --keep {}=tpm2:TCTI, or drop it", s.id);
+                        continue;
+                    }
+                    r => r,
+                }
+            }
             SlotKind::Recovery => {
                 let t = zeroize::Zeroizing::new(
                     rpassword::prompt_password(format!("Recovery key of {name}: ")).map_err(io)?,
@@ -211,7 +235,7 @@ pub fn start(
     } else {
         match given {
             Given::Secret(pw) => cfg.with_keyslots(pw.bytes(), pw.kind(), "")?,
-            Given::Recovery(_) => {
+            Given::Recovery(_) | Given::Tpm2(_) => {
                 return Err(CliError::new(
                     USAGE,
                     "this volume has no keyslots yet: give its password (not the master key) to rekey it",

@@ -8,7 +8,8 @@
 //! and finished by `warpfs rekey`.
 //! One test binary (`cargo test -p warpfs --test keyslots`): the shared
 //! helpers here, `slots.rs` (kinds, listing, tampering, conversion) and
-//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`).
+//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`) and
+//! `tpm2.rs` (TPM2 slots against a software TPM).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
@@ -16,6 +17,7 @@ mod common;
 
 mod revoke;
 mod slots;
+mod tpm2;
 
 use common::*;
 use std::ffi::OsString;
