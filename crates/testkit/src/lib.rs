@@ -18,6 +18,7 @@
 //! A registry line that cannot be written fails the test too: a skip is
 //! never counted as a pass.
 
+pub mod ctap2;
 pub mod swtpm;
 
 use std::collections::HashSet;

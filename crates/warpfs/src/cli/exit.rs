@@ -17,7 +17,9 @@ pub const MOUNT_FAILED: i32 = 13;
 /// A rekey to a new volume key is unfinished: only `warpfs rekey` opens
 /// the volume, to finish it.
 pub const REKEY_UNFINISHED: i32 = 14;
-/// A hardware keyslot's device is not reachable (no TPM on the TCTI).
+/// A hardware keyslot's device is not reachable: no TPM on the TCTI, no
+/// FIDO2 security key found or answering (not touched in time, PIN
+/// blocked, request refused).
 pub const DEVICE_UNREACHABLE: i32 = 15;
 /// The device refused to give the slot key (a TPM2 slot's PCRs changed).
 pub const DEVICE_REFUSED: i32 = 16;

@@ -22,6 +22,8 @@ pub struct FsckArgs {
     pass: PassArgs,
     #[command(flatten)]
     tpm2: super::tpm2::UnlockArgs,
+    #[command(flatten)]
+    fido2: super::fido2::Fido2Args,
     /// Make blocks that cannot be read under any key generation of the
     /// volume (bad GCM tag, corrupt nonce entry) holes that read as zeros,
     /// saving what it changes to an undo file first (--undo puts it back).
@@ -167,7 +169,10 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
-    let pw = super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?;
+    let pw = match a.fido2.given(&cfg, &a.pass.source(), None)? {
+        Some(f) => super::unlock::Given::Fido2(f),
+        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
+    };
     let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
     let master = opened.key;
     drop(pw);

@@ -29,6 +29,8 @@ pub struct RekeyArgs {
     pass: PassArgs,
     #[command(flatten)]
     tpm2: super::tpm2::UnlockArgs,
+    #[command(flatten)]
+    fido2: super::fido2::Fido2Args,
     /// Files re-encrypted at once (default: one per core).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
@@ -126,7 +128,10 @@ impl Access {
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
-    let given = super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?;
+    let given = match a.fido2.given(&cfg, &a.pass.source(), None)? {
+        Some(f) => super::unlock::Given::Fido2(f),
+        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
+    };
     let (mut cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
     let master = opened.key.clone();
     let pw = match given {
@@ -223,7 +228,10 @@ fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
         jobs: jobs(a),
         max_rate: max_rate(a)?,
     };
-    let given = super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?;
+    let given = match a.fido2.given(&cfg, &a.pass.source(), None)? {
+        Some(f) => super::unlock::Given::Fido2(f),
+        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
+    };
     let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
     if cfg.volume_rekey_under_way() {
         return super::volkey::resume(&a.cipherdir, conf, &cfg, &opened, &run);

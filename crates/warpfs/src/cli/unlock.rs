@@ -29,6 +29,8 @@ pub enum Given {
     Recovery(RecoveryKey),
     /// A TPM that unseals `tpm2` slots (`--tpm2`).
     Tpm2(super::tpm2::Client),
+    /// What a FIDO2 security key gave for one slot (`--fido2`).
+    Fido2(super::fido2::Unlocked),
 }
 
 impl Given {
@@ -37,6 +39,7 @@ impl Given {
         match self {
             Given::Secret(p) => p.input(),
             Given::Recovery(r) => Input::Recovery(r),
+            Given::Fido2(f) => f.input(),
             Given::Tpm2(c) => Input::Tpm2(c),
         }
     }

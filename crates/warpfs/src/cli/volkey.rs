@@ -24,8 +24,9 @@ use warpfs_volume::rekey::{self, Progress, RekeyOptions};
 pub struct KeepArgs {
     /// Keep keyslot SLOT through the rekey, opened with SPEC:
     /// `passfile:FILE`, `keyfile:FILE`, `passfile:FILE,keyfile:FILE`,
-    /// `recovery:FILE` (the recovery key's text), or `tpm2` / `tpm2:TCTI`
-    /// (a TPM2 slot, unsealed by the TPM now). Repeat for each slot. A
+    /// `recovery:FILE` (the recovery key's text), `tpm2` / `tpm2:TCTI`
+    /// (a TPM2 slot, unsealed by the TPM now) or `fido2` (its security
+    /// key; `fido2,passfile:FILE` with the key's PIN). Repeat for each slot. A
     /// slot whose secret is not given (here, or when asked on the
     /// terminal) is dropped: the new volume key can only be wrapped for a
     /// slot whose key is at hand.
@@ -44,6 +45,8 @@ enum Spec {
     Secret(Source),
     Recovery(PathBuf),
     Tpm2(Option<String>),
+    /// A security key; its PIN, if needed, from this source.
+    Fido2(Source),
 }
 
 fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
@@ -60,16 +63,22 @@ fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
         return Ok((slot, Spec::Tpm2(Some(t.to_owned()))));
     }
     let mut src = Source::default();
+    let mut fido2 = false;
     for part in spec.split(',') {
         match part.split_once(':') {
             Some(("passfile", f)) => src.passfile = Some(PathBuf::from(f)),
-            Some(("keyfile", f)) => src.keyfile = Some(PathBuf::from(f)),
+            Some(("keyfile", f)) if !fido2 => src.keyfile = Some(PathBuf::from(f)),
+            None if part == "fido2" && src.keyfile.is_none() => fido2 = true,
             _ => {
                 return Err(bad(
-                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated), recovery:FILE, tpm2 or tpm2:TCTI",
+                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated), recovery:FILE, tpm2, tpm2:TCTI \
+                     or fido2 (fido2,passfile:FILE with the key's PIN)",
                 ))
             }
         }
+    }
+    if fido2 {
+        return Ok((slot, Spec::Fido2(src)));
     }
     src.keyfile_only = src.passfile.is_none();
     Ok((slot, Spec::Secret(src)))
@@ -94,6 +103,11 @@ fn open_spec(cfg: &Config, id: u32, spec: &Spec) -> Result<SlotKey, CliError> {
         Spec::Tpm2(tcti) => {
             let tpm = super::tpm2::Client::new(tcti.as_deref())?;
             cfg.slot_key(id, &Input::Tpm2(&tpm))
+        }
+        Spec::Fido2(src) => {
+            let pin = |prompt: &str| src.read(prompt, false);
+            let f = super::fido2::unlock(cfg, None, &pin, Some(id))?;
+            cfg.slot_key(id, &f.input())
         }
     };
     key.map_err(|e| match e {
@@ -133,6 +147,16 @@ fn ask(cfg: &Config, s: &Slot) -> Result<Option<SlotKey>, CliError> {
                         continue;
                     }
                     r => r,
+                }
+            }
+            SlotKind::Fido2 => {
+                let pin = |prompt: &str| Source::default().read(prompt, false);
+                match super::fido2::unlock(cfg, None, &pin, Some(s.id)) {
+                    Ok(f) => cfg.slot_key(s.id, &f.input()),
+                    Err(e) => {
+                        eprintln!("warpfs: {}", e.msg);
+                        continue;
+                    }
                 }
             }
             SlotKind::Recovery => {
@@ -235,7 +259,7 @@ pub fn start(
     } else {
         match given {
             Given::Secret(pw) => cfg.with_keyslots(pw.bytes(), pw.kind(), "")?,
-            Given::Recovery(_) | Given::Tpm2(_) => {
+            Given::Recovery(_) | Given::Tpm2(_) | Given::Fido2(_) => {
                 return Err(CliError::new(
                     USAGE,
                     "this volume has no keyslots yet: give its password (not the master key) to rekey it",

@@ -101,6 +101,8 @@ enum Removed {
     Password(PathBuf),
     /// A TPM2 slot sealed by this software TPM.
     Tpm2(warpfs_testkit::swtpm::Swtpm),
+    /// A FIDO2 slot of this test authenticator (and its socket's directory).
+    Fido2(warpfs_testkit::ctap2::Authenticator, tempfile::TempDir),
 }
 
 impl Removed {
@@ -109,6 +111,7 @@ impl Removed {
         match self {
             Removed::Password(_) => "password",
             Removed::Tpm2(_) => "tpm2",
+            Removed::Fido2(..) => "fido2",
         }
     }
 
@@ -117,6 +120,19 @@ impl Removed {
         match self {
             Removed::Password(p) => vec!["--passfile".into(), p.to_str().unwrap().into()],
             Removed::Tpm2(t) => vec!["--tpm2".into(), "--tpm2-tcti".into(), t.tcti_short()],
+            Removed::Fido2(..) => vec!["--fido2".into()],
+        }
+    }
+
+    /// `warpfs mount` of `v` with it and `extra` arguments.
+    fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
+        let mut a: Vec<OsString> = args!["mount", "--log-file", &v.logfile];
+        a.extend(self.mount_args().into_iter().map(OsString::from));
+        a.extend(extra.iter().map(OsString::from));
+        a.extend([v.cipher.clone().into(), v.mnt.clone().into()]);
+        match self {
+            Removed::Fido2(k, _) => super::fido2::with_keys(a, &[k.path()]),
+            _ => warpfs(a),
         }
     }
 
@@ -134,6 +150,17 @@ impl Removed {
             Removed::Tpm2(t) => {
                 let tpm = TestTpm(warpfs_tpm2::Tcti::parse(&t.tcti()).unwrap());
                 cfg.open(&Input::Tpm2(&tpm)).unwrap().key
+            }
+            Removed::Fido2(k, _) => {
+                // The security key's answer for the slot, straight from the
+                // authenticator (the secret as its holder has it).
+                let f = cfg.slots().iter().find_map(|s| s.fido2()).unwrap();
+                let out = k.output(&f.credential, &f.salt).unwrap();
+                let input = Input::Fido2 {
+                    credential: &f.credential,
+                    output: &out,
+                };
+                cfg.open(&input).unwrap().key
             }
         }
     }
@@ -191,6 +218,10 @@ fn revocable_by(gone: Removed) -> (Volume, Removed, std::collections::BTreeMap<P
             super::tpm2::add_tpm2(&v, &t, &["--label", "old laptop"]).expect_ok("add tpm2");
             Removed::Tpm2(t)
         }
+        Removed::Fido2(k, d) => {
+            super::fido2::add_fido2(&v, &k, "old laptop").expect_ok("add fido2");
+            Removed::Fido2(k, d)
+        }
     };
     v.mount();
     write_file(&v.p("a.txt"), b"alpha");
@@ -211,6 +242,11 @@ fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
     if let Some(t) = warpfs_testkit::swtpm::for_test() {
         kinds.push(Removed::Tpm2(t));
     }
+    let d = tempfile::tempdir().unwrap();
+    kinds.push(Removed::Fido2(
+        warpfs_testkit::ctap2::Authenticator::start(&d.path().join("key")),
+        d,
+    ));
     for gone in kinds {
         let (v, gone, want) = revocable_by(gone);
         revoke_and_check(v, &gone, &want);
@@ -276,14 +312,10 @@ fn revoke_and_check(mut v: Volume, gone: &Removed, want: &std::collections::BTre
     v.mount();
     assert_snapshots_eq(&snapshot(&v.mnt), want, "after the rekey");
     v.unmount();
-    let secret: Vec<String> = gone.mount_args();
-    let secret: Vec<&str> = secret.iter().map(String::as_str).collect();
-    let o = mount_with(&v, &secret);
+    let o = gone.mount(&v, &[]);
     assert!(!o.ok() && !is_mounted(&v.mnt), "{kind}: the removed secret mounts\n{o}");
     // The CLI refuses the old config as older...
-    let mut with_old = secret.clone();
-    with_old.extend(["--config", old_conf.to_str().unwrap()]);
-    let o = mount_with(&v, &with_old);
+    let o = gone.mount(&v, &["--config", old_conf.to_str().unwrap()]);
     o.expect_code(E_CONFIG, "the old config");
     assert!(o.stderr.contains("older"), "{o}");
     // ...and the library shows why that is not what protects the volume:
