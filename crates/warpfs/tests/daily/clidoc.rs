@@ -174,7 +174,10 @@ fn section_names(title: &str) -> std::collections::BTreeSet<String> {
     sec.split('`')
         .skip(1)
         .step_by(2)
-        .filter(|w| w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+        .filter(|w| {
+            w.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
         .map(str::to_string)
         .collect()
 }
