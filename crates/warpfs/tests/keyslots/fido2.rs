@@ -2,7 +2,8 @@
 //! to the test CTAP2 authenticator (`warpfs_testkit::ctap2`, on a socket
 //! that `WARPFS_FIDO2_TEST_AUTHENTICATOR` names to the warpfs process):
 //! `key add --fido2` makes a credential and a slot, `mount`, `fsck` and
-//! `rekey` open it with `--fido2` and a touch (no password), another
+//! `rekey` open it with `--fido2` (and `-o fido2`) and a touch (no
+//! password), another
 //! authenticator is refused, a missing one is reported.
 
 use super::*;
@@ -71,6 +72,11 @@ fn a_fido2_slot_opens_with_its_key_and_a_touch_and_no_other() {
     unmount_path(&v.mnt).unwrap();
     with_keys(args!["fsck", "--fido2", &v.cipher], &[a.path()]).expect_ok("fsck --fido2");
     with_keys(args!["rekey", "--fido2", &v.cipher], &[a.path()]).expect_ok("rekey --fido2");
+    // The mount helper's form (fstab, mount.fuse3): -o fido2.
+    let helper = args![&v.cipher, &v.mnt, "-o", "fido2"];
+    with_keys(helper, &[a.path()]).expect_ok("warpfs CIPHERDIR MNT -o fido2");
+    assert_eq!(fs::read(v.p("f")).unwrap(), b"opened by a security key");
+    unmount_path(&v.mnt).unwrap();
     // Both keys plugged in: the one holding the credential is used.
     with_keys(mount_args(&v, &["--fido2"]), &[b.path(), a.path()]).expect_ok("mount, two keys");
     assert_eq!(fs::read(v.p("f")).unwrap(), b"opened by a security key");
