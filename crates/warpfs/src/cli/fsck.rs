@@ -169,11 +169,8 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
-    let pw = match a.fido2.given(&cfg, &a.pass.source(), None)? {
-        Some(f) => super::unlock::Given::Fido2(f),
-        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
-    };
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let (cfg, opened, pw) = super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     let master = opened.key;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());

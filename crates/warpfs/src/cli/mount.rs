@@ -429,13 +429,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
     // The extpass program runs as the --setuid user.
-    let given = match a.fido2.given(&cfg, &a.pass.source(), user)? {
-        Some(f) => super::unlock::Given::Fido2(f),
-        None => {
-            super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), a.masterkey.is_some(), "Password: ", user)?
-        }
-    };
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let masterkey = a.masterkey.is_some();
+    let (cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), masterkey, user)?;
     drop(given);
     let (master, verified) = (opened.key, opened.verified);
     let mut vol = Volume::open(

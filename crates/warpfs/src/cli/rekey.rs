@@ -128,11 +128,9 @@ impl Access {
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
-    let given = match a.fido2.given(&cfg, &a.pass.source(), None)? {
-        Some(f) => super::unlock::Given::Fido2(f),
-        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
-    };
-    let (mut cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let (mut cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     let master = opened.key.clone();
     let pw = match given {
         super::unlock::Given::Secret(pw) => Access::Secret(pw),
@@ -228,11 +226,9 @@ fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
         jobs: jobs(a),
         max_rate: max_rate(a)?,
     };
-    let given = match a.fido2.given(&cfg, &a.pass.source(), None)? {
-        Some(f) => super::unlock::Given::Fido2(f),
-        None => super::unlock::Given::read_or_tpm2(&a.tpm2, &a.pass.source(), false, "Password: ", None)?,
-    };
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let (cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     if cfg.volume_rekey_under_way() {
         return super::volkey::resume(&a.cipherdir, conf, &cfg, &opened, &run);
     }

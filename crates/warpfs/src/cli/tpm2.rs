@@ -39,7 +39,7 @@ pub struct UnlockArgs {
     /// the slot's key (no prompt). Fails, without asking for a password,
     /// when no TPM is reachable (exit 15), when the slot's PCRs changed
     /// (exit 16) or when the slot was sealed by another TPM (exit 17).
-    #[arg(long, conflicts_with = "fido2")]
+    #[arg(long)]
     pub tpm2: bool,
     /// The TPM's TCTI: device:/dev/tpmrm0 (the default, unless the slot
     /// was sealed on another TPM device or a local simulator, which it

@@ -178,6 +178,39 @@ pub fn main_altered(cipherdir: &Path, main: &Config, main_path: &Path, copy: &Co
     CliError::new(BAD_CONFIG, msg)
 }
 
+/// Open `cfg` with what `mount`, `fsck` and `rekey` were given: a TPM2
+/// slot (`--tpm2`), a FIDO2 slot (`--fido2`), else a password (or the
+/// recovery key) read from `source`. With both `--tpm2` and `--fido2`
+/// (`-o tpm2,fido2`) the TPM is tried first, and a security key when the
+/// TPM does not open a slot (no TPM, no tpm2 slot, its policy refused).
+pub fn open_given(
+    cipherdir: &Path,
+    config: &ConfigArg,
+    cfg: Config,
+    hw: (&super::tpm2::UnlockArgs, &super::fido2::Fido2Args),
+    source: &super::password::Source,
+    masterkey: bool,
+    user: Option<&super::setuid::User>,
+) -> Result<(Config, Opened, Given), CliError> {
+    let (tpm2, fido2) = hw;
+    if tpm2.tpm2 && fido2.fido2 {
+        let g = Given::read_or_tpm2(tpm2, source, masterkey, "Password: ", user)?;
+        match unlock(cipherdir, config, cfg.clone(), &g.input()) {
+            Ok((c, o)) => return Ok((c, o, g)),
+            Err(e) if ![BAD_CONFIG, REKEY_UNFINISHED, super::exit::USAGE].contains(&e.code) => {
+                eprintln!("warpfs: TPM2: {}; trying a FIDO2 security key", e.msg);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let given = match fido2.given(&cfg, source, user)? {
+        Some(f) => Given::Fido2(f),
+        None => Given::read_or_tpm2(tpm2, source, masterkey, "Password: ", user)?,
+    };
+    let (cfg, opened) = unlock(cipherdir, config, cfg, &given.input())?;
+    Ok((cfg, opened, given))
+}
+
 /// Open `cfg`, the config `config` names for the volume at `cipherdir`,
 /// with `input` (a keyslot config: whichever slot it opens, then its MAC
 /// checked, exit 11 if that fails). With `--config FILE` only FILE is

@@ -96,8 +96,13 @@ fn a_fido2_slot_opens_with_its_key_and_a_touch_and_no_other() {
     let o = with_keys(mount_args(&v, &["--fido2"]), &[]);
     o.expect_code(E_DEVICE, "no key plugged in");
     assert!(o.stderr.contains("no FIDO2 security key found"), "{o}");
-    // Not beside the TPM.
-    with_keys(mount_args(&v, &["--fido2", "--tpm2"]), &[a.path()]).expect_code(2, "--fido2 --tpm2");
+    // Both hardware kinds (-o tpm2,fido2): the TPM first (here none, and
+    // no tpm2 slot), then the security key.
+    let both = args![&v.cipher, &v.mnt, "-o", "tpm2,tpm2-tcti=device:/dev/tpmrm97,fido2"];
+    let o = with_keys(both, &[a.path()]);
+    o.expect_ok("-o tpm2,fido2");
+    assert!(o.stderr.contains("trying a FIDO2 security key"), "{o}");
+    unmount_path(&v.mnt).unwrap();
     // The password still opens it.
     v.mount();
     assert_eq!(fs::read(v.p("f")).unwrap(), b"opened by a security key");
