@@ -10,7 +10,9 @@
 #                 rustfmt and clippy are there; e2fsprogs for the container tests;
 #                 glusterfs-server, syncthing and iproute2 for the synced-storage
 #                 tests (tests/glusterfs.rs, tests/syncthing.rs start and stop
-#                 the engines themselves)
+#                 the engines themselves); libtss2-dev, libfido2-dev and
+#                 pkg-config to build the hardware keyslots, swtpm and
+#                 swtpm-tools for the TPM2 tests (a software TPM each)
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   2b. door      scripts/door-check.sh: no crate but crates/backing opens,
@@ -109,6 +111,9 @@ if wf_is_root; then
     # keyctl: the user-service example (tests/daily/contrib.rs) reads the
     # password from the kernel keyring; dpkg-deb, man: scripts/deb.sh.
     pkgs+=(keyctl:keyutils dpkg-deb:dpkg man:man-db)
+    # Hardware keyslots: the build links libtss2 (TPM2, found by pkg-config)
+    # and libfido2 (FIDO2); the TPM2 tests start a software TPM (swtpm).
+    pkgs+=(pkg-config:pkg-config libtss2-dev libfido2-dev swtpm:swtpm swtpm_setup:swtpm-tools)
     # OpenCL backend tests run on pocl (a CPU OpenCL) when the code uses opencl3.
     if grep -qs '^opencl3' Cargo.toml crates/*/Cargo.toml; then
         pkgs+=(ocl-icd-libopencl1 pocl-opencl-icd)

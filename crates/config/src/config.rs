@@ -193,4 +193,5 @@ mod state;
 mod validate;
 
 pub use keyslots::{NewSlot, Opened};
-pub use slots::{Input, Slot, SlotKind, MAX_LABEL_LEN, MAX_SLOTS};
+pub use slots::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
+pub use slots::{Fido2, Input, Slot, SlotKind, FIDO2_RP_ID, FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS};

@@ -48,12 +48,53 @@ pub enum ConfigError {
     /// slot, too many slots, a slot of another kind).
     #[error("{0}")]
     Slots(String),
+    /// A hardware keyslot's device could not give the slot key (no TPM
+    /// reachable, the TPM refused, the slot's object is not of this TPM).
+    #[error("{0}")]
+    Device(DeviceError),
     /// `create` found a `warpfs.conf` already there; nothing was written.
     #[error("{} already exists: this directory already holds a warpfs volume", path.display())]
     AlreadyExists {
         /// The existing config file.
         path: PathBuf,
     },
+}
+
+/// Why a device (a TPM) could not give a slot key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceFailure {
+    /// No device reachable.
+    Unreachable,
+    /// The device refused (a TPM's PCR policy no longer holds).
+    Refused,
+    /// The slot's object is not of this device (sealed by another TPM,
+    /// or this one was cleared since).
+    Foreign,
+    /// Anything else.
+    Other,
+}
+
+/// A device's failure to give a slot key, and one line for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{msg}")]
+pub struct DeviceError {
+    /// What kind of failure.
+    pub failure: DeviceFailure,
+    /// One line, never a secret.
+    pub msg: String,
+}
+
+impl DeviceFailure {
+    /// How much a failure says about why nothing opened (of several
+    /// slots' failures, the most telling is reported).
+    pub(crate) fn rank(self) -> u8 {
+        match self {
+            DeviceFailure::Unreachable => 0,
+            DeviceFailure::Other => 1,
+            DeviceFailure::Foreign => 2,
+            DeviceFailure::Refused => 3,
+        }
+    }
 }
 
 impl ConfigError {

@@ -15,6 +15,9 @@ use sha2::Sha256;
 
 /// HKDF info of a recovery slot's key (salt: the slot's salt).
 pub const INFO_RECOVERY_SLOT: &[u8] = b"warpfs v3 recovery slot";
+/// HKDF info of a FIDO2 slot's key (salt: the slot's hmac-secret salt,
+/// IKM: the security key's hmac-secret output for it).
+pub const INFO_FIDO2_SLOT: &[u8] = b"warpfs v3 fido2 slot";
 /// HKDF info of the config MAC key (IKM: the volume key).
 pub const INFO_CONFIG_MAC: &[u8] = b"warpfs v3 config mac";
 /// HKDF info of the key the previous volume key is wrapped under during a
@@ -89,6 +92,17 @@ impl SlotKey {
         let mut k = Locked::new([0u8; 32]);
         Hkdf::<Sha256>::new(Some(salt), &*rk.0)
             .expand(INFO_RECOVERY_SLOT, &mut *k)
+            .expect("32 bytes is a valid HKDF-SHA256 length");
+        Self(k)
+    }
+
+    /// A FIDO2 slot's key: HKDF-SHA256(salt = the slot's salt, IKM = the
+    /// security key's hmac-secret output for that salt, info
+    /// [`INFO_FIDO2_SLOT`]).
+    pub fn from_fido2(output: &[u8; 32], salt: &[u8; 32]) -> Self {
+        let mut k = Locked::new([0u8; 32]);
+        Hkdf::<Sha256>::new(Some(salt), output)
+            .expand(INFO_FIDO2_SLOT, &mut *k)
             .expect("32 bytes is a valid HKDF-SHA256 length");
         Self(k)
     }
@@ -188,6 +202,18 @@ mod tests {
             .unwrap();
         assert_eq!(*k.0, want);
         assert_ne!(*SlotKey::from_recovery(&r, &[6; 32]).0, want);
+    }
+
+    #[test]
+    fn fido2_slot_key_is_hkdf_of_the_output_with_the_slot_salt() {
+        let k = SlotKey::from_fido2(&[0xcd; 32], &[5; 32]);
+        let mut want = [0u8; 32];
+        Hkdf::<Sha256>::new(Some(&[5u8; 32]), &[0xcd; 32])
+            .expand(INFO_FIDO2_SLOT, &mut want)
+            .unwrap();
+        assert_eq!(*k.0, want);
+        assert_ne!(*SlotKey::from_fido2(&[0xcd; 32], &[6; 32]).0, want);
+        assert_ne!(*SlotKey::from_fido2(&[0xce; 32], &[5; 32]).0, want);
     }
 
     #[test]

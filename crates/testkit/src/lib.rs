@@ -19,6 +19,8 @@
 //! never counted as a pass.
 
 pub mod cases;
+pub mod ctap2;
+pub mod swtpm;
 pub use cases::cases;
 
 use std::collections::HashSet;

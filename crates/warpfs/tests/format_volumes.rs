@@ -57,6 +57,12 @@ fn example_volumes_present() {
         conf.contains("\"keyslots\"") && conf.contains("\"version\": 3"),
         "{conf}"
     );
+    // A tpm2 slot's fields are frozen too (the volume opens by its password).
+    let t = volumes_dir().join("v3-tpm2-gcm/cipher/warpfs.conf");
+    let j: serde_json::Value = serde_json::from_str(&fs::read_to_string(&t).unwrap()).unwrap();
+    let slot = &j["keyslots"][2];
+    assert_eq!(slot["kind"], "tpm2", "{j}");
+    assert_eq!(slot["tpm2"]["pcrs"], serde_json::json!([7]), "{j}");
 }
 
 #[test]

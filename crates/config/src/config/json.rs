@@ -170,18 +170,6 @@ impl Config {
             }
         }
 
-        // A keyslot of a kind this warpfs reserves but cannot open (and
-        // whose fields it does not parse): a newer warpfs wrote it.
-        if let Some(slots) = obj.get("keyslots").and_then(|v| v.as_array()) {
-            for k in slots.iter().filter_map(|s| s.get("kind")?.as_str()) {
-                if matches!(k, "tpm2" | "fido2") {
-                    return Err(ConfigError::Unsupported(format!(
-                        "keyslot kind {k} is not supported by this warpfs: this volume needs a newer warpfs"
-                    )));
-                }
-            }
-        }
-
         // Typed parse from the bytes (not the Value), so duplicate keys and
         // unknown fields are refused rather than silently resolved.
         let file: FileV1 = serde_json::from_slice(bytes).map_err(|e| ConfigError::parse(e.to_string()))?;

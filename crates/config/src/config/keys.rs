@@ -64,6 +64,22 @@ impl Config {
         }
     }
 
+    /// [`Config::add_rekey_id_at`] for a keyslot config already opened
+    /// (`o`, from [`Config::open`]; a TPM2 slot has no password to give).
+    pub fn add_rekey_id_opened_at(&self, path: &Path, o: &crate::Opened) -> Result<Config> {
+        if self.rekey_target.is_none() || self.rekey_id.is_some() {
+            return Ok(self.clone());
+        }
+        if !self.has_slots() {
+            return Err(ConfigError::Slots(
+                "a config without keyslots needs its password".into(),
+            ));
+        }
+        let cfg = self.resealed(&o.key, o.slot, |c| c.set_rekey_id(Some(warpfs_crypto::rand::array())));
+        cfg.save_at(path)?;
+        Ok(cfg)
+    }
+
     /// Give the rekey under way a rekey ID when it has none (one started by
     /// an earlier warpfs): rewrap the master key under `password` (which
     /// must unlock this config; fresh salt) and atomically replace the

@@ -6,7 +6,7 @@
 //! revision, records when the slot that allowed it was used, and MACs the
 //! result under the (new) volume key.
 
-use super::slots::{previous_ad, Params, Recovery, Secret, Slot, SlotTable, MAX_SLOTS};
+use super::slots::{previous_ad, Fido2, Params, Recovery, Secret, Slot, SlotTable, Tpm2, Tpm2Object, MAX_SLOTS};
 use super::{Config, FeatureFlag, Input, KeyStore, SlotKind};
 use crate::error::{ConfigError, Result};
 use crate::write::{write_atomic, Mode};
@@ -47,6 +47,22 @@ pub enum NewSlot<'a> {
     },
     /// A recovery slot for this recovery key.
     Recovery(&'a RecoveryKey),
+    /// A FIDO2 slot: its parameters ([`Fido2::new`]) and the security
+    /// key's hmac-secret output for their salt.
+    Fido2 {
+        /// The slot's parameters.
+        params: &'a Fido2,
+        /// The key's output for `params.salt`.
+        output: &'a [u8; 32],
+    },
+    /// A TPM2 slot: the object sealed on the TPM and the 32 bytes it
+    /// holds (the slot key).
+    Tpm2 {
+        /// The sealed object (public data).
+        object: Tpm2Object,
+        /// What it unseals to.
+        secret: &'a [u8; 32],
+    },
 }
 
 impl NewSlot<'_> {
@@ -73,8 +89,20 @@ impl NewSlot<'_> {
                 let key = SlotKey::from_recovery(rk, &p.salt);
                 (Params::Recovery(p), key)
             }
+            NewSlot::Fido2 { params, output } => (
+                Params::Fido2((*params).clone()),
+                SlotKey::from_fido2(output, &params.salt),
+            ),
+            NewSlot::Tpm2 { object, secret } => (Params::Tpm2(Tpm2::new(object.clone())?), SlotKey::from_bytes(secret)),
         })
     }
+}
+
+/// The error of an input for a kind of slot the config has none of.
+fn no_slot(kind: SlotKind) -> ConfigError {
+    ConfigError::Slots(format!(
+        "this volume has no {kind} keyslot (`warpfs key list` shows its slots; `warpfs key add --{kind}` makes one)"
+    ))
 }
 
 /// Seconds since the Unix epoch.
@@ -155,11 +183,27 @@ impl Config {
                     verified: false,
                     slot_key: None,
                 }),
+                Input::Fido2 { .. } => Err(ConfigError::Slots(
+                    "this volume has no keyslots, so no FIDO2 slot: open it with its password".into(),
+                )),
+                Input::Tpm2(_) => Err(no_slot(SlotKind::Tpm2)),
             };
         };
+        if matches!(input, Input::Tpm2(_)) && !t.slots.iter().any(|s| s.kind() == SlotKind::Tpm2) {
+            return Err(no_slot(SlotKind::Tpm2));
+        }
+        // A device that fails for one slot may serve the next (another
+        // TPM's slot, another TCTI): the most telling failure is kept.
+        let mut device: Option<crate::error::DeviceError> = None;
         for s in &t.slots {
             match s.open(input) {
                 None | Some(Err(ConfigError::WrongPassword)) => continue,
+                Some(Err(ConfigError::Device(e))) => {
+                    if device.as_ref().is_none_or(|d| e.failure.rank() > d.failure.rank()) {
+                        device = Some(e);
+                    }
+                    continue;
+                }
                 Some(Err(e)) => return Err(e),
                 Some(Ok((k, vk))) => {
                     self.check_mac(&vk, Some(s.id))?;
@@ -171,6 +215,9 @@ impl Config {
                     });
                 }
             }
+        }
+        if let Some(e) = device {
+            return Err(ConfigError::Device(e));
         }
         if let Input::Recovery(rk) = input {
             let vk = rk.as_key();

@@ -2,10 +2,9 @@
 //! slots, each wrapping the one volume key under a key of its own, and
 //! the whole config authenticated by a MAC under a key derived from the
 //! volume key. A slot kind is one module of `slots/` (`secret`,
-//! `recovery`): its name, its public fields, and how the user's input
-//! becomes the slot key; an arm of [`Params`] ties it in (decision record
-//! 0082). The reserved kinds `tpm2` and `fido2` are refused as needing a
-//! newer warpfs.
+//! `recovery`, `fido2`, `tpm2`): its name, its public fields, and how the
+//! user's input becomes the slot key; an arm of [`Params`] ties it in
+//! (decision records 0082; `tpm2` 0084, `fido2` 0085).
 
 use super::mac::Fields;
 use super::validate::show;
@@ -17,11 +16,16 @@ use warpfs_crypto::slotkeys::{RecoveryKey, SlotKey};
 use warpfs_crypto::wrap::{Wrapped, WRAPPED_LEN, WRAP_NONCE_LEN};
 use warpfs_crypto::MasterKey;
 
+mod fido2;
 mod recovery;
 mod secret;
+mod tpm2;
 
+pub use fido2::{Fido2, FIDO2_RP_ID, FIDO2_SALT_LEN};
 pub(crate) use recovery::Recovery;
 pub(crate) use secret::Secret;
+pub(crate) use tpm2::Tpm2;
+pub use tpm2::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
 
 /// Most slots a config holds.
 pub const MAX_SLOTS: usize = 32;
@@ -42,6 +46,10 @@ pub enum SlotKind {
     PasswordKeyfile,
     /// A recovery key printed once (HKDF).
     Recovery,
+    /// A FIDO2 security key's hmac-secret (HKDF of its output).
+    Fido2,
+    /// A secret sealed by a TPM2, optionally to PCR values.
+    Tpm2,
 }
 
 impl SlotKind {
@@ -52,6 +60,8 @@ impl SlotKind {
             SlotKind::Keyfile => "keyfile",
             SlotKind::PasswordKeyfile => "password+keyfile",
             SlotKind::Recovery => "recovery",
+            SlotKind::Fido2 => "fido2",
+            SlotKind::Tpm2 => "tpm2",
         }
     }
 
@@ -61,18 +71,15 @@ impl SlotKind {
             "keyfile" => SlotKind::Keyfile,
             "password+keyfile" => SlotKind::PasswordKeyfile,
             "recovery" => SlotKind::Recovery,
-            "tpm2" | "fido2" => {
-                return Err(ConfigError::Unsupported(format!(
-                    "keyslot kind {s} is not supported by this warpfs: this volume needs a newer warpfs"
-                )))
-            }
+            "fido2" => SlotKind::Fido2,
+            "tpm2" => SlotKind::Tpm2,
             other => return Err(ConfigError::parse(format!("unknown keyslot kind {}", show(other)))),
         })
     }
 
     /// Whether the slot opens with a password, a keyfile or both.
     pub fn is_secret(self) -> bool {
-        self != SlotKind::Recovery
+        matches!(self, SlotKind::Password | SlotKind::Keyfile | SlotKind::PasswordKeyfile)
     }
 }
 
@@ -96,6 +103,16 @@ pub enum Input<'a> {
     },
     /// A recovery key.
     Recovery(&'a RecoveryKey),
+    /// What a FIDO2 security key gave for one slot: the slot's credential
+    /// ID and the key's hmac-secret output for the slot's salt.
+    Fido2 {
+        /// The credential the output is of (opens only its slot).
+        credential: &'a [u8],
+        /// The hmac-secret output.
+        output: &'a [u8; 32],
+    },
+    /// A TPM2 client that unseals `tpm2` slots' objects.
+    Tpm2(&'a dyn Unseal),
 }
 
 /// A kind's public parameters (the seam a new kind plugs into).
@@ -105,6 +122,10 @@ pub(crate) enum Params {
     Secret(Secret),
     /// `recovery`.
     Recovery(Recovery),
+    /// `fido2`.
+    Fido2(Fido2),
+    /// `tpm2`.
+    Tpm2(Tpm2),
 }
 
 impl Params {
@@ -112,6 +133,8 @@ impl Params {
         match self {
             Params::Secret(s) => s.kind,
             Params::Recovery(_) => SlotKind::Recovery,
+            Params::Fido2(_) => SlotKind::Fido2,
+            Params::Tpm2(_) => SlotKind::Tpm2,
         }
     }
 
@@ -121,6 +144,8 @@ impl Params {
         match self {
             Params::Secret(s) => s.slot_key(input),
             Params::Recovery(r) => r.slot_key(input),
+            Params::Fido2(f) => f.slot_key(input),
+            Params::Tpm2(t) => t.slot_key(input),
         }
     }
 
@@ -128,20 +153,46 @@ impl Params {
         match self {
             Params::Secret(s) => s.fields(out),
             Params::Recovery(r) => r.fields(out),
+            Params::Fido2(f) => f.fields(out),
+            Params::Tpm2(t) => t.fields(out),
         }
     }
 
-    fn to_json(&self) -> SlotKdfJson {
+    /// The `kdf` member of the slot as written (kinds with a member of
+    /// their own have none).
+    fn kdf_json(&self) -> Option<SlotKdfJson> {
         match self {
-            Params::Secret(s) => s.to_json(),
-            Params::Recovery(r) => r.to_json(),
+            Params::Secret(s) => Some(s.to_json()),
+            Params::Recovery(r) => Some(r.to_json()),
+            Params::Fido2(_) | Params::Tpm2(_) => None,
         }
     }
 
-    fn from_json(kind: SlotKind, kdf: &SlotKdfJson) -> Result<Self> {
-        Ok(match kind {
-            SlotKind::Recovery => Params::Recovery(Recovery::from_json(kdf)?),
-            k => Params::Secret(Secret::from_json(k, kdf)?),
+    fn fido2_json(&self) -> Option<fido2::Fido2Json> {
+        match self {
+            Params::Fido2(f) => Some(f.to_json()),
+            _ => None,
+        }
+    }
+
+    fn tpm2_json(&self) -> Option<tpm2::Tpm2Json> {
+        match self {
+            Params::Tpm2(t) => Some(t.to_json()),
+            _ => None,
+        }
+    }
+
+    fn from_json(kind: SlotKind, j: &SlotJson) -> Result<Self> {
+        let member =
+            |name: &str| ConfigError::parse(format!("a {kind} keyslot needs a \"{name}\" member, and only it"));
+        Ok(match (kind, &j.kdf, &j.fido2, &j.tpm2) {
+            (SlotKind::Fido2, None, Some(f), None) => Params::Fido2(Fido2::from_json(f)?),
+            (SlotKind::Fido2, ..) => return Err(member("fido2")),
+            (SlotKind::Tpm2, None, None, Some(t)) => Params::Tpm2(Tpm2::from_json(t)?),
+            (SlotKind::Tpm2, ..) => return Err(member("tpm2")),
+            (SlotKind::Recovery, Some(kdf), None, None) => Params::Recovery(Recovery::from_json(kdf)?),
+            (k, Some(kdf), None, None) => Params::Secret(Secret::from_json(k, kdf)?),
+            _ => return Err(member("kdf")),
         })
     }
 }
@@ -173,7 +224,23 @@ impl Slot {
     pub fn kdf(&self) -> Option<KdfParams> {
         match &self.params {
             Params::Secret(s) => Some(s.kdf),
-            Params::Recovery(_) => None,
+            Params::Recovery(_) | Params::Fido2(_) | Params::Tpm2(_) => None,
+        }
+    }
+
+    /// Its FIDO2 parameters (a FIDO2 slot).
+    pub fn fido2(&self) -> Option<&Fido2> {
+        match &self.params {
+            Params::Fido2(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Its sealed object (a `tpm2` slot).
+    pub fn tpm2(&self) -> Option<&Tpm2Object> {
+        match &self.params {
+            Params::Tpm2(t) => Some(&t.object),
+            _ => None,
         }
     }
 
@@ -254,7 +321,7 @@ impl SlotTable {
     pub(crate) fn first_kdf(&self) -> Option<KdfParams> {
         self.slots.iter().find_map(|s| match &s.params {
             Params::Secret(x) => Some(x.kdf),
-            Params::Recovery(_) => None,
+            Params::Recovery(_) | Params::Fido2(_) | Params::Tpm2(_) => None,
         })
     }
 }
@@ -278,7 +345,12 @@ pub(crate) struct SlotJson {
     created: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_used: Option<u64>,
-    kdf: SlotKdfJson,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kdf: Option<SlotKdfJson>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fido2: Option<fido2::Fido2Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tpm2: Option<tpm2::Tpm2Json>,
     wrapped_key: super::json::WrappedJson,
 }
 
@@ -304,7 +376,9 @@ impl Slot {
             label: self.label.clone(),
             created: self.created,
             last_used: self.last_used,
-            kdf: self.params.to_json(),
+            kdf: self.params.kdf_json(),
+            fido2: self.params.fido2_json(),
+            tpm2: self.params.tpm2_json(),
             wrapped_key: super::json::WrappedJson::of(&self.wrapped),
         }
     }
@@ -312,7 +386,7 @@ impl Slot {
     pub(crate) fn from_json(j: SlotJson) -> Result<Self> {
         let kind = SlotKind::from_name(&j.kind)?;
         check_label(&j.label)?;
-        let params = Params::from_json(kind, &j.kdf)?;
+        let params = Params::from_json(kind, &j)?;
         let wrapped = j.wrapped_key.parse("keyslots[].wrapped_key")?;
         Ok(Slot {
             id: j.id,

@@ -46,8 +46,10 @@ fn dir_entries(d: &Path) -> Vec<String> {
     v
 }
 
+mod fido2;
 mod fuzz;
 mod hostile;
 mod lifecycle;
 mod slots;
+mod tpm2;
 mod versions;

@@ -17,6 +17,15 @@ pub const MOUNT_FAILED: i32 = 13;
 /// A rekey to a new volume key is unfinished: only `warpfs rekey` opens
 /// the volume, to finish it.
 pub const REKEY_UNFINISHED: i32 = 14;
+/// A hardware keyslot's device is not reachable: no TPM on the TCTI, no
+/// FIDO2 security key found or answering (not touched in time, PIN
+/// blocked, request refused).
+pub const DEVICE_UNREACHABLE: i32 = 15;
+/// The device refused to give the slot key (a TPM2 slot's PCRs changed).
+pub const DEVICE_REFUSED: i32 = 16;
+/// The slot is not of this device (sealed by another TPM, or the TPM was
+/// cleared since).
+pub const DEVICE_FOREIGN: i32 = 17;
 /// `fsck`: problems found (some not repaired).
 pub const FSCK_PROBLEMS: i32 = 20;
 /// `fsck`: every problem found was repaired.
@@ -50,6 +59,7 @@ impl From<warpfs_config::ConfigError> for CliError {
             E::Io { .. } => ERROR,
             E::AlreadyExists { .. } => NOT_EMPTY,
             E::Slots(_) => ERROR,
+            E::Device(d) => super::tpm2::exit_code(d.failure),
             _ => BAD_CONFIG,
         };
         CliError::new(code, e.to_string())

@@ -20,6 +20,10 @@ pub struct FsckArgs {
     /// Password source.
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    tpm2: super::tpm2::UnlockArgs,
+    #[command(flatten)]
+    fido2: super::fido2::Fido2Args,
     /// Make blocks that cannot be read under any key generation of the
     /// volume (bad GCM tag, corrupt nonce entry) holes that read as zeros,
     /// saving what it changes to an undo file first (--undo puts it back).
@@ -165,8 +169,8 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
-    let pw = a.pass.source().read("Password: ", false)?;
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let (cfg, opened, pw) = super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     let master = opened.key;
     drop(pw);
     println!("config: ok ({})", a.cipherdir.display());

@@ -73,15 +73,7 @@ pub fn run(a: InfoArgs) -> Result<(), CliError> {
             let used = sl
                 .last_used
                 .map_or_else(String::new, |t| format!(", last used {}", super::key::utc(t)));
-            let kdf = sl.kdf().map_or_else(
-                || " (hkdf-sha256)".to_string(),
-                |k| {
-                    format!(
-                        " (argon2id, {} KiB memory, {} iterations, parallelism {})",
-                        k.memory_kib, k.iterations, k.parallelism
-                    )
-                },
-            );
+            let kdf = format!(" ({})", super::key::slot_detail(sl));
             println!(
                 "  slot {}: {}{label}{kdf}, created {}{used}",
                 sl.id,

@@ -1,7 +1,8 @@
 //! `warpfs key`: a volume's keyslots (FORMAT.md 2.6). `list` shows them
 //! (never a secret; without a secret the table is shown as read, not
-//! verified); `add` makes a password, keyfile, password+keyfile or
-//! recovery slot, opened by any slot the user can open (a config without
+//! verified); `add` makes a password, keyfile, password+keyfile,
+//! recovery, TPM2 (`tpm2.rs`) or FIDO2 (`fido2.rs`) slot, opened by any
+//! slot the user can open (a config without
 //! keyslots becomes one, with its password as slot 0); `remove` takes a
 //! slot away, and with `--rekey` draws a new volume key so that an older
 //! copy of the config opened with the removed secret decrypts nothing
@@ -26,7 +27,7 @@ pub struct KeyArgs {
 enum KeyCmd {
     /// List the keyslots (slot, kind, label, created, last used; never a secret).
     List(ListArgs),
-    /// Add a keyslot: a password, a keyfile, both, or a recovery key printed once.
+    /// Add a keyslot: a password, a keyfile, both, a recovery key printed once, or a key sealed by a TPM2.
     Add(AddArgs),
     /// Remove a keyslot; with --rekey, re-encrypt the volume under a new volume key.
     Remove(RemoveArgs),
@@ -50,16 +51,36 @@ struct UnlockArgs {
     /// Open with the recovery key instead: `stdin` reads it as it was printed.
     #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "unlock_keyfile"])]
     masterkey: Option<String>,
+    /// Open with an existing TPM2 slot instead (unsealed by the TPM at the
+    /// slot's own TCTI, else device:/dev/tpmrm0; no prompt).
+    #[arg(long, conflicts_with_all = ["passfile", "extpass", "unlock_keyfile", "masterkey", "unlock_fido2"])]
+    unlock_tpm2: bool,
+    /// Open with a FIDO2 security key (an existing fido2 slot) instead;
+    /// --passfile or --extpass then give the key's PIN, if it needs one.
+    #[arg(long, conflicts_with_all = ["unlock_keyfile", "masterkey"])]
+    unlock_fido2: bool,
+    /// The FIDO2 device for --unlock-fido2 and for a new fido2 slot, e.g.
+    /// /dev/hidraw3 (default: each one plugged in).
+    #[arg(long, value_name = "PATH")]
+    fido2_device: Option<String>,
 }
 
 impl UnlockArgs {
-    fn given(&self) -> Result<Given, CliError> {
+    fn given(&self, cfg: &Config) -> Result<Given, CliError> {
+        if self.unlock_tpm2 {
+            return Ok(Given::Tpm2(super::tpm2::Client::new(None)?));
+        }
         let src = Source {
             passfile: self.passfile.clone(),
             extpass: self.extpass.clone(),
             keyfile: self.unlock_keyfile.clone(),
             keyfile_only: self.unlock_keyfile_only,
         };
+        if self.unlock_fido2 {
+            let pin = |prompt: &str| src.read(prompt, false);
+            let f = super::fido2::unlock(cfg, self.fido2_device.as_deref(), &pin, None)?;
+            return Ok(Given::Fido2(f));
+        }
         Given::read(
             &src,
             self.masterkey.is_some(),
@@ -88,7 +109,7 @@ struct AddArgs {
     unlock: UnlockArgs,
     /// The new slot opens with a password (with --keyfile: a password and
     /// that keyfile together).
-    #[arg(long, required_unless_present_any = ["keyfile", "recovery"])]
+    #[arg(long, required_unless_present_any = ["keyfile", "recovery", "tpm2", "fido2"])]
     password: bool,
     /// The new slot opens with this keyfile (alone, or with --password).
     #[arg(long, value_name = "FILE", conflicts_with = "recovery")]
@@ -96,10 +117,31 @@ struct AddArgs {
     /// A recovery slot: a new random recovery key, printed once.
     #[arg(long, conflicts_with = "password")]
     recovery: bool,
-    /// Read the new slot's password from the first line of this file.
+    /// A TPM2 slot: a new random key sealed by this machine's TPM (to
+    /// --tpm2-pcrs when given); `--tpm2` on mount, fsck and rekey opens it
+    /// without a password.
+    #[arg(long, conflicts_with_all = ["password", "keyfile", "recovery", "fido2"])]
+    tpm2: bool,
+    /// The TPM's TCTI [default: device:/dev/tpmrm0]; kept in the slot as a
+    /// hint when it is a TPM device or a simulator on the loopback address.
+    #[arg(long, value_name = "TCTI", requires = "tpm2")]
+    tpm2_tcti: Option<String>,
+    /// Seal to these PCRs of the SHA-256 bank at their current values
+    /// (e.g. 7, or 0,2,7): the TPM refuses to unseal once one changes (a
+    /// firmware, boot loader or Secure Boot change).
+    #[arg(long, value_name = "LIST", requires = "tpm2")]
+    tpm2_pcrs: Option<String>,
+    /// A FIDO2 slot: a new credential with the hmac-secret extension on a
+    /// security key (two touches; the key's PIN when it has one, read from
+    /// --new-passfile, --new-extpass or the terminal, and then needed at
+    /// every unlock).
+    #[arg(long, conflicts_with_all = ["password", "keyfile", "recovery"])]
+    fido2: bool,
+    /// Read the new slot's password (a fido2 slot: the key's PIN) from the
+    /// first line of this file.
     #[arg(long, value_name = "FILE", conflicts_with = "new_extpass")]
     new_passfile: Option<PathBuf>,
-    /// Run this shell command for the new slot's password.
+    /// Run this shell command for the new slot's password (or PIN).
     #[arg(long, value_name = "CMD")]
     new_extpass: Option<String>,
     /// A name for the slot (at most 64 bytes), shown by `warpfs key list`.
@@ -164,15 +206,68 @@ pub fn utc(t: u64) -> String {
     )
 }
 
-/// The JSON of one slot (no secret, nothing of its wrapping).
+/// The JSON of one slot (no secret, nothing of its wrapping); a FIDO2
+/// slot adds its relying party, device hint and whether it needs the
+/// key's PIN.
 pub fn slot_json(s: &Slot) -> serde_json::Value {
-    serde_json::json!({
+    let mut j = serde_json::json!({
         "id": s.id,
         "kind": s.kind().as_str(),
         "label": s.label,
         "created": s.created,
         "last_used": s.last_used,
-    })
+        "tpm2": s.tpm2().map(|t| serde_json::json!({
+            "pcr_bank": "sha256",
+            "pcrs": t.pcrs,
+            "tcti": t.tcti,
+        })),
+    });
+    if let Some(f) = s.fido2() {
+        j["fido2"] = serde_json::json!({
+            "rp_id": f.rp_id,
+            "device": f.device,
+            "user_verification": f.user_verification,
+        });
+    }
+    j
+}
+
+/// What `key list` and `info` say of a slot's device: a FIDO2 slot's
+/// device hint and whether it needs the key's PIN ("-" for other kinds).
+pub fn slot_device(s: &Slot) -> String {
+    match s.fido2() {
+        Some(f) => format!(
+            "{}{}",
+            f.device.as_deref().unwrap_or("security key").escape_debug(),
+            if f.user_verification { ", PIN" } else { "" }
+        ),
+        None => "-".to_string(),
+    }
+}
+
+/// What a slot is opened with, in words (no secret): its KDF, the TPM2
+/// policy, or the FIDO2 device.
+pub fn slot_detail(s: &Slot) -> String {
+    if s.fido2().is_some() {
+        return format!("hmac-secret of {}", slot_device(s));
+    }
+    if let Some(t) = s.tpm2() {
+        let pcrs = if t.pcrs.is_empty() {
+            "no PCR policy".to_string()
+        } else {
+            let l: Vec<String> = t.pcrs.iter().map(u32::to_string).collect();
+            format!("PCRs {} of sha256", l.join(","))
+        };
+        let tcti = t.tcti.as_ref().map_or_else(String::new, |t| format!(", TCTI {t}"));
+        return format!("sealed by a TPM2, {pcrs}{tcti}");
+    }
+    match s.kdf() {
+        Some(k) => format!(
+            "argon2id, {} KiB memory, {} iterations, parallelism {}",
+            k.memory_kib, k.iterations, k.parallelism
+        ),
+        None => "hkdf-sha256".to_string(),
+    }
 }
 
 fn list(a: ListArgs) -> Result<(), CliError> {
@@ -201,18 +296,22 @@ fn list(a: ListArgs) -> Result<(), CliError> {
         return Ok(());
     }
     println!(
-        "{:<5} {:<17} {:<24} {:<24} LAST USED",
-        "SLOT", "KIND", "LABEL", "CREATED"
+        "{:<5} {:<17} {:<24} {:<24} {:<24} DEVICE",
+        "SLOT", "KIND", "LABEL", "CREATED", "LAST USED"
     );
     for s in cfg.slots() {
         println!(
-            "{:<5} {:<17} {:<24} {:<24} {}",
+            "{:<5} {:<17} {:<24} {:<24} {:<24} {}",
             s.id,
             s.kind().as_str(),
             s.label.escape_debug().to_string(),
             utc(s.created),
-            s.last_used.map_or_else(|| "-".to_string(), utc)
+            s.last_used.map_or_else(|| "-".to_string(), utc),
+            slot_device(s)
         );
+        if s.kind() == SlotKind::Tpm2 {
+            println!("      ({})", slot_detail(s));
+        }
     }
     println!("(as warpfs.conf says: a slot opening it checks the whole table)");
     Ok(())
@@ -224,7 +323,7 @@ fn list(a: ListArgs) -> Result<(), CliError> {
 fn open(cipherdir: &Path, config: &super::ConfigArg, unlock: &UnlockArgs) -> Result<(Config, Opened, Given), CliError> {
     let path = config.path(cipherdir);
     let cfg = Config::load_file(&path)?;
-    let given = unlock.given()?;
+    let given = unlock.given(&cfg)?;
     let (cfg, opened) = super::unlock::unlock(cipherdir, config, cfg, &given.input())?;
     if cfg.has_slots() {
         return Ok((cfg, opened, given));
@@ -256,10 +355,32 @@ fn add(a: AddArgs) -> Result<(), CliError> {
         ));
     }
     let (cfg, opened, _) = open(&a.cipherdir, &a.config, &a.unlock)?;
-    let (cfg, id, rk) = if a.recovery {
+    let (cfg, id, rk) = if a.tpm2 {
+        let (object, secret) = super::tpm2::enroll(a.tpm2_tcti.as_deref(), a.tpm2_pcrs.as_deref())?;
+        let new = NewSlot::Tpm2 {
+            object,
+            secret: &secret,
+        };
+        let (c, id) = cfg.with_slot(&opened.key, opened.slot, &new, &a.label)?;
+        (c, id, None)
+    } else if a.recovery {
         let rk = RecoveryKey::generate();
         let (c, id) = cfg.with_slot(&opened.key, opened.slot, &NewSlot::Recovery(&rk), &a.label)?;
         (c, id, Some(rk))
+    } else if a.fido2 {
+        let src = Source {
+            passfile: a.new_passfile.clone(),
+            extpass: a.new_extpass.clone(),
+            ..Default::default()
+        };
+        let pin = |prompt: &str| src.read(prompt, false);
+        let new = super::fido2::enrol(a.unlock.fido2_device.as_deref(), &pin)?;
+        let slot = NewSlot::Fido2 {
+            params: &new.params,
+            output: &new.output,
+        };
+        let (c, id) = cfg.with_slot(&opened.key, opened.slot, &slot, &a.label)?;
+        (c, id, None)
     } else {
         let src = Source {
             passfile: a.new_passfile.clone(),

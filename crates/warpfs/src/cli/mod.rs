@@ -3,6 +3,7 @@
 
 mod container;
 mod exit;
+mod fido2;
 mod fsck;
 mod gen;
 mod info;
@@ -23,6 +24,7 @@ mod reverse;
 mod setuid;
 mod speed;
 mod stats;
+mod tpm2;
 mod unlock;
 mod virt;
 mod volkey;
@@ -53,7 +55,8 @@ option of warpfs mount is also an -o option (passfile=FILE, idle=10m, ...); see 
 
 Exit codes: 0 success; 1 other error; 2 bad command line or mount option; 10 wrong password; \
 11 missing, corrupt, tampered or unsupported warpfs.conf; 12 init on a non-empty directory; \
-13 the mount failed; 14 a rekey to a new volume key is unfinished (run warpfs rekey); 20 fsck found problems; 21 fsck repaired every problem found; \
+13 the mount failed; 14 a rekey to a new volume key is unfinished (run warpfs rekey); 15 no FIDO2 security \
+key found, or it did not answer (not touched in time, PIN blocked); 20 fsck found problems; 21 fsck repaired every problem found; \
 22 fsck refused, the volume is in use. docs/CLI.md describes the machine-readable outputs.";
 
 /// Where the password comes from.
@@ -145,6 +148,7 @@ enum Cmd {
 
 /// Run the command line; returns the process exit code.
 pub fn run() -> i32 {
+    tpm2::quiet_library_log();
     match parse(std::env::args_os().collect()) {
         Ok(Some(cli)) => finish(dispatch(cli)),
         Ok(None) => exit::OK,

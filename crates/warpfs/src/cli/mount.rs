@@ -54,6 +54,10 @@ fn has_aes_ni() -> bool {
 pub struct MountArgs {
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    tpm2: super::tpm2::UnlockArgs,
+    #[command(flatten)]
+    fido2: super::fido2::Fido2Args,
     /// Stay in the foreground (log to stderr; Ctrl-C unmounts).
     #[arg(short = 'f', long)]
     foreground: bool,
@@ -187,7 +191,7 @@ pub struct MountArgs {
     /// the key as `warpfs init` (or `warpfs key add --recovery`) printed it
     /// from standard input (on a volume made before keyslots: its master
     /// key).
-    #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile"])]
+    #[arg(long, value_name = "stdin", value_parser = ["stdin"], conflicts_with_all = ["passfile", "extpass", "keyfile", "fido2"])]
     masterkey: Option<String>,
     /// Append log lines to this file (default: stderr with -f, else syslog).
     #[arg(long, value_name = "FILE")]
@@ -386,6 +390,12 @@ fn cores() -> usize {
 }
 
 pub fn run(a: MountArgs) -> Result<(), CliError> {
+    if a.reverse.reverse && (a.fido2.fido2 || a.fido2.fido2_device.is_some()) {
+        return Err(CliError::new(
+            super::exit::USAGE,
+            "--fido2 opens a volume's fido2 keyslot; a reverse volume has none",
+        ));
+    }
     if a.reverse.reverse {
         return super::reverse::mount(super::reverse::MountReq {
             rev: &a.reverse,
@@ -442,8 +452,10 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
     // The extpass program runs as the --setuid user.
-    let given = super::unlock::Given::read(&a.pass.source(), a.masterkey.is_some(), "Password: ", user)?;
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let masterkey = a.masterkey.is_some();
+    let (cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), masterkey, user)?;
     drop(given);
     let (master, verified) = (opened.key, opened.verified);
     let mut vol = Volume::open(

@@ -27,6 +27,10 @@ use warpfs_volume::{Options, Volume};
 pub struct RekeyArgs {
     #[command(flatten)]
     pass: PassArgs,
+    #[command(flatten)]
+    tpm2: super::tpm2::UnlockArgs,
+    #[command(flatten)]
+    fido2: super::fido2::Fido2Args,
     /// Files re-encrypted at once (default: one per core).
     #[arg(long, value_name = "N")]
     jobs: Option<usize>,
@@ -92,18 +96,46 @@ pub fn kill_point(point: &str) {
     }
 }
 
-/// What [`begin`] gives: the config (recording the target), the password,
-/// the master key and the target generation.
-type Begun = (Config, super::password::Password, MasterKey, u32);
+/// What [`begin`] gives: the config (recording the target), how it is
+/// written again, the master key and the target generation.
+type Begun = (Config, Access, MasterKey, u32);
+
+/// How a content rekey writes the config again: with the password, or (a
+/// keyslot config opened by a TPM2 slot, which has none) as opened.
+enum Access {
+    Secret(super::password::Password),
+    Opened(warpfs_config::Opened),
+}
+
+impl Access {
+    fn set_generations_at(&self, cfg: &Config, path: &Path, g: u32, t: Option<u32>) -> Result<Config, CliError> {
+        Ok(match self {
+            Access::Secret(pw) => cfg.set_generations_at(path, pw.bytes(), g, t)?,
+            Access::Opened(o) => cfg.set_generations_opened_at(path, o, g, t)?,
+        })
+    }
+
+    fn add_rekey_id_at(&self, cfg: &Config, path: &Path) -> Result<Config, CliError> {
+        Ok(match self {
+            Access::Secret(pw) => cfg.add_rekey_id_at(path, pw.bytes())?,
+            Access::Opened(o) => cfg.add_rekey_id_opened_at(path, o)?,
+        })
+    }
+}
 
 /// Unlock the config and make sure it records a rekey target (writing it,
 /// with a fresh rekey ID, when absent).
 fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
     let conf = a.config.path(&a.cipherdir);
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
-    let pw = a.pass.source().read("Password: ", false)?;
-    let (mut cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &pw.input())?;
-    let master = opened.key;
+    let hw = (&a.tpm2, &a.fido2);
+    let (mut cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
+    let master = opened.key.clone();
+    let pw = match given {
+        super::unlock::Given::Secret(pw) => Access::Secret(pw),
+        _ => Access::Opened(opened),
+    };
     let from = cfg.key_generation();
     let target = match cfg.rekey_target() {
         Some(t) => {
@@ -114,7 +146,7 @@ fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
             let t = from
                 .checked_add(1)
                 .ok_or_else(|| CliError::new(ERROR, "key generation limit reached"))?;
-            cfg = cfg.set_generations_at(&conf, pw.bytes(), from, Some(t))?;
+            cfg = pw.set_generations_at(&cfg, &conf, from, Some(t))?;
             t
         }
     };
@@ -194,8 +226,9 @@ fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
         jobs: jobs(a),
         max_rate: max_rate(a)?,
     };
-    let given = super::unlock::Given::Secret(a.pass.source().read("Password: ", false)?);
-    let (cfg, opened) = super::unlock::unlock(&a.cipherdir, &a.config, cfg, &given.input())?;
+    let hw = (&a.tpm2, &a.fido2);
+    let (cfg, opened, given) =
+        super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     if cfg.volume_rekey_under_way() {
         return super::volkey::resume(&a.cipherdir, conf, &cfg, &opened, &run);
     }
@@ -259,7 +292,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     if cfg.rekey_id().is_none() {
         // A rekey an earlier warpfs started: its journals (all applied by
         // now) had no rekey ID; from here on its records carry one.
-        cfg = cfg.add_rekey_id_at(&a.config.path(&a.cipherdir), pw.bytes())?;
+        cfg = pw.add_rekey_id_at(&cfg, &a.config.path(&a.cipherdir))?;
         vol.set_rekey_id(cfg.rekey_id());
     }
     let jobs = jobs(a);
@@ -295,7 +328,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
         )
     })?;
     drop(vol);
-    cfg.set_generations_at(&a.config.path(&a.cipherdir), pw.bytes(), target, None)?;
+    pw.set_generations_at(&cfg, &a.config.path(&a.cipherdir), target, None)?;
     report_unreadable(progress.unreadable.load(Ordering::Relaxed));
     summary(
         progress.files_moved.load(Ordering::Relaxed),
@@ -415,7 +448,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
         }
     };
     bar.finish_and_clear();
-    cfg.set_generations_at(&a.config.path(&a.cipherdir), pw.bytes(), target, None)?;
+    pw.set_generations_at(&cfg, &a.config.path(&a.cipherdir), target, None)?;
     let finish = Request::Finish.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
     if let Err(e) = super::virt::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {

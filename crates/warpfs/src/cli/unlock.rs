@@ -27,6 +27,10 @@ pub enum Given {
     Secret(Password),
     /// A recovery key (`--masterkey stdin`).
     Recovery(RecoveryKey),
+    /// A TPM that unseals `tpm2` slots (`--tpm2`).
+    Tpm2(super::tpm2::Client),
+    /// What a FIDO2 security key gave for one slot (`--fido2`).
+    Fido2(super::fido2::Unlocked),
 }
 
 impl Given {
@@ -35,6 +39,34 @@ impl Given {
         match self {
             Given::Secret(p) => p.input(),
             Given::Recovery(r) => Input::Recovery(r),
+            Given::Fido2(f) => f.input(),
+            Given::Tpm2(c) => Input::Tpm2(c),
+        }
+    }
+
+    /// [`Given::read`], or the TPM with `--tpm2` (no prompt; refused
+    /// beside a password source or the recovery key).
+    pub fn read_or_tpm2(
+        tpm2: &super::tpm2::UnlockArgs,
+        source: &super::password::Source,
+        masterkey: bool,
+        prompt: &str,
+        user: Option<&super::setuid::User>,
+    ) -> Result<Given, CliError> {
+        let other = if masterkey {
+            Some("--masterkey")
+        } else if source.passfile.is_some() {
+            Some("--passfile")
+        } else if source.extpass.is_some() {
+            Some("--extpass")
+        } else if source.keyfile.is_some() {
+            Some("--keyfile")
+        } else {
+            None
+        };
+        match tpm2.client(other)? {
+            Some(c) => Ok(Given::Tpm2(c)),
+            None => Given::read(source, masterkey, prompt, user),
         }
     }
 
@@ -144,6 +176,39 @@ pub fn main_altered(cipherdir: &Path, main: &Config, main_path: &Path, copy: &Co
         )
     };
     CliError::new(BAD_CONFIG, msg)
+}
+
+/// Open `cfg` with what `mount`, `fsck` and `rekey` were given: a TPM2
+/// slot (`--tpm2`), a FIDO2 slot (`--fido2`), else a password (or the
+/// recovery key) read from `source`. With both `--tpm2` and `--fido2`
+/// (`-o tpm2,fido2`) the TPM is tried first, and a security key when the
+/// TPM does not open a slot (no TPM, no tpm2 slot, its policy refused).
+pub fn open_given(
+    cipherdir: &Path,
+    config: &ConfigArg,
+    cfg: Config,
+    hw: (&super::tpm2::UnlockArgs, &super::fido2::Fido2Args),
+    source: &super::password::Source,
+    masterkey: bool,
+    user: Option<&super::setuid::User>,
+) -> Result<(Config, Opened, Given), CliError> {
+    let (tpm2, fido2) = hw;
+    if tpm2.tpm2 && fido2.fido2 {
+        let g = Given::read_or_tpm2(tpm2, source, masterkey, "Password: ", user)?;
+        match unlock(cipherdir, config, cfg.clone(), &g.input()) {
+            Ok((c, o)) => return Ok((c, o, g)),
+            Err(e) if ![BAD_CONFIG, REKEY_UNFINISHED, super::exit::USAGE].contains(&e.code) => {
+                eprintln!("warpfs: TPM2: {}; trying a FIDO2 security key", e.msg);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let given = match fido2.given(&cfg, source, user)? {
+        Some(f) => Given::Fido2(f),
+        None => Given::read_or_tpm2(tpm2, source, masterkey, "Password: ", user)?,
+    };
+    let (cfg, opened) = unlock(cipherdir, config, cfg, &given.input())?;
+    Ok((cfg, opened, given))
 }
 
 /// Open `cfg`, the config `config` names for the volume at `cipherdir`,

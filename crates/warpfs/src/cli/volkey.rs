@@ -23,8 +23,10 @@ use warpfs_volume::rekey::{self, Progress, RekeyOptions};
 #[derive(Args, Debug, Clone, Default)]
 pub struct KeepArgs {
     /// Keep keyslot SLOT through the rekey, opened with SPEC:
-    /// `passfile:FILE`, `keyfile:FILE`, `passfile:FILE,keyfile:FILE` or
-    /// `recovery:FILE` (the recovery key's text). Repeat for each slot. A
+    /// `passfile:FILE`, `keyfile:FILE`, `passfile:FILE,keyfile:FILE`,
+    /// `recovery:FILE` (the recovery key's text), `tpm2` / `tpm2:TCTI`
+    /// (a TPM2 slot, unsealed by the TPM now) or `fido2` (its security
+    /// key; `fido2,passfile:FILE` with the key's PIN). Repeat for each slot. A
     /// slot whose secret is not given (here, or when asked on the
     /// terminal) is dropped: the new volume key can only be wrapped for a
     /// slot whose key is at hand.
@@ -42,6 +44,9 @@ pub struct KeepArgs {
 enum Spec {
     Secret(Source),
     Recovery(PathBuf),
+    Tpm2(Option<String>),
+    /// A security key; its PIN, if needed, from this source.
+    Fido2(Source),
 }
 
 fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
@@ -51,17 +56,29 @@ fn parse_keep(s: &str) -> Result<(u32, Spec), CliError> {
     if let Some(f) = spec.strip_prefix("recovery:") {
         return Ok((slot, Spec::Recovery(PathBuf::from(f))));
     }
+    if spec == "tpm2" {
+        return Ok((slot, Spec::Tpm2(None)));
+    }
+    if let Some(t) = spec.strip_prefix("tpm2:") {
+        return Ok((slot, Spec::Tpm2(Some(t.to_owned()))));
+    }
     let mut src = Source::default();
+    let mut fido2 = false;
     for part in spec.split(',') {
         match part.split_once(':') {
             Some(("passfile", f)) => src.passfile = Some(PathBuf::from(f)),
-            Some(("keyfile", f)) => src.keyfile = Some(PathBuf::from(f)),
+            Some(("keyfile", f)) if !fido2 => src.keyfile = Some(PathBuf::from(f)),
+            None if part == "fido2" && src.keyfile.is_none() => fido2 = true,
             _ => {
                 return Err(bad(
-                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated) or recovery:FILE",
+                    "SPEC is passfile:FILE, keyfile:FILE (or both, comma-separated), recovery:FILE, tpm2, tpm2:TCTI \
+                     or fido2 (fido2,passfile:FILE with the key's PIN)",
                 ))
             }
         }
+    }
+    if fido2 {
+        return Ok((slot, Spec::Fido2(src)));
     }
     src.keyfile_only = src.passfile.is_none();
     Ok((slot, Spec::Secret(src)))
@@ -82,6 +99,15 @@ fn open_spec(cfg: &Config, id: u32, spec: &Spec) -> Result<SlotKey, CliError> {
             let rk = RecoveryKey::from_text(&text)
                 .map_err(|e| CliError::new(WRONG_PASSWORD, format!("{}: bad recovery key: {e}", f.display())))?;
             cfg.slot_key(id, &Input::Recovery(&rk))
+        }
+        Spec::Tpm2(tcti) => {
+            let tpm = super::tpm2::Client::new(tcti.as_deref())?;
+            cfg.slot_key(id, &Input::Tpm2(&tpm))
+        }
+        Spec::Fido2(src) => {
+            let pin = |prompt: &str| src.read(prompt, false);
+            let f = super::fido2::unlock(cfg, None, &pin, Some(id))?;
+            cfg.slot_key(id, &f.input())
         }
     };
     key.map_err(|e| match e {
@@ -111,6 +137,28 @@ fn ask(cfg: &Config, s: &Slot) -> Result<Option<SlotKey>, CliError> {
             return Ok(None);
         }
         let key = match s.kind() {
+            SlotKind::Tpm2 => {
+                // No secret to type: the TPM unseals it (its own TCTI hint,
+                // else the default device).
+                let tpm = super::tpm2::Client::new(None)?;
+                match cfg.slot_key(s.id, &Input::Tpm2(&tpm)) {
+                    Err(warpfs_config::ConfigError::Device(e)) => {
+                        eprintln!("warpfs: {name}: {e}; give --keep {}=tpm2:TCTI, or drop it", s.id);
+                        continue;
+                    }
+                    r => r,
+                }
+            }
+            SlotKind::Fido2 => {
+                let pin = |prompt: &str| Source::default().read(prompt, false);
+                match super::fido2::unlock(cfg, None, &pin, Some(s.id)) {
+                    Ok(f) => cfg.slot_key(s.id, &f.input()),
+                    Err(e) => {
+                        eprintln!("warpfs: {}", e.msg);
+                        continue;
+                    }
+                }
+            }
             SlotKind::Recovery => {
                 let t = zeroize::Zeroizing::new(
                     rpassword::prompt_password(format!("Recovery key of {name}: ")).map_err(io)?,
@@ -211,7 +259,7 @@ pub fn start(
     } else {
         match given {
             Given::Secret(pw) => cfg.with_keyslots(pw.bytes(), pw.kind(), "")?,
-            Given::Recovery(_) => {
+            Given::Recovery(_) | Given::Tpm2(_) | Given::Fido2(_) => {
                 return Err(CliError::new(
                     USAGE,
                     "this volume has no keyslots yet: give its password (not the master key) to rekey it",

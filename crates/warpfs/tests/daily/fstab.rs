@@ -9,7 +9,9 @@
 //! mount.fuse3 call); `WARPFS_INSTALLED_BIN=/usr/bin/warpfs` (scripts/deb.sh,
 //! after `dpkg -i`) tests the installed binary with the entries users
 //! write (`CIPHERDIR MOUNTPOINT fuse.warpfs ...`) and runs the #[ignore]d
-//! tests, which need the package's /sbin/mount.warpfs.
+//! tests, which need the package's /sbin/mount.warpfs. An entry with
+//! `-o tpm2,tpm2-tcti=...` unlocks with a TPM2 slot on a software TPM
+//! (swtpm) started by the test.
 
 use crate::common::*;
 use std::fs;
@@ -244,4 +246,48 @@ fn nonempty_mounts_over_files_only_when_asked() {
     assert!(!v.mnt.join("underneath").exists(), "the files underneath are hidden");
     umount_and_daemon_gone(&v);
     assert_eq!(fs::read(v.mnt.join("underneath")).unwrap(), b"hidden while mounted");
+}
+
+/// An fstab entry that unlocks with a TPM2 keyslot (`-o tpm2,tpm2-tcti=`):
+/// `mount -a` mounts it with no password anywhere and no prompt, and a
+/// TPM that refuses (its PCR changed) fails the entry with the reason.
+#[test]
+fn an_fstab_entry_unlocks_with_a_tpm2_slot_and_no_password() {
+    require_fuse!();
+    let Some(tpm) = warpfs_testkit::swtpm::for_test() else {
+        return;
+    };
+    let v = Volume::init(Mode::Gcm);
+    run(&[
+        BIN,
+        "key",
+        "add",
+        "--passfile",
+        v.passfile.to_str().unwrap(),
+        "--tpm2",
+        "--tpm2-tcti",
+        &tpm.tcti_short(),
+        "--tpm2-pcrs",
+        "7",
+        v.cipher.to_str().unwrap(),
+    ])
+    .expect_ok("key add --tpm2");
+    // Whatever the entry does, it cannot fall back to the password.
+    fs::remove_file(&v.passfile).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fstab = dir.path().join("fstab");
+    let opts = format!("tpm2,tpm2-tcti={},nofail,noatime", tpm.tcti_short());
+    fs::write(&fstab, fstab_line(&v, &opts) + "\n").unwrap();
+    let f = fstab.to_str().unwrap();
+    run(&["mount", "-a", "-T", f]).expect_ok("mount -a with -o tpm2");
+    assert!(is_mounted(&v.mnt), "mount -a did not mount the tpm2 entry");
+    write_file(&v.p("boot.txt"), b"unlocked by the TPM");
+    umount_and_daemon_gone(&v);
+    // A changed PCR 7 (another boot chain): the entry fails, saying why.
+    let t = warpfs_tpm2::Tcti::parse(&tpm.tcti()).unwrap();
+    warpfs_tpm2::extend_pcr(&t, 7, b"another boot loader").unwrap();
+    let o = run(&["mount", "-T", f, v.mnt.to_str().unwrap()]);
+    assert!(!o.ok(), "{o}");
+    assert!(o.stderr.contains("PCR 7 changed"), "{o}");
+    assert!(!is_mounted(&v.mnt));
 }

@@ -8,14 +8,18 @@
 //! and finished by `warpfs rekey`.
 //! One test binary (`cargo test -p warpfs --test keyslots`): the shared
 //! helpers here, `slots.rs` (kinds, listing, tampering, conversion) and
-//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`).
+//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`) and
+//! `tpm2.rs` (TPM2 slots against a software TPM) and `fido2.rs` (FIDO2
+//! slots through libfido2 and a test CTAP2 authenticator).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fido2;
 mod revoke;
 mod slots;
+mod tpm2;
 
 use common::*;
 use std::ffi::OsString;

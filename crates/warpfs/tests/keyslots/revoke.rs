@@ -4,6 +4,7 @@
 //! whose secrets are given.
 
 use super::*;
+use warpfs_crypto::slotkeys::SlotKey;
 
 /// Every key the volume key `k` gives for content (generations 0 to 3)
 /// and names: none may decrypt a block or a name of the volume at `dir`.
@@ -94,23 +95,134 @@ fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
         .collect()
 }
 
+/// The secret of the slot that `key remove --rekey` takes away.
+enum Removed {
+    /// A second password (its passfile).
+    Password(PathBuf),
+    /// A TPM2 slot sealed by this software TPM.
+    Tpm2(warpfs_testkit::swtpm::Swtpm),
+    /// A FIDO2 slot of this test authenticator (and its socket's directory).
+    Fido2(warpfs_testkit::ctap2::Authenticator, tempfile::TempDir),
+}
+
+impl Removed {
+    /// Its kind, for messages.
+    fn kind(&self) -> &'static str {
+        match self {
+            Removed::Password(_) => "password",
+            Removed::Tpm2(_) => "tpm2",
+            Removed::Fido2(..) => "fido2",
+        }
+    }
+
+    /// How `warpfs mount` is given it.
+    fn mount_args(&self) -> Vec<String> {
+        match self {
+            Removed::Password(p) => vec!["--passfile".into(), p.to_str().unwrap().into()],
+            Removed::Tpm2(t) => vec!["--tpm2".into(), "--tpm2-tcti".into(), t.tcti_short()],
+            Removed::Fido2(..) => vec!["--fido2".into()],
+        }
+    }
+
+    /// `warpfs mount` of `v` with it and `extra` arguments.
+    fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
+        let mut a: Vec<OsString> = args!["mount", "--log-file", &v.logfile];
+        a.extend(self.mount_args().into_iter().map(OsString::from));
+        a.extend(extra.iter().map(OsString::from));
+        a.extend([v.cipher.clone().into(), v.mnt.clone().into()]);
+        match self {
+            Removed::Fido2(k, _) => super::fido2::with_keys(a, &[k.path()]),
+            _ => warpfs(a),
+        }
+    }
+
+    /// The volume key that `cfg` gives for it, through the library.
+    fn open(&self, cfg: &Config) -> warpfs_crypto::MasterKey {
+        match self {
+            Removed::Password(p) => {
+                let pw = fs::read_to_string(p).unwrap();
+                let input = Input::Secret {
+                    bytes: pw.trim_end().as_bytes(),
+                    kind: None,
+                };
+                cfg.open(&input).unwrap().key
+            }
+            Removed::Tpm2(t) => {
+                let tpm = TestTpm(warpfs_tpm2::Tcti::parse(&t.tcti()).unwrap());
+                cfg.open(&Input::Tpm2(&tpm)).unwrap().key
+            }
+            Removed::Fido2(k, _) => {
+                // The security key's answer for the slot, straight from the
+                // authenticator (the secret as its holder has it).
+                let f = cfg.slots().iter().find_map(|s| s.fido2()).unwrap();
+                let out = k.output(&f.credential, &f.salt).unwrap();
+                let input = Input::Fido2 {
+                    credential: &f.credential,
+                    output: &out,
+                };
+                cfg.open(&input).unwrap().key
+            }
+        }
+    }
+}
+
+/// Unseals `tpm2` slots on one TPM, straight through `warpfs-tpm2`.
+struct TestTpm(warpfs_tpm2::Tcti);
+
+impl warpfs_config::Unseal for TestTpm {
+    fn unseal(&self, o: &warpfs_config::Tpm2Object) -> Result<SlotKey, warpfs_config::DeviceError> {
+        let sealed = warpfs_tpm2::Sealed {
+            pcrs: o.pcrs.clone(),
+            public: o.public.clone(),
+            private: o.private.clone(),
+        };
+        warpfs_tpm2::unseal(&self.0, &sealed)
+            .map(|s| SlotKey::from_bytes(&s))
+            .map_err(|e| warpfs_config::DeviceError {
+                failure: warpfs_config::DeviceFailure::Other,
+                msg: e.msg,
+            })
+    }
+}
+
 /// A volume with summaries, a second password (to revoke) and a tree.
 fn revocable() -> (Volume, PathBuf, std::collections::BTreeMap<PathBuf, Node>) {
+    let (v, gone, want) = revocable_by(Removed::Password(PathBuf::new()));
+    let Removed::Password(p) = gone else { unreachable!() };
+    (v, p, want)
+}
+
+/// A volume with summaries, slot 2 of the kind of `gone` (to revoke;
+/// a password's file is made here) and a tree.
+fn revocable_by(gone: Removed) -> (Volume, Removed, std::collections::BTreeMap<PathBuf, Node>) {
     let (mut v, _) = fresh(&["--file-summary", "on"]);
-    let gone = file(&v, "gone", "the password to revoke\n");
-    warpfs(args![
-        "key",
-        "add",
-        "--passfile",
-        &v.passfile,
-        "--password",
-        "--new-passfile",
-        &gone,
-        "--label",
-        "old laptop",
-        &v.cipher
-    ])
-    .expect_ok("add");
+    let gone = match gone {
+        Removed::Password(_) => {
+            let p = file(&v, "gone", "the password to revoke\n");
+            warpfs(args![
+                "key",
+                "add",
+                "--passfile",
+                &v.passfile,
+                "--password",
+                "--new-passfile",
+                &p,
+                "--label",
+                "old laptop",
+                &v.cipher
+            ])
+            .expect_ok("add");
+            Removed::Password(p)
+        }
+        Removed::Tpm2(t) => {
+            super::tpm2::add_tpm2(&v, &t, &["--label", "old laptop"]).expect_ok("add tpm2");
+            Removed::Tpm2(t)
+        }
+        Removed::Fido2(k, d) => {
+            super::fido2::add_fido2(&v, &k, "old laptop").expect_ok("add fido2");
+            Removed::Fido2(k, d)
+        }
+    };
     v.mount();
     write_file(&v.p("a.txt"), b"alpha");
     fs::create_dir_all(v.p("d/e")).unwrap();
@@ -126,10 +238,37 @@ fn revocable() -> (Volume, PathBuf, std::collections::BTreeMap<PathBuf, Node>) {
 #[test]
 fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
     require_fuse!();
-    let (mut v, gone, want) = revocable();
+    let mut kinds = vec![Removed::Password(PathBuf::new())];
+    if let Some(t) = warpfs_testkit::swtpm::for_test() {
+        kinds.push(Removed::Tpm2(t));
+    }
+    let d = tempfile::tempdir().unwrap();
+    kinds.push(Removed::Fido2(
+        warpfs_testkit::ctap2::Authenticator::start(&d.path().join("key")),
+        d,
+    ));
+    for gone in kinds {
+        let (v, gone, want) = revocable_by(gone);
+        revoke_and_check(v, &gone, &want);
+    }
+}
+
+/// `key remove 2 --rekey` on `v`; then neither the CLI nor the library
+/// opens anything with `gone` (its slot 2's secret), in the config now or
+/// in a copy from before.
+fn revoke_and_check(mut v: Volume, gone: &Removed, want: &std::collections::BTreeMap<PathBuf, Node>) {
+    let kind = gone.kind();
     let old_conf = v.root().join("old.conf");
     fs::copy(v.cipher.join("warpfs.conf"), &old_conf).unwrap();
     let old_ivs = ivs_of(&v.cipher);
+    // The removed secret opens the volume before.
+    let before = Config::load_file(&old_conf).unwrap();
+    let k = gone.open(&before);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| nothing_decrypts(&v.cipher, &k, &[])));
+    assert!(
+        r.is_err(),
+        "{kind}: the check finds the old key's names before the rekey"
+    );
     // Mounted: refused, nothing changes.
     v.mount();
     let o = warpfs(args![
@@ -171,35 +310,24 @@ fn key_remove_rekey_leaves_an_old_config_nothing_to_decrypt() {
     assert!(o.stderr.contains("dropped: keyslot 1 (recovery)"), "{o}");
     assert!(o.stderr.contains("no recovery slot is left"), "{o}");
     v.mount();
-    assert_snapshots_eq(&snapshot(&v.mnt), &want, "after the rekey");
+    assert_snapshots_eq(&snapshot(&v.mnt), want, "after the rekey");
     v.unmount();
-    mount_with(&v, &["--passfile", gone.to_str().unwrap()]).expect_code(E_WRONG, "the removed password");
+    let o = gone.mount(&v, &[]);
+    assert!(!o.ok() && !is_mounted(&v.mnt), "{kind}: the removed secret mounts\n{o}");
     // The CLI refuses the old config as older...
-    let o = mount_with(
-        &v,
-        &[
-            "--passfile",
-            gone.to_str().unwrap(),
-            "--config",
-            old_conf.to_str().unwrap(),
-        ],
-    );
+    let o = gone.mount(&v, &["--config", old_conf.to_str().unwrap()]);
     o.expect_code(E_CONFIG, "the old config");
     assert!(o.stderr.contains("older"), "{o}");
     // ...and the library shows why that is not what protects the volume:
-    // the old config, opened with the removed password, gives a volume key
+    // the old config, opened with the removed secret, gives a volume key
     // under which no block and no name of the volume decrypts.
     let old = Config::load_file(&old_conf).unwrap();
-    let gone_pw = fs::read_to_string(&gone).unwrap();
-    let k = old
-        .open(&Input::Secret {
-            bytes: gone_pw.trim_end().as_bytes(),
-            kind: None,
-        })
-        .unwrap()
-        .key;
+    let k = gone.open(&old);
     let (blocks, names) = nothing_decrypts(&v.cipher, &k, &old_ivs);
-    assert!(blocks >= 7 && names >= 7, "{blocks} blocks, {names} names checked");
+    assert!(
+        blocks >= 7 && names >= 7,
+        "{kind}: {blocks} blocks, {names} names checked"
+    );
     // The new key does decrypt them (the check above can fail).
     let now = Config::load(&v.cipher).unwrap().unlock(PASSWORD.as_bytes()).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| nothing_decrypts(&v.cipher, &now, &[])));

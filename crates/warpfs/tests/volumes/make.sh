@@ -28,6 +28,11 @@
 #   TAG=NAME             name the volume v<VERSION>-NAME-<MODE> (with
 #                        MIDREKEY=1, e.g. TAG=midrekey-id: a rekey with the
 #                        rekey ID of FORMAT.md 10.1)
+#   TPM2=1               add a tpm2 keyslot (FORMAT.md 2.6) sealed to PCR 7
+#                        by a software TPM (swtpm) started for it and
+#                        thrown away after: the slot's fields are frozen,
+#                        the volume opens with its password (e.g. with
+#                        FORMAT_VERSION=3 TAG=tpm2)
 # Needs root (or fusermount3) and /dev/fuse. Everything is deterministic
 # except the cipher bytes (random keys, IVs, nonces).
 set -euo pipefail
@@ -140,6 +145,24 @@ midrekey() {
     die "no kill point left a file mid-rekey"
 }
 
+# tpm2_slot DIR PASSFILE: a tpm2 keyslot sealed to PCR 7 by a swtpm that
+# lives only for this call.
+tpm2_slot() {
+    local dir=$1 pw=$2 st port pid
+    command -v swtpm >/dev/null || die "TPM2=1 needs swtpm (apt-get install swtpm swtpm-tools)"
+    st=$(mktemp -d)
+    port=$((20000 + RANDOM % 20000))
+    swtpm socket --tpm2 --tpmstate dir="$st" --server type=tcp,port=$port,bindaddr=127.0.0.1 \
+        --ctrl type=tcp,port=$((port + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear &
+    pid=$!
+    sleep 1
+    "$bin" key add --passfile "$pw" --tpm2 --tpm2-tcti "swtpm:port=$port" --tpm2-pcrs 7 \
+        --label "example tpm2" "$dir" || { kill $pid; die "key add --tpm2 failed"; }
+    kill $pid
+    wait $pid 2>/dev/null || true
+    rm -rf "$st"
+}
+
 for mode in "${modes[@]}"; do
     out="$here/v$version-$mode"
     [[ ${MIDREKEY:-} == 1 ]] && out="$here/v$version-midrekey-$mode"
@@ -158,6 +181,7 @@ for mode in "${modes[@]}"; do
     init_out=$("$bin" init --passfile "$out/password.txt" "${init_args[@]}" ${INIT_ARGS:-} "$out/cipher")
     rk=$(grep -oE '^ +[0-9a-f]{8}(-[0-9a-f]{8}){7}$' <<<"$init_out" | tr -d ' ' || true)
     [[ -n $rk ]] && printf '%s\n' "$rk" >"$out/recovery.txt"
+    [[ ${TPM2:-} == 1 ]] && tpm2_slot "$out/cipher" "$out/password.txt"
     populate "$out/expected"
 
     mnt=$(mktemp -d)
