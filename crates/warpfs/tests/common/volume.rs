@@ -187,8 +187,10 @@ impl Volume {
         a.extend(extra.iter().map(OsString::from));
         a.push(self.cipher.clone().into());
         a.push(self.mnt.clone().into());
+        let a = with_test_speculation(a);
+        let device = required_device(&a);
         let mut cmd = Command::new(BIN);
-        cmd.args(with_test_speculation(a));
+        cmd.args(&a);
         if let Some((uid, gid)) = self.mount_as {
             use std::os::unix::process::CommandExt;
             cmd.uid(uid).gid(gid);
@@ -218,8 +220,25 @@ impl Volume {
             }
             self.mounted = true;
             self.daemon = daemon_pids(&self.mnt);
+            if let Some(engine) = device {
+                self.assert_backend(engine);
+            }
         }
         o
+    }
+
+    /// The mount's keystream backend is `engine` (a device the test run
+    /// requires), not a fall-back to the cpu.
+    fn assert_backend(&self, engine: &str) {
+        let o = warpfs(args!["stats", "--json", &self.mnt]);
+        o.expect_ok("warpfs stats --json (the backend a required device runs)");
+        let v: serde_json::Value = serde_json::from_str(o.stdout.trim()).unwrap_or_else(|e| panic!("{e}\n{o}"));
+        let backend = v["backend"].as_str().unwrap_or_default();
+        assert!(
+            backend.starts_with(engine),
+            "the run requires --engine {engine}, but the mount runs on {backend:?}\nlog:\n{}",
+            self.log()
+        );
     }
 
     pub fn mount(&mut self) {
@@ -372,4 +391,21 @@ pub(super) fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             walk(&p, out);
         }
     }
+}
+
+/// The device engine (`opencl`, `cuda`) a forward mount with arguments `a`
+/// must run on: the one `WARPFS_TEST_ENGINE` puts on every mount, when the
+/// run requires it (`WARPFS_REQUIRE_OPENCL=1`, as CI's opencl step sets)
+/// and the mount did not name another; else `None`.
+fn required_device(a: &[OsString]) -> Option<&'static str> {
+    if !std::env::var("WARPFS_REQUIRE_OPENCL").is_ok_and(|v| v == "1") || a.iter().any(|x| x == "--reverse") {
+        return None;
+    }
+    let want = match std::env::var("WARPFS_TEST_ENGINE").ok()?.trim() {
+        "opencl" => "opencl",
+        "cuda" => "cuda",
+        _ => return None,
+    };
+    let at = a.iter().position(|x| x == "--engine")?;
+    (a.get(at + 1)? == want).then_some(want)
 }
