@@ -147,6 +147,9 @@ wf_ensure autoconf:autoconf automake:automake libtool:libtool-bin cc:gcc make:ma
     wf_die "the fstests build dependencies could not be installed"
 
 WARPFS="$(wf_warpfs_bin)" || wf_die "no warpfs binary"
+# The source the binary was built from, as the run starts.
+REV="$(git -C "$WF_REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+git -C "$WF_REPO" diff --quiet HEAD -- crates 2>/dev/null || REV+="+changes"
 
 BUILD="$WORK/src"
 STAMP="$WORK/src.stamp"
@@ -359,7 +362,7 @@ cat >"$JSON" <<EOF
   "mode": "$MODE",
   "transport": "$TRANSPORT",
   "kernel": "$(uname -r)",
-  "warpfs": "$(git -C "$WF_REPO" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$WF_REPO" diff --quiet HEAD 2>/dev/null || echo "+changes")",
+  "warpfs": "$REV",
   "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "seconds": $ELAPSED,
   "completed": $COMPLETED,
