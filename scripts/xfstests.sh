@@ -13,9 +13,12 @@
 #   3. installs /sbin/mount.fuse.warpfs, a small script that runs the tested
 #      binary (`warpfs mount`), and removes it at exit (only if this run
 #      installed it; a helper that is not ours is never replaced);
-#   4. makes the TEST and SCRATCH volumes with `warpfs init --mode MODE`
-#      (fstests does nothing at mkfs time for FUSE: its _scratch_mkfs removes
-#      every file on the mounted scratch volume instead, which is enough);
+#   4. makes the TEST and SCRATCH volumes with `warpfs init --mode MODE`,
+#      each on a tmpfs of its own (XFSTESTS_BACKING_SIZE, default 2g): tests
+#      that fill the scratch file system (generic/103 fallocates all there
+#      is) fill that, never the machine's disk (fstests does nothing at mkfs
+#      time for FUSE: its _scratch_mkfs removes every file on the mounted
+#      scratch volume instead, which is enough);
 #   5. runs fstests' `check` (FSTYP=fuse, FUSE_SUBTYP=.warpfs) on them;
 #   6. unmounts both and runs `warpfs fsck` on each (fstests has no fsck for
 #      FUSE either): a volume fsck does not find clean fails the run;
@@ -42,7 +45,7 @@
 # Environment: WARPFS_BIN (binary to test; default: build target/release/warpfs),
 #   XFSTESTS_SRC (the fstests snapshot; default ../shared/xfstests),
 #   XFSTESTS_TIMEOUT (seconds for fstests' check; default 540 with --ci,
-#   else 10800).
+#   else 10800), XFSTESTS_BACKING_SIZE (size of each volume's tmpfs, 2g).
 # Needs root and /dev/fuse; without them it skips (exit 77; a failure with
 # WARPFS_NO_SKIP=1).
 set -euo pipefail
@@ -197,10 +200,18 @@ unmount_all() {
         wf_stop_daemon "$pid" 10
     done
 }
+# The volumes' tmpfs mounts go after their daemons (fsck reads them first).
+unmount_backing() {
+    local d
+    for d in "$RUN/test" "$RUN/scratch"; do
+        wf_unmount "$d" || wf_warn "unmount of $d failed"
+    done
+}
 cleanup() {
     local rc=$?
     set +e
     unmount_all
+    unmount_backing
     if ((HELPER_OURS)); then rm -f "$HELPER"; fi
     wf_uring_restore
     exit "$rc"
@@ -210,14 +221,18 @@ trap 'exit 130' INT TERM
 
 # A run cut short may have left its mounts.
 unmount_all
+unmount_backing
 rm -rf "$RUN"
 mkdir -p "$RUN/mnt/test" "$RUN/mnt/scratch" "$RUN/results"
 chmod 0755 "$WORK" "$RUN" "$RUN/mnt" "$RUN/mnt/test" "$RUN/mnt/scratch"
 PASS="$RUN/passfile"
 printf 'xfstests-%s\n' "$RANDOM$RANDOM" >"$PASS"
 chmod 0600 "$PASS"
+BACKING_SIZE="${XFSTESTS_BACKING_SIZE:-2g}"
 for v in test scratch; do
     mkdir -p "$RUN/$v"
+    mount -t tmpfs -o "size=$BACKING_SIZE,mode=0755" "xfstests-$v" "$RUN/$v" ||
+        wf_die "cannot mount a tmpfs for the $v volume"
     "$WARPFS" init --passfile "$PASS" --mode "$MODE" "$RUN/$v" >"$RUN/init-$v.log" 2>&1 ||
         { cat "$RUN/init-$v.log" >&2; wf_die "warpfs init of the $v volume failed"; }
 done
@@ -233,6 +248,7 @@ fi
 cat >"$HELPER.tmp" <<EOF
 #!/bin/bash
 $MARK (removed at its exit)
+exec 9>&- # the script's lock stays with the script, not the daemon
 dev="\$1" dir="\$2"
 shift 2
 src="" opts="fsname=\$dev,log_file=$RUN/daemon-\$dev.log"
@@ -363,6 +379,7 @@ cat >"$JSON" <<EOF
   "mode": "$MODE",
   "transport": "$TRANSPORT",
   "kernel": "$(uname -r)",
+  "backing": "tmpfs $BACKING_SIZE per volume",
   "warpfs": "$REV",
   "date": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
   "seconds": $ELAPSED,

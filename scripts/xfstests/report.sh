@@ -24,8 +24,8 @@ there; `unexpected` ones fail the script.
 HEAD
 for f in "$DIR"/*.json; do
     [[ -e $f ]] || continue
-    printf '| warpfs %s, %s (%s, kernel %s, %s) | %s | %s | %s | %s | %s | %s | %s | %ss |\n' \
-        "$(field "$f" mode)" "$(field "$f" transport)" "$(field "$f" scope)" "$(field "$f" kernel)" \
+    printf '| warpfs %s, %s (%s, kernel %s, %s, %s) | %s | %s | %s | %s | %s | %s | %s | %ss |\n' \
+        "$(field "$f" mode)" "$(field "$f" transport)" "$(field "$f" scope)" "$(field "$f" kernel)" "$(field "$f" backing)" \
         "$(field "$f" warpfs)" "$(field "$f" tests)" "$(field "$f" ran)" "$(field "$f" passed)" \
         "$(field "$f" failed)" "$(list "$f" unexpected_failures | wc -w)" "$(field "$f" notrun)" \
         "$([[ $(field "$f" fsck_clean) == true ]] && echo clean || echo PROBLEMS)" "$(field "$f" seconds)"
