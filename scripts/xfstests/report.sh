@@ -22,11 +22,17 @@ there; `unexpected` ones fail the script.
 | run | tests | ran | passed | failed | unexpected | not run | fsck | time |
 |---|---|---|---|---|---|---|---|---|
 HEAD
+# A long list of tests is shown by its count.
+tests() {
+    local t
+    t="$(field "$1" tests)"
+    if (($(wc -w <<<"$t") > 3)); then echo "$(wc -w <<<"$t") tests ($(field "$1" scope))"; else echo "$t"; fi
+}
 for f in "$DIR"/*.json; do
     [[ -e $f ]] || continue
     printf '| warpfs %s, %s (%s, kernel %s, %s, %s) | %s | %s | %s | %s | %s | %s | %s | %ss |\n' \
         "$(field "$f" mode)" "$(field "$f" transport)" "$(field "$f" scope)" "$(field "$f" kernel)" "$(field "$f" backing)" \
-        "$(field "$f" warpfs)" "$(field "$f" tests)" "$(field "$f" ran)" "$(field "$f" passed)" \
+        "$(field "$f" warpfs)" "$(tests "$f")" "$(field "$f" ran)" "$(field "$f" passed)" \
         "$(field "$f" failed)" "$(list "$f" unexpected_failures | wc -w)" "$(field "$f" notrun)" \
         "$([[ $(field "$f" fsck_clean) == true ]] && echo clean || echo PROBLEMS)" "$(field "$f" seconds)"
 done
@@ -49,3 +55,8 @@ for f in "$DIR"/*.json; do
     printf -- '- warpfs %s, %s (%s): %s\n' "$(field "$f" mode)" "$(field "$f" transport)" "$(field "$f" scope)" \
         "$(list "$f" failures | sed 's/^$/none/')"
 done
+# Notes kept beside the results (how the machine was, what changed between runs).
+if [[ -f $DIR/NOTES.md ]]; then
+    echo
+    cat "$DIR/NOTES.md"
+fi
