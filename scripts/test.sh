@@ -68,14 +68,22 @@
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
 #                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
+#   8b. xfstests  scripts/xfstests.sh --ci: a fixed subset of fstests' generic
+#                 quick group on a gcm volume over /dev/fuse (fstests built from
+#                 ../shared/xfstests into target/xfstests, kept between runs),
+#                 warpfs fsck of both volumes after; a failure not in
+#                 scripts/xfstests/expected-failures.txt fails the step (the
+#                 script alone runs the whole group, in every mode, on both
+#                 transports)
 #   9. fuzz       scripts/fuzz.sh: each cargo-fuzz target FUZZ_SECONDS (10 here; fuzz.sh alone: 15) s;
 #                 installs nightly + cargo-fuzz into target/tools
 #  10. soak       bench/soak.sh --minutes ${SOAK_MINUTES:-0.5} (random mixed ops
 #                 against a model, with remounts)
 # Exit status: 0 if every step passed, 1 otherwise. A summary table ends the
 # output, then one line `tests: N passed, M failed, K skipped` (the cargo
-# tests of every step + pjdfstest cases on warpfs; M also counts pjdfstest
-# regressions and each failed step no test count shows).
+# tests of every step + pjdfstest cases on warpfs + fstests tests passed on
+# warpfs; M also counts pjdfstest regressions, unexpected fstests failures
+# and each failed step no test count shows).
 # Logs: target/test-logs/.
 #
 # Skips: a test or script that cannot run here (no root, no /dev/fuse, no
@@ -86,7 +94,7 @@
 # (CI) WARPFS_NO_SKIP=1 is set unless given: every skip is then a failure.
 # A script that skips exits 77 (WF_SKIPPED): its step shows "skipped".
 #
-# Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_FUZZ=1 step 9,
+# Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_XFSTESTS=1 step 8b, SKIP_FUZZ=1 step 9,
 # SOAK_MINUTES=0 step 10; TEST_STEP_TIMEOUT (seconds,
 # default 1200) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
@@ -244,6 +252,14 @@ else
     step pjdfstest-xts bash scripts/pjdfstest.sh --mode xts
 fi
 
+# xfstests: fstests' CI subset on /dev/fuse (scripts/xfstests.sh --ci).
+rm -f target/xfstests/results/gcm-dev-ci.json
+if [[ ${SKIP_XFSTESTS:-0} == 1 ]]; then
+    NAMES+=(xfstests) RESULTS+=("skipped (SKIP_XFSTESTS=1)") TIMES+=(0)
+else
+    step xfstests bash scripts/xfstests.sh --ci
+fi
+
 # fuzz: every cargo-fuzz target for FUZZ_SECONDS (scripts/fuzz.sh).
 if [[ ${SKIP_FUZZ:-0} == 1 ]]; then
     NAMES+=(fuzz) RESULTS+=("skipped (SKIP_FUZZ=1)") TIMES+=(0)
@@ -273,6 +289,13 @@ if [[ -f target/pjdfstest-summary.json ]]; then
     fi
 fi
 
+# fstests: tests passed on warpfs, and failures not expected.
+X_PASS=0 X_UNEXP=0
+if [[ -f target/xfstests/results/gcm-dev-ci.json ]]; then
+    X_PASS=$(sed -n 's/^  "passed": \([0-9]*\),$/\1/p' target/xfstests/results/gcm-dev-ci.json)
+    X_UNEXP=$(sed -n 's/^  "unexpected_failures": \[\(.*\)\],$/\1/p' target/xfstests/results/gcm-dev-ci.json | tr ',' '\n' | grep -c generic/ || true)
+fi
+
 # Every step: cargo's per-binary "test result:" lines, and the tests that
 # recorded a skip (once per binary and test; a test may record several). A
 # skipped test told cargo "ok": it leaves the passes. A failed step whose
@@ -296,6 +319,7 @@ for i in "${!NAMES[@]}"; do
         sort -u -t$'\t' -k1,2 "$LOGS/$n.skips" | sed "s/^/$n\t/" >>"$LOGS/skips.txt"
     fi
     [[ $n == pjdfstest ]] && p=$((p + ${P_PASS:-0})) f=$((f + ${P_REG:-0}))
+    [[ $n == xfstests ]] && p=$((p + ${X_PASS:-0})) f=$((f + ${X_UNEXP:-0}))
     if [[ ${RESULTS[$i]} == FAILED* ]] && ((f == 0)); then
         f=1
     fi

@@ -210,9 +210,18 @@ impl Volume {
         let st = warpfs_backing::lstat(from)?;
         let tmp = self.symlink_for(to, &target, &st)?;
         let tl = to.parent().entry(tmp.as_ref());
-        if let Err(e) = warpfs_backing::rename(&tl, to, flags) {
+        // RENAME_WHITEOUT leaves its whiteout where the symlink was, not
+        // where the new one was made.
+        let whiteout = flags & libc::RENAME_WHITEOUT != 0;
+        if let Err(e) = warpfs_backing::rename(&tl, to, flags & !libc::RENAME_WHITEOUT) {
             let _ = warpfs_backing::unlink(&tl);
             return Err(e);
+        }
+        if whiteout {
+            // The old symlink moves onto the name the new one left, and the
+            // whiteout takes its place in one step.
+            warpfs_backing::rename(from, &tl, libc::RENAME_WHITEOUT)?;
+            return warpfs_backing::unlink(&tl);
         }
         warpfs_backing::unlink(from)
     }

@@ -178,13 +178,19 @@ impl Volume {
         Ok(())
     }
 
-    /// statfs of the backing file system.
+    /// statfs of the backing file system, its blocks counted as the
+    /// plaintext they hold: a large file takes `backing_len(mode, n) / n`
+    /// backing bytes per plaintext byte (its nonce entries and pages), so
+    /// a file of the size shown free fits (less its few header bytes).
     pub fn statfs(&self) -> Result<StatFs> {
         let s = self.root.top().statvfs()?;
+        const N: u64 = 1 << 30;
+        let backing = warpfs_content::layout::backing_len(self.mode(), N).max(N);
+        let plain = |b: u64| (u128::from(b) * u128::from(N) / u128::from(backing)) as u64;
         Ok(StatFs {
-            blocks: s.f_blocks,
-            bfree: s.f_bfree,
-            bavail: s.f_bavail,
+            blocks: plain(s.f_blocks),
+            bfree: plain(s.f_bfree),
+            bavail: plain(s.f_bavail),
             files: s.f_files,
             ffree: s.f_ffree,
             bsize: s.f_bsize as u32,

@@ -1,10 +1,10 @@
 //! Size changes of an open cipher file: truncation (growing with a
-//! sparse hole, shrinking with a re-encrypted partial last block) and
-//! hole punching.
+//! sparse hole, shrinking with a re-encrypted partial last block), hole
+//! punching and preallocation.
 
 use super::{efbig, CipherFile, FileState};
 use crate::layout::{
-    backing_len, block_count, block_len, data_offset, segment_runs, BLOCK, BLOCK_USIZE, MAX_PLAIN_SIZE,
+    backing_len, block_count, block_len, data_offset, entry_offset, segment_runs, BLOCK, BLOCK_USIZE, MAX_PLAIN_SIZE,
 };
 use crate::rangelock::{RangeGuard, Want};
 use crate::scratch::{self, sized, Scratch};
@@ -114,6 +114,28 @@ impl CipherFile {
             r?;
         }
         self.sum_commit(&hdr.file_id, new)
+    }
+
+    /// Allocate the backing bytes of plaintext `[offset, offset + len)`
+    /// (its blocks, their nonce entries and the pages between) without
+    /// changing the size, as fallocate(2) promises: a full disk fails here
+    /// (ENOSPC), not at a later write into the range. A backing file
+    /// system without fallocate is left to take its chance, as elsewhere.
+    pub fn allocate(&self, offset: u64, len: u64) -> Result<(), ContentError> {
+        if self.read_only {
+            return Err(ContentError::ReadOnly);
+        }
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= MAX_PLAIN_SIZE)
+            .ok_or_else(efbig)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mode = self.mode();
+        let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+        let from = entry_offset(mode, first).min(data_offset(mode, first));
+        sysio::reserve(&self.file, from, data_offset(mode, last).saturating_add(BLOCK))
     }
 
     /// Zero `[offset, offset + len)` (clipped to the size) without changing

@@ -54,8 +54,9 @@ fn helper_command() -> Command {
                      daemon as USER, whose mount it is (drop_privileges is accepted with it and \
                      refused alone); the kernel's: ro, rw, allow_other, default_permissions, nosuid, nodev, noexec, \
                      noatime, sync, dirsync; ignored as mount(8) and systemd's own: nofail, _netdev, \
-                     noauto, auto, user, users, defaults, x-systemd.*, comment=. Anything else is \
-                     an error (exit 2).",
+                     noauto, auto, user, users, defaults, x-systemd.*, comment=. With remount \
+                     (`mount -o remount,ro DIR`) only the kernel's options change, on the live \
+                     mount; those not named stay. Anything else is an error (exit 2).",
                 ),
         )
         .arg(

@@ -169,6 +169,19 @@ fn parse(argv: Vec<OsString>) -> Result<Option<Cli>, i32> {
         Ok(mountopts::Helper::No) => (argv, false),
         Ok(mountopts::Helper::Mount(v)) => (v, false),
         Ok(mountopts::Helper::Fake(v)) => (v, true),
+        Ok(mountopts::Helper::Remount(_, _, true)) => return Ok(None),
+        Ok(mountopts::Helper::Remount(dir, opts, false)) => {
+            let r = crate::fuse::remount::remount(std::path::Path::new(&dir), &opts).map_err(|e| {
+                exit::CliError::new(
+                    exit::MOUNT_FAILED,
+                    format!(
+                        "remount of {} ({opts}) failed: {e}",
+                        std::path::Path::new(&dir).display()
+                    ),
+                )
+            });
+            return Err(finish(r));
+        }
         Err(e) => return Err(finish(Err(e))),
     };
     let clap_err = |e: clap::Error| {

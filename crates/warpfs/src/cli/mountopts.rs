@@ -138,6 +138,9 @@ pub enum Helper {
     Mount(Vec<OsString>),
     /// `-f` (mount(8)'s fake mode): check the options, mount nothing.
     Fake(Vec<OsString>),
+    /// `-o remount,...`: change the kernel options of the mount at this
+    /// mountpoint (`fuse::remount`); `true`: fake mode, change nothing.
+    Remount(OsString, String, bool),
 }
 
 /// Recognise the mount-helper calling conventions: the program is called
@@ -213,8 +216,19 @@ pub fn helper(argv: &[OsString], subcommands: &[String]) -> Result<Helper, CliEr
     }
     let [src, dir] = <[OsString; 2]>::try_from(pos)
         .map_err(|p| usage(format!("expected CIPHERDIR MOUNTPOINT, got {} argument(s)", p.len())))?;
-    let mut out: Vec<OsString> = vec![argv[0].clone(), "mount".into()];
     let mut list: Vec<String> = opts.iter().map(|o| o.to_string_lossy().into_owned()).collect();
+    if list.iter().any(|l| items(l).any(|i| i == "remount")) {
+        // The daemon's own options cannot change on a live mount: they
+        // must still be options, and only the kernel's are applied.
+        let rest: Vec<String> = list
+            .iter()
+            .map(|l| items(l).filter(|i| *i != "remount").collect::<Vec<_>>().join(","))
+            .collect();
+        flags(&rest, &super::mount_command())?;
+        let kernel: Vec<String> = rest.iter().map(|l| kernel_part(l)).filter(|k| !k.is_empty()).collect();
+        return Ok(Helper::Remount(dir, kernel.join(","), fake));
+    }
+    let mut out: Vec<OsString> = vec![argv[0].clone(), "mount".into()];
     if sloppy {
         // `-s`: drop what is not understood (with a warning) instead of failing.
         list = list.iter().map(|l| drop_unknown(l)).collect();
@@ -286,6 +300,32 @@ mod tests {
             flags(&["setuid=root,drop_privileges,uring_enable".into()], &cmd).unwrap(),
             os(&["--setuid", "root", "--drop-privileges", "--uring-enable"])
         );
+    }
+
+    #[test]
+    fn remount_keeps_the_kernel_options_and_checks_the_rest() {
+        let r = helper(
+            &os(&["/sbin/mount.warpfs", "/c", "/m", "-o", "remount,ro,passfile=/k,nofail"]),
+            &subs(),
+        )
+        .unwrap();
+        assert_eq!(r, Helper::Remount("/m".into(), "ro".into(), false));
+        let r = helper(
+            &os(&[
+                "mount.fuse.warpfs",
+                "src",
+                "/m",
+                "-f",
+                "-o",
+                "rw",
+                "-o",
+                "remount,nosuid",
+            ]),
+            &subs(),
+        )
+        .unwrap();
+        assert_eq!(r, Helper::Remount("/m".into(), "rw,nosuid".into(), true));
+        assert!(helper(&os(&["mount.warpfs", "/c", "/m", "-o", "remount,bogus"]), &subs()).is_err());
     }
 
     #[test]

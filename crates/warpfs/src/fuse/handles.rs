@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::SystemTime;
 use warpfs_volume::{DirEntry, OpenFile};
 
 /// What a handle refers to.
@@ -10,7 +11,8 @@ use warpfs_volume::{DirEntry, OpenFile};
 pub enum Handle {
     /// An open regular file.
     File(OpenFile),
-    /// An open directory: its listing, taken at opendir.
+    /// An open directory: its listing, taken at opendir and again when
+    /// read from the start ([`Handles::read_from_start`]).
     Dir(Arc<Vec<DirEntry>>),
 }
 
@@ -19,6 +21,9 @@ pub enum Handle {
 pub struct Handles {
     next: AtomicU64,
     map: RwLock<HashMap<u64, Handle>>,
+    /// Directory handles: when their listing was taken, and whether it
+    /// was read from its start since.
+    listings: Mutex<HashMap<u64, (SystemTime, bool)>>,
 }
 
 impl Handles {
@@ -44,6 +49,40 @@ impl Handles {
 
     /// Drop `fh`.
     pub fn remove(&self, fh: u64) -> Option<Handle> {
+        self.listings.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         self.map.write().unwrap_or_else(|e| e.into_inner()).remove(&fh)
+    }
+
+    /// Insert directory handle `list`, taken at `at`; returns its fh.
+    pub fn insert_dir(&self, list: Arc<Vec<DirEntry>>, at: SystemTime) -> u64 {
+        let fh = self.insert(Handle::Dir(list));
+        self.listings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, (at, false));
+        fh
+    }
+
+    /// A read of directory handle `fh` from its start: when its listing
+    /// was taken, and whether it was read from its start before (then
+    /// this is rewinddir(3) or a seek back to 0).
+    pub fn read_from_start(&self, fh: u64) -> (SystemTime, bool) {
+        let mut l = self.listings.lock().unwrap_or_else(|e| e.into_inner());
+        let e = l.entry(fh).or_insert((SystemTime::UNIX_EPOCH, true));
+        let before = e.1;
+        e.1 = true;
+        (e.0, before)
+    }
+
+    /// Replace the listing of directory handle `fh` (if it is still open),
+    /// taken at `at`.
+    pub fn set_listing(&self, fh: u64, list: Arc<Vec<DirEntry>>, at: SystemTime) {
+        if let Some(h @ Handle::Dir(_)) = self.map.write().unwrap_or_else(|e| e.into_inner()).get_mut(&fh) {
+            *h = Handle::Dir(list);
+            self.listings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(fh, (at, true));
+        }
     }
 }

@@ -13,6 +13,7 @@ pub mod idle;
 mod mountinfo;
 mod nodes;
 pub mod ops;
+pub mod remount;
 pub mod reverse;
 mod serve;
 mod session;

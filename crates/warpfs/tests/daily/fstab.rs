@@ -291,3 +291,45 @@ fn an_fstab_entry_unlocks_with_a_tpm2_slot_and_no_password() {
     assert!(o.stderr.contains("PCR 7 changed"), "{o}");
     assert!(!is_mounted(&v.mnt));
 }
+
+/// `mount -o remount,ro MOUNTPOINT` and back to `rw` (mount(8) hands a
+/// remount to the helper too): the same daemon goes on serving, writes
+/// fail with EROFS only while read-only, and the options not named
+/// (`nosuid`, `nodev`) stay on.
+#[test]
+fn remount_read_only_and_back() {
+    require_fuse!();
+    let v = Volume::init(Mode::Gcm);
+    let dir = tempfile::tempdir().unwrap();
+    let fstab = dir.path().join("fstab");
+    let line = fstab_line(&v, &format!("passfile={},nosuid,nodev", v.passfile.display()));
+    fs::write(&fstab, format!("{line}\n")).unwrap();
+    let (f, m) = (fstab.to_str().unwrap(), v.mnt.to_str().unwrap());
+    run(&["mount", "-T", f, m]).expect_ok("mount MOUNTPOINT");
+    write_file(&v.p("before"), b"kept");
+    let pids = helper_daemons(&v);
+    let flags = |ctx: &str| {
+        let o = mount_options(&v.mnt).unwrap_or_else(|| panic!("{ctx}: not mounted"));
+        o.split(',').map(str::to_string).collect::<Vec<_>>()
+    };
+    run(&["mount", "-T", f, "-o", "remount,ro", m]).expect_ok("mount -o remount,ro");
+    let o = flags("read-only");
+    assert!(o.iter().any(|x| x == "ro"), "not read-only after remount,ro: {o:?}");
+    assert!(
+        o.iter().any(|x| x == "nosuid") && o.iter().any(|x| x == "nodev"),
+        "{o:?}"
+    );
+    let e = fs::write(v.p("during"), b"x").expect_err("a write on a read-only remount");
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    assert_eq!(fs::read(v.p("before")).unwrap(), b"kept");
+    run(&["mount", "-T", f, "-o", "remount,rw", m]).expect_ok("mount -o remount,rw");
+    let o = flags("read-write");
+    assert!(o.iter().any(|x| x == "rw"), "not read-write after remount,rw: {o:?}");
+    assert!(
+        o.iter().any(|x| x == "nosuid") && o.iter().any(|x| x == "nodev"),
+        "{o:?}"
+    );
+    write_file(&v.p("after"), b"written");
+    assert_eq!(helper_daemons(&v), pids, "the same daemon serves the mount");
+    umount_and_daemon_gone(&v);
+}

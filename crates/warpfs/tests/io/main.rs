@@ -8,6 +8,7 @@
 mod common;
 
 mod concurrent;
+mod direct;
 mod kernel;
 mod sizes;
 mod writes;

@@ -3,7 +3,7 @@
 //! chmod/chown/utimens, statfs, xattrs, fallocate, long and odd names, and
 //! persistence of a whole tree across remounts; backing inode numbers reused
 //! under concurrent create/unlink; a sync tool's copies of IV files and
-//! names. One test binary (`cargo test -p warpfs
+//! names; directory streams. One test binary (`cargo test -p warpfs
 //! --test namespace`): shared helpers here, one module per subject.
 
 #[macro_use]
@@ -14,6 +14,7 @@ mod attrs;
 mod concurrent;
 mod conflicts;
 mod links;
+mod listing;
 mod naming;
 mod nodes;
 mod renames;

@@ -7,6 +7,7 @@ mode_tests!(
     rename,
     rename_dir_over_empty_dir,
     renameat2_flags,
+    rename_whiteout_leaves_a_whiteout,
     a_reused_directory_name_is_the_new_directory
 );
 
@@ -129,6 +130,80 @@ fn renameat2_flags(mode: Mode) {
     let before = snapshot(&v.mnt);
     v.remount();
     assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
+}
+
+/// RENAME_WHITEOUT (overlayfs renames in an upper directory this way):
+/// the source's name becomes a whiteout (a character device 0:0) and the
+/// moved entry is whole at its new name, for a file, a directory and a
+/// symlink (which moves as a new backing symlink sealed for its new place),
+/// onto a free name and over an existing file; no other backing entry is
+/// left behind.
+fn rename_whiteout_leaves_a_whiteout(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::new(mode);
+    write_file(&v.p("file"), b"file content");
+    fs::create_dir(v.p("dir")).unwrap();
+    write_file(&v.p("dir/inner"), b"inner");
+    std::os::unix::fs::symlink("some/target", v.p("link")).unwrap();
+    std::os::unix::fs::symlink("other/target", v.p("link2")).unwrap();
+    write_file(&v.p("victim"), b"replaced");
+    let backing = v.root_backing_entries().len();
+    let moves = [
+        ("file", "file.moved"),
+        ("dir", "dir.moved"),
+        ("link", "link.moved"),
+        ("link2", "victim"),
+    ];
+    for (from, to) in moves {
+        renameat2(&v.p(from), &v.p(to), libc::RENAME_WHITEOUT)
+            .unwrap_or_else(|e| panic!("RENAME_WHITEOUT {from} -> {to}: {e}"));
+    }
+    let check = |v: &Volume, ctx: &str| {
+        for (from, _) in moves {
+            let m = fs::symlink_metadata(v.p(from)).unwrap_or_else(|e| panic!("{ctx}: {from} after the rename: {e}"));
+            assert!(
+                m.file_type().is_char_device() && m.rdev() == 0,
+                "{ctx}: {from} is not a whiteout (char device 0:0): {:?} rdev {}",
+                m.file_type(),
+                m.rdev()
+            );
+        }
+        assert_eq!(fs::read(v.p("file.moved")).unwrap(), b"file content", "{ctx}");
+        assert_eq!(fs::read(v.p("dir.moved/inner")).unwrap(), b"inner", "{ctx}");
+        assert_eq!(
+            fs::read_link(v.p("link.moved")).unwrap(),
+            Path::new("some/target"),
+            "{ctx}"
+        );
+        assert_eq!(
+            fs::read_link(v.p("victim")).unwrap(),
+            Path::new("other/target"),
+            "{ctx}"
+        );
+        assert_eq!(
+            names(&v.mnt),
+            set(&[
+                "file",
+                "dir",
+                "link",
+                "link2",
+                "file.moved",
+                "dir.moved",
+                "link.moved",
+                "victim"
+            ]),
+            "{ctx}"
+        );
+    };
+    check(&v, "mounted");
+    // Three new names and four whiteouts; the file over `victim` left none.
+    assert_eq!(
+        v.root_backing_entries().len(),
+        backing + 3,
+        "backing entries after the renames"
+    );
+    v.remount();
+    check(&v, "after remount");
 }
 
 /// A directory's name given to a new directory (after a rename or rmdir, or

@@ -8,22 +8,55 @@ use crate::fuse::ops::{DirAdd, DirPlusAdd, OpResult, Opened};
 use fuser::{Errno, FileType};
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How far a file system's change times may lag the clock (a timer tick
+/// at HZ=100, with room to spare).
+const TICK: Duration = Duration::from_millis(20);
 
 impl WarpFs {
     pub(super) fn opendir(&self, ino: u64) -> OpResult<Opened> {
         let l = self.loc(ino)?;
+        let at = SystemTime::now();
         let list = self.vol.readdir(&l.backing).map_err(errno)?;
         Ok(Opened {
-            fh: self.handles.insert(Handle::Dir(Arc::new(list))),
+            fh: self.handles.insert_dir(Arc::new(list), at),
             flags: 0,
         })
     }
 
-    pub(super) fn readdir(&self, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+    /// The listing of directory handle `fh` to serve from `offset`. Read
+    /// from its start, the directory is listed anew if it may have changed
+    /// since its listing was taken (POSIX: what opendir or rewinddir
+    /// followed sees names made or removed before it): when this is a
+    /// rewind (a second read from the start), or when the backing
+    /// directory's change time is not older than the listing by more than
+    /// [`TICK`] (file systems stamp changes with a clock that lags by up
+    /// to a timer tick). A listing read once from opendir is still new.
+    fn listing(&self, ino: u64, fh: u64, offset: u64) -> OpResult<Arc<Vec<warpfs_volume::DirEntry>>> {
         let Some(Handle::Dir(list)) = self.handles.get(fh) else {
             return Err(Errno::EBADF);
         };
+        if offset != 0 {
+            return Ok(list);
+        }
+        let (taken, again) = self.handles.read_from_start(fh);
+        let l = self.loc(ino)?;
+        let changed = |a: &warpfs_volume::Attr| {
+            let t = |(s, ns): (i64, u32)| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns);
+            t(a.mtime).max(t(a.ctime)) + TICK >= taken
+        };
+        if !again && self.vol.getattr(&l.backing).is_ok_and(|a| !changed(&a)) {
+            return Ok(list);
+        }
+        let at = SystemTime::now();
+        let fresh = Arc::new(self.vol.readdir(&l.backing).map_err(errno)?);
+        self.handles.set_listing(fh, fresh.clone(), at);
+        Ok(fresh)
+    }
+
+    pub(super) fn readdir(&self, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+        let list = self.listing(ino, fh, offset)?;
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
@@ -43,9 +76,7 @@ impl WarpFs {
     }
 
     pub(super) fn readdirplus(&self, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
-        let Some(Handle::Dir(list)) = self.handles.get(fh) else {
-            return Err(Errno::EBADF);
-        };
+        let list = self.listing(ino, fh, offset)?;
         let dir = self.loc(ino)?;
         let first = (offset as usize).max(2) - 2;
         let names = list.iter().skip(first).map(|e| e.cname.as_str());

@@ -36,9 +36,15 @@ impl WarpFs {
         } else {
             InitFlags::empty()
         };
+        // No FUSE_ASYNC_DIO: with it the kernel completes an asynchronous
+        // direct write (io_submit, io_uring) that does not extend the file
+        // without dropping the pages cached over its range after the
+        // write, so pages read in while it was in flight (by another
+        // reader, or by faulting in its own source buffer) keep the old
+        // bytes. Without it such a write is sent synchronously and the
+        // page cache is invalidated after it (docs/decisions/0087).
         let want = writeback
             | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_ASYNC_DIO
             | InitFlags::FUSE_BIG_WRITES
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_DO_READDIRPLUS

@@ -157,8 +157,15 @@ impl WarpFs {
         }
         let end = offset.saturating_add(length);
         match mode {
-            0 if end > f.size() => f.set_len(end),
-            0 | libc::FALLOC_FL_KEEP_SIZE => Ok(()),
+            // The backing bytes first, so that a full disk fails the call
+            // and leaves the size as it was.
+            0 | libc::FALLOC_FL_KEEP_SIZE => f.allocate(offset, length).and_then(|()| {
+                if mode == 0 && end > f.size() {
+                    f.set_len(end)
+                } else {
+                    Ok(())
+                }
+            }),
             m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => f.punch_hole(offset, length),
             _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
         }
