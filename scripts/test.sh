@@ -96,7 +96,7 @@
 #
 # Environment: SKIP_PJDFSTEST=1 skips step 8, SKIP_XFSTESTS=1 step 8b, SKIP_FUZZ=1 step 9,
 # SOAK_MINUTES=0 step 10; TEST_STEP_TIMEOUT (seconds,
-# default 1200) bounds each step when stdin is not a terminal (CI), so a hung
+# default 1800) bounds each step when stdin is not a terminal (CI), so a hung
 # mount cannot hang CI.
 set -euo pipefail
 
@@ -107,7 +107,7 @@ cd "$WF_REPO"
 
 LOGS="$WF_REPO/target/test-logs"
 mkdir -p "$LOGS"
-STEP_TIMEOUT="${TEST_STEP_TIMEOUT:-1200}"
+STEP_TIMEOUT="${TEST_STEP_TIMEOUT:-1800}"
 START=$SECONDS
 
 # ---- 0. setup ----------------------------------------------------------------
