@@ -1,8 +1,10 @@
 //! `warpfs speed` (as gocryptfs -speed): in about a second, the throughput
 //! on this CPU of each content mode and cipher, encrypting 4 KiB blocks as
 //! a write stores them, and of each keystream backend that is available,
-//! making masks as the engine does, with what warpfs would pick marked.
-//! A new mode or cipher is one entry of [`MODES`].
+//! making masks as the engine does, with what warpfs would pick marked,
+//! after the CPU's architecture, features and the AES and GHASH paths
+//! chosen on it (`warpfs_crypto::cpu`). A new mode or cipher is one entry
+//! of [`MODES`].
 
 use super::exit::CliError;
 use clap::Args;
@@ -300,11 +302,15 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
         .map(|c| (c, measure(t, (c.make)(&master, c.bits))))
         .collect();
     let backs = backends(t);
+    let (arch, features) = warpfs_crypto::cpu::features();
+    let present: Vec<&str> = features.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+    let (aes, ghash) = (warpfs_crypto::cpu::aes_path(), warpfs_crypto::cpu::ghash_path());
     if a.json {
         let j = serde_json::json!({
             "schema": SPEED_SCHEMA,
             "block_size": BLOCK,
             "threads": 1,
+            "cpu": { "arch": arch, "features": present, "aes": aes, "ghash": ghash },
             "modes": modes.iter().map(|(c, s)| serde_json::json!({
                 "mode": c.mode, "cipher": c.cipher, "key_bits": c.bits,
                 "mb_per_s": (s * 10.0).round() / 10.0, "default": c.default,
@@ -322,6 +328,12 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
         println!("{j}");
         return Ok(());
     }
+    let present = if present.is_empty() {
+        "none".into()
+    } else {
+        present.join(" ")
+    };
+    println!("CPU: {arch} ({present}); AES: {aes}; GHASH: {ghash}");
     println!("Content modes: one thread encrypting 4 KiB blocks as a write stores them (MB/s = 10^6 bytes/s)");
     for (c, s) in &modes {
         let mark = if c.default { "  <- warpfs init's default" } else { "" };
