@@ -92,6 +92,10 @@ MOUNT_SKIP=(
     fstab::nonempty_mounts_over_files_only_when_asked
     idle::a_users_idle_mount_is_unmounted_through_fusermount3
     idle::an_idle_daemon_unmounts_and_exits
+    # Takes CIPHERDIR's lock (flock, non-blocking) right after an unmount,
+    # while the emulated daemon may still be exiting with the lock held:
+    # passed once and failed once in two runs here.
+    a_running_rekey_locks_out_mounts_and_other_rekeys
 )
 
 CI=0
