@@ -147,8 +147,9 @@ fn ts(t: TimeSpec) -> libc::timespec {
             tv_sec: 0,
             tv_nsec: libc::UTIME_NOW,
         },
+        // `as _`: the C library's time_t (glibc's, musl's 64-bit one).
         Some(Some((s, ns))) => libc::timespec {
-            tv_sec: s as libc::time_t,
+            tv_sec: s as _,
             tv_nsec: ns as libc::c_long,
         },
     }

@@ -5,6 +5,7 @@
 pub mod aes_ctr;
 pub mod block_cipher;
 pub mod control;
+pub mod cpu;
 pub mod error;
 pub mod gcm;
 pub mod journal;

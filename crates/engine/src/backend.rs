@@ -72,13 +72,15 @@ pub struct DeviceCounts {
 }
 
 /// The cpu backend: the calling worker thread runs the AES itself (AES-NI /
-/// VAES through `aes` 0.9, or the forced software AES, per key).
+/// VAES or ARMv8 AES through `aes` 0.9, or the forced software AES, per key).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CpuBackend;
 
 impl Backend for CpuBackend {
     fn name(&self) -> String {
-        if aes::hardware_accelerated() {
+        if aes::hardware_accelerated() && cfg!(target_arch = "aarch64") {
+            "cpu (armv8 aes)".into()
+        } else if aes::hardware_accelerated() {
             "cpu (aes-ni)".into()
         } else {
             "cpu (software aes)".into()

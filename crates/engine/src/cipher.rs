@@ -31,6 +31,13 @@ use warpfs_crypto::{ContentCipher, ContentKey, LockedBytes, LockedWords, MaskLay
 /// Counter blocks per inner step of the software loop (on the stack).
 const SOFT_CHUNK: usize = 64;
 
+/// The `aes` 0.9 path where the CPU has AES instructions (detected at run
+/// time by the crate: AES-NI/VAES on x86-64, ARMv8 AES on aarch64).
+#[cfg(target_arch = "aarch64")]
+const HARDWARE_AES: &str = "armv8 aes (aes 0.9 encrypt_blocks)";
+#[cfg(not(target_arch = "aarch64"))]
+const HARDWARE_AES: &str = "aes-ni/vaes (aes 0.9 encrypt_blocks)";
+
 type SoftBlock = aes07::Block;
 
 // One per key, built once and shared behind an `Arc`: size does not matter.
@@ -246,9 +253,9 @@ impl MaskCipher {
             }
             Inner::Soft(_) => "software (aes 0.7 fixslice, forced)",
             Inner::Hw(k) if k.is_vaes() => "vaes-512 kernel (warpfs-crypto)",
-            Inner::Hw(_) | Inner::AesCrate(_) if aes::hardware_accelerated() => "aes-ni/vaes (aes 0.9 encrypt_blocks)",
+            Inner::Hw(_) | Inner::AesCrate(_) if aes::hardware_accelerated() => HARDWARE_AES,
             Inner::Hw(_) | Inner::AesCrate(_) => {
-                "software (aes 0.9, no AES-NI on this CPU or --cfg aes_backend=\"soft\")"
+                "software (aes 0.9, no AES instructions on this CPU or --cfg aes_backend=\"soft\")"
             }
         }
     }

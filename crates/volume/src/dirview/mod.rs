@@ -20,7 +20,7 @@ use warpfs_backing::{Dir, RawEntry};
 use warpfs_crypto::names::{is_reserved, BackingName, DIRIV_LEN};
 
 /// What changes when a directory's entries change (mtime, ctime, links, size).
-pub(crate) type Stamp = (i64, i64, i64, i64, u64, i64);
+pub(crate) type Stamp = (i64, i64, i64, i64, libc::nlink_t, i64);
 
 fn stamp_of(st: &libc::stat) -> Stamp {
     (

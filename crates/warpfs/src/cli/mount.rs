@@ -26,27 +26,17 @@ use warpfs_volume::{Options, Volume};
 /// on the calling thread (~0.4 us) costs no more than fetching one made on
 /// the other core, and the workers take CPU from the FUSE threads, so it is
 /// off there (also over io_uring: docs/decisions/0007); with Twofish or
-/// software AES (no AES-NI, or `WARPFS_NO_AESNI=1`) or 4+ cores, look-ahead
-/// pays and it is on (docs/decisions/0013); XChaCha20 is off below 4 cores,
-/// where decrypt-ahead alone keeps the second core busy (docs/decisions/0081).
+/// software AES (no AES-NI or ARMv8 AES, or `WARPFS_NO_AESNI=1`) or 4+ cores,
+/// look-ahead pays and it is on (docs/decisions/0013); XChaCha20 is off below
+/// 4 cores, where decrypt-ahead alone keeps the second core busy
+/// (docs/decisions/0081).
 pub fn auto_speculation(cipher: warpfs_crypto::ContentCipher) -> (bool, String) {
-    let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !has_aes_ni();
+    let soft = std::env::var("WARPFS_NO_AESNI").is_ok_and(|v| v == "1") || !warpfs_crypto::cpu::aes_in_hardware();
     warpfs_engine::speculation_policy(warpfs_engine::PolicyInput {
         cipher,
         aes_ni: !soft,
         cores: cores(),
     })
-}
-
-fn has_aes_ni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("aes")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// Arguments of `warpfs mount`.

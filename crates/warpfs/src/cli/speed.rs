@@ -2,7 +2,9 @@
 //! on this CPU of each content mode and cipher, encrypting 4 KiB blocks as
 //! a write stores them, and of each keystream backend that is available
 //! for each cipher, making masks as the engine does, with what warpfs
-//! would pick marked. A new mode or cipher is one entry of [`MODES`].
+//! would pick marked, after the CPU's architecture, features and the AES
+//! and GHASH paths chosen on it (`warpfs_crypto::cpu`). A new mode or
+//! cipher is one entry of [`MODES`].
 
 use super::exit::CliError;
 use clap::Args;
@@ -355,11 +357,15 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
         .map(|c| (c, measure(t, (c.make)(&master, c.bits))))
         .collect();
     let backs = backends(t);
+    let (arch, features) = warpfs_crypto::cpu::features();
+    let present: Vec<&str> = features.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+    let (aes, ghash) = (warpfs_crypto::cpu::aes_path(), warpfs_crypto::cpu::ghash_path());
     if a.json {
         let j = serde_json::json!({
             "schema": SPEED_SCHEMA,
             "block_size": BLOCK,
             "threads": 1,
+            "cpu": { "arch": arch, "features": present, "aes": aes, "ghash": ghash },
             "modes": modes.iter().map(|(c, s)| serde_json::json!({
                 "mode": c.mode, "cipher": c.cipher, "key_bits": c.bits,
                 "mb_per_s": (s * 10.0).round() / 10.0, "default": c.default,
@@ -378,16 +384,18 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
         println!("{j}");
         return Ok(());
     }
+    let present = if present.is_empty() {
+        "none".into()
+    } else {
+        present.join(" ")
+    };
+    println!("CPU: {arch} ({present}); AES: {aes}; GHASH: {ghash}");
     println!("Content modes: one thread encrypting 4 KiB blocks as a write stores them (MB/s = 10^6 bytes/s)");
     for (c, s) in &modes {
         let mark = if c.default { "  <- warpfs init's default" } else { "" };
         println!("  {:<4} {:>9}-{:<3} {:>9.1} MB/s{mark}", c.mode, c.cipher, c.bits, s);
     }
-    println!(
-        "Keystream backends: 256-bit masks of 4 KiB, 64 per call, as the engine's workers make them \
-         (this CPU: {})",
-        cpu_features()
-    );
+    println!("Keystream backends: 256-bit masks of 4 KiB, 64 per call, as the engine's workers make them");
     for b in &backs {
         match &b.speed {
             Ok(s) => {
@@ -404,36 +412,6 @@ pub fn run(a: SpeedArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// The CPU features the cipher implementations choose by, in words.
-fn cpu_features() -> String {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let f = [
-            ("aes", std::arch::is_x86_feature_detected!("aes")),
-            ("pclmulqdq", std::arch::is_x86_feature_detected!("pclmulqdq")),
-            ("vaes", std::arch::is_x86_feature_detected!("vaes")),
-            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
-            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
-        ];
-        let on: Vec<&str> = f.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
-        format!("x86_64, {}", if on.is_empty() { "none".into() } else { on.join(" ") })
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        let f = [
-            ("aes", std::arch::is_aarch64_feature_detected!("aes")),
-            ("pmull", std::arch::is_aarch64_feature_detected!("pmull")),
-            ("neon", std::arch::is_aarch64_feature_detected!("neon")),
-        ];
-        let on: Vec<&str> = f.iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
-        format!("aarch64, {}", if on.is_empty() { "none".into() } else { on.join(" ") })
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        std::env::consts::ARCH.to_string()
-    }
 }
 
 #[cfg(test)]

@@ -87,8 +87,43 @@ pub fn mount_config(o: &MountOptions, cipherdir: &Path) -> Config {
         SessionACL::Owner
     };
     c.n_threads = Some(o.threads.max(1));
-    c.clone_fd = true;
+    c.clone_fd = dev_clone_supported();
     c
+}
+
+/// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`, the same number on
+/// every Linux architecture.
+const FUSE_DEV_IOC_CLONE: u32 = 0x8004_e500;
+
+/// Whether /dev/fuse takes `FUSE_DEV_IOC_CLONE` (each FUSE thread reads
+/// its own descriptor): asked of two fresh descriptors, a kernel that has
+/// it refuses the clone of one not mounted yet (EINVAL, EPERM); where the
+/// ioctl itself is missing (ENOTTY: a kernel before 4.5; ENOSYS: qemu-user,
+/// which passes no ioctl it does not know, docs/decisions/0086) the
+/// threads share the one descriptor, as a mount dropping to a user does.
+/// Without /dev/fuse here, nothing is known: clone, as before.
+pub fn dev_clone_supported() -> bool {
+    let mut rw = std::fs::OpenOptions::new();
+    rw.read(true).write(true);
+    let (Ok(a), Ok(b)) = (
+        warpfs_backing::host::open_with("/dev/fuse", &rw),
+        warpfs_backing::host::open_with("/dev/fuse", &rw),
+    ) else {
+        return true;
+    };
+    let mut src = std::os::fd::AsRawFd::as_raw_fd(&a) as u32;
+    // SAFETY: an ioctl on our own descriptor with a pointer to a u32 that
+    // outlives the call, as FUSE_DEV_IOC_CLONE reads it.
+    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&b), FUSE_DEV_IOC_CLONE as _, &mut src) };
+    let missing = r != 0
+        && matches!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::ENOTTY | libc::ENOSYS)
+        );
+    if missing {
+        tracing::info!("/dev/fuse does not take FUSE_DEV_IOC_CLONE here: the FUSE threads share one descriptor");
+    }
+    !missing
 }
 
 /// Most dirty page cache the mount may hold, in bytes, before the kernel

@@ -1,7 +1,8 @@
 //! `warpfs speed`: every content mode and cipher `warpfs init` offers and
 //! the cpu keystream backend are measured, each with a positive rate, and
-//! exactly one of each is marked as what warpfs picks. (Rates are printed,
-//! never compared: timing belongs in bench/.)
+//! exactly one of each is marked as what warpfs picks; the CPU line names
+//! this machine's architecture and the AES path the cpu backend takes.
+//! (Rates are printed, never compared: timing belongs in bench/.)
 
 use crate::common::*;
 
@@ -55,6 +56,26 @@ fn speed_measures_every_mode_and_backend_and_marks_the_default() {
             .count();
         assert_eq!(marked, 1, "{c}: {j}");
     }
+    // The CPU: this architecture, and the AES path the cpu backend's name
+    // agrees with (ARMv8 AES on arm64, never an x86 instruction there).
+    let cpu = &j["cpu"];
+    assert_eq!(cpu["arch"], std::env::consts::ARCH, "{j}");
+    let aes = cpu["aes"].as_str().unwrap();
+    assert!(!cpu["ghash"].as_str().unwrap().is_empty(), "{j}");
+    assert!(cpu["features"].is_array(), "{j}");
+    let hw = &backs
+        .iter()
+        .find(|b| b["engine"] == "cpu" && b["available"] == true && !b["name"].as_str().unwrap().contains("forced"))
+        .unwrap_or_else(|| panic!("no cpu backend on the aes 0.9 path: {j}"))["name"];
+    let hw = hw.as_str().unwrap();
+    if aes.starts_with("software") {
+        assert!(hw.starts_with("software"), "{hw} / {aes}");
+    } else if cfg!(target_arch = "aarch64") {
+        assert!(aes.contains("ARMv8") && hw.contains("armv8"), "{hw} / {aes}");
+    }
+    if !cfg!(target_arch = "x86_64") {
+        assert!(!hw.contains("aes-ni") && !aes.contains("AES-NI"), "{hw} / {aes}");
+    }
     // The text form marks the same choices.
     let t = warpfs(args!["speed", "--time-ms", "5"]);
     t.expect_ok("speed");
@@ -62,6 +83,10 @@ fn speed_measures_every_mode_and_backend_and_marks_the_default() {
     assert_eq!(
         t.stdout.matches("<- warpfs mount's default").count(),
         ciphers.len(),
+        "{t}"
+    );
+    assert!(
+        t.stdout.starts_with(&format!("CPU: {} (", std::env::consts::ARCH)),
         "{t}"
     );
 }

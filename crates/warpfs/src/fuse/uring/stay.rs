@@ -96,7 +96,9 @@ fn policy() -> i32 {
 }
 
 fn set(policy: i32) -> bool {
-    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_param is plain integers (musl's has more fields than
+    // glibc's), all zero a valid value: priority 0, as SCHED_OTHER/IDLE take.
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
     // SAFETY: `param` is a valid sched_param for the call.
     unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
@@ -292,7 +294,9 @@ mod tests {
     #[test]
     fn real_time_threads_are_left_alone() {
         std::thread::spawn(|| {
-            let param = libc::sched_param { sched_priority: 1 };
+            // SAFETY: plain integers, all zero a valid value (musl's has more fields).
+            let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+            param.sched_priority = 1;
             // SAFETY: a valid sched_param.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
                 return; // not allowed here: nothing to check
