@@ -141,3 +141,20 @@ pub fn lock_exclusive(dir: &Path) -> std::io::Result<Option<CipherdirLock>> {
         }
     }
 }
+
+/// [`lock_exclusive`] for an offline rekey: an error naming CIPHERDIR
+/// when the lock cannot be taken or another process still holds it.
+pub fn lock_for_rekey(dir: &Path) -> Result<CipherdirLock, super::exit::CliError> {
+    use super::exit::{CliError, ERROR};
+    lock_exclusive(dir)
+        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", dir.display())))?
+        .ok_or_else(|| {
+            CliError::new(
+                ERROR,
+                format!(
+                    "{}: another warpfs rekey is running, or the volume is mounted",
+                    dir.display()
+                ),
+            )
+        })
+}

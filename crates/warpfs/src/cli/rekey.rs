@@ -273,17 +273,7 @@ pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Resu
 
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
-    let _lock = super::lock::lock_exclusive(&a.cipherdir)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", a.cipherdir.display())))?
-        .ok_or_else(|| {
-            CliError::new(
-                ERROR,
-                format!(
-                    "{}: another warpfs rekey is running, or the volume is mounted",
-                    a.cipherdir.display()
-                ),
-            )
-        })?;
+    let _lock = super::lock::lock_for_rekey(&a.cipherdir)?;
     let rate = max_rate(a)?;
     let (mut cfg, pw, master, target) = begin(a)?;
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())

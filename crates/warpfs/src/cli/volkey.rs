@@ -233,17 +233,7 @@ pub fn start(
     run: &RunArgs,
 ) -> Result<(), CliError> {
     refuse_mounted(cipherdir)?;
-    let _lock = super::lock::lock_exclusive(cipherdir)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
-        .ok_or_else(|| {
-            CliError::new(
-                ERROR,
-                format!(
-                    "{}: another warpfs rekey is running, or the volume is mounted",
-                    cipherdir.display()
-                ),
-            )
-        })?;
+    let _lock = super::lock::lock_for_rekey(cipherdir)?;
     if cfg.rekey_target().is_some() {
         return Err(CliError::new(
             ERROR,
@@ -404,17 +394,7 @@ pub struct RunArgs {
 /// opened as `opened` (the new key), holding the offline lock.
 pub fn resume(cipherdir: &Path, path: &Path, cfg: &Config, opened: &Opened, run: &RunArgs) -> Result<(), CliError> {
     refuse_mounted(cipherdir)?;
-    let _lock = super::lock::lock_exclusive(cipherdir)
-        .map_err(|e| CliError::new(ERROR, format!("{}: {e}", cipherdir.display())))?
-        .ok_or_else(|| {
-            CliError::new(
-                ERROR,
-                format!(
-                    "{}: another warpfs rekey is running, or the volume is mounted",
-                    cipherdir.display()
-                ),
-            )
-        })?;
+    let _lock = super::lock::lock_for_rekey(cipherdir)?;
     eprintln!("warpfs: finishing the unfinished rekey to a new volume key");
     finish(cipherdir, path, cfg, &opened.key, opened.slot, run)
 }
