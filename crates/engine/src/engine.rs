@@ -301,9 +301,28 @@ impl Engine {
         self.shared.backend.is_device()
     }
 
-    /// Backend name.
+    /// Backend name. The cpu backend's own name says which AES it runs;
+    /// an engine that holds only Twofish or XChaCha20 keys names those
+    /// instead (a volume of that cipher never touches AES).
     pub fn backend_name(&self) -> String {
-        let name = self.shared.backend.name();
+        let mut name = self.shared.backend.name();
+        let st = &self.shared.stats;
+        let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (aes, twofish, xchacha) = (
+            n(&st.hardware_keys) + n(&st.software_keys),
+            n(&st.twofish_keys),
+            n(&st.xchacha_keys),
+        );
+        if !self.is_device() && aes == 0 && twofish + xchacha > 0 {
+            let mut parts = Vec::new();
+            if xchacha > 0 {
+                parts.push(format!("xchacha20: {}", warpfs_crypto::xchacha::backend()));
+            }
+            if twofish > 0 {
+                parts.push("twofish".to_string());
+            }
+            name = format!("cpu ({})", parts.join("; "));
+        }
         if self.shared.cfg.software_aes {
             format!("{name}, software AES forced for raw keys")
         } else {

@@ -71,3 +71,19 @@ fn pools_and_windows_make_xchacha20_masks() {
         }
     }
 }
+
+/// The backend's name says what runs the keys the engine holds: an engine
+/// with only an XChaCha20 key (an XChaCha20 volume's) names the XChaCha20
+/// implementation, not AES; one with an AES key names the AES path.
+#[test]
+fn the_backend_name_names_the_cipher_it_runs() {
+    let e = Engine::new(EngineConfig::default()).unwrap();
+    e.add_raw_key_cipher(warpfs_crypto::ContentCipher::XChaCha20, &[7u8; 32])
+        .unwrap();
+    let name = e.backend_name();
+    assert!(name.starts_with("cpu (xchacha20: chacha20 "), "{name}");
+    assert!(!name.contains("aes"), "{name}");
+    e.add_raw_key(&[9u8; 32]).unwrap();
+    let name = e.backend_name();
+    assert!(name.contains("aes"), "{name}");
+}

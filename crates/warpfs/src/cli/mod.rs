@@ -239,6 +239,14 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
     {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
     }
+    // Commands that only print end as any Unix tool does when their
+    // reader goes away (`warpfs speed | head`): killed by SIGPIPE, not a
+    // panic from println!. Commands that write to CIPHERDIR or become a
+    // daemon keep SIGPIPE ignored (Rust's default) and see EPIPE instead.
+    if matches!(cli.cmd, Cmd::Info(_) | Cmd::Stats(_) | Cmd::Speed(_) | Cmd::Name(_)) {
+        // SAFETY: restoring a signal's default disposition; no handler runs.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     match cli.cmd {
         Cmd::Init(a) => init::run(a),
         Cmd::Mount(a) => mount::run(*a),

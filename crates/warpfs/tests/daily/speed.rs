@@ -90,3 +90,25 @@ fn speed_measures_every_mode_and_backend_and_marks_the_default() {
         "{t}"
     );
 }
+
+/// `warpfs speed | head -n 1`: the command ends when its reader goes away,
+/// by SIGPIPE like any Unix tool, and never with a panic ("failed printing
+/// to stdout: Broken pipe").
+#[test]
+fn speed_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(BIN)
+        .args(["speed", "--time-ms", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closing the only read end before anything is printed: every write
+    // the command makes meets a pipe without a reader.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", out.status);
+}
