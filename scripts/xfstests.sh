@@ -63,6 +63,7 @@ CI_TESTS=(
     generic/023 # rename(2) of files and directories onto each other
     generic/078 # renameat2 RENAME_WHITEOUT (overlayfs upper directories)
     generic/091 # fsx with O_DIRECT mixed with buffered I/O
+    generic/120 # -o noatime: reads and execs leave the access time (15 s of sleeps)
     generic/131 # POSIX record locks between two processes
     generic/213 # fallocate(2) beyond the free space: ENOSPC
     generic/221 # futimens on a file opened by another process

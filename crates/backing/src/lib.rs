@@ -35,7 +35,7 @@ mod xattr;
 pub use beneath::is_plain;
 pub use dir::{Dir, Loc, RawEntry};
 pub use errno::{Errno, Result};
-pub use open::{check_type, create_file, open_file, read_small, Expect};
+pub use open::{check_type, create_file, open_file, read_small, set_noatime, Expect};
 pub use ops::{
     access, chmod, euid, fstat, futimens, lchown, link, lstat, mkdir, mknod, nlink, readlink, rename, rmdir, symlink,
     unlink, utimens, TimeSpec,

@@ -15,6 +15,7 @@ use crate::dir::Loc;
 use crate::errno::{Errno, Result};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a backing file is expected to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,12 +43,34 @@ pub fn check_type(st: &libc::stat, expect: Expect) -> Result<()> {
     Ok(())
 }
 
+/// Whether files are opened with `O_NOATIME` ([`set_noatime`]).
+static NOATIME: AtomicBool = AtomicBool::new(false);
+
+/// Open existing backing files with `O_NOATIME` from now on (or no
+/// longer): a mount made with `-o noatime` shows the backing files'
+/// access times, which the daemon's own reads would otherwise move. Per
+/// process (a mount daemon serves one volume). Where the kernel refuses
+/// the flag (`EPERM`: a file owned by another user, without
+/// `CAP_FOWNER`), that file is opened without it.
+pub fn set_noatime(on: bool) {
+    NOATIME.store(on, Ordering::Relaxed);
+}
+
 fn openat(l: &Loc, flags: i32, mode: u32) -> Result<File> {
     let (fd, c) = l.at()?;
     let flags = flags | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-    // SAFETY: valid C string.
-    let f = unsafe { libc::openat(fd, c.as_ptr(), flags, mode as libc::c_uint) };
-    crate::beneath::owned(f).map(File::from)
+    let open = |flags: i32| {
+        // SAFETY: valid C string.
+        let f = unsafe { libc::openat(fd, c.as_ptr(), flags, mode as libc::c_uint) };
+        crate::beneath::owned(f).map(File::from)
+    };
+    if NOATIME.load(Ordering::Relaxed) && flags & libc::O_CREAT == 0 {
+        match open(flags | libc::O_NOATIME) {
+            Err(Errno(libc::EPERM)) => {}
+            r => return r,
+        }
+    }
+    open(flags)
 }
 
 /// Open the regular file `l` with open(2) `flags` (`mode` when creating).

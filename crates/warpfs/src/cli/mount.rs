@@ -476,6 +476,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     let ring = ring_options(&a);
     let caches = caches(&a)?;
     let cipherdir = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
+    // `-o noatime`: the atime shown is the backing file's; the daemon's
+    // own reads must not move it.
+    warpfs_backing::set_noatime(mo.other.iter().any(|o| o == "noatime"));
     let config = mount_config(&mo, &cipherdir);
     // SAFETY: umask has no preconditions. Modes are applied exactly as the
     // kernel sends them (it already applied the caller's umask).

@@ -1,9 +1,10 @@
 //! I/O the kernel drives: writes through a shared mmap, copies within the
-//! mount (copy_file_range), and the mount's bdi read-ahead and dirty limit.
+//! mount (copy_file_range), the mount's bdi read-ahead and dirty limit, and
+//! access times under `-o noatime`.
 
 use super::*;
 
-mode_tests!(mmap_writes, copy_between_files);
+mode_tests!(mmap_writes, copy_between_files, noatime_leaves_the_atime);
 
 fn mmap_writes(mode: Mode) {
     require_fuse!();
@@ -107,4 +108,57 @@ fn mount_tunes_the_bdi() {
     // value read back is rounded.
     let max: u64 = max.parse().unwrap();
     assert!(max + (1 << 20) >= want, "max_bytes {max}, want at least {want}");
+}
+
+/// The access time of the backing file (the one the mount shows), in ns.
+fn backing_atime(v: &Volume) -> i128 {
+    let m = fs::metadata(v.single_backing_file()).unwrap();
+    m.atime() as i128 * 1_000_000_000 + m.atime_nsec() as i128
+}
+
+/// Read `name` whole after a fresh mount with `opts` (nothing cached: the
+/// daemon reads the backing file) and return the backing file's atime
+/// before and after.
+fn atime_across_a_read(v: &mut Volume, opts: &[&str], data: &[u8]) -> (i128, i128) {
+    // An access time older than the modification time: relatime, the
+    // backing mount's usual rule, moves it on the next read.
+    let old = libc::timespec {
+        tv_sec: 946_684_800, // 2000-01-01
+        tv_nsec: 0,
+    };
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    };
+    let c = cstr(&v.single_backing_file());
+    // SAFETY: valid C string and a two-element array.
+    let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [old, now].as_ptr(), 0) };
+    assert_eq!(r, 0, "utimensat: {}", std::io::Error::last_os_error());
+    v.mount_with(opts);
+    let before = backing_atime(v);
+    assert_bytes_eq(&fs::read(v.p("f")).unwrap(), data, "content");
+    let after = backing_atime(v);
+    v.unmount();
+    (before, after)
+}
+
+/// `-o noatime`: reading a file through the mount leaves the access time
+/// it shows (the backing file's) where it was; without it the daemon's
+/// read moves it, as the backing mount's own rule says.
+fn noatime_leaves_the_atime(mode: Mode) {
+    require_fuse!();
+    let mut v = Volume::new(mode);
+    let data = Rng::for_test(&format!("noatime-{}", mode.name())).bytes(70_000);
+    write_file(&v.p("f"), &data);
+    v.unmount();
+    let (before, after) = atime_across_a_read(&mut v, &[], &data);
+    assert_ne!(
+        before, after,
+        "{mode:?}: control: a read without noatime left the backing atime; the backing mount must update atimes"
+    );
+    let (before, after) = atime_across_a_read(&mut v, &["-o", "noatime"], &data);
+    assert_eq!(
+        before, after,
+        "{mode:?}: -o noatime: a read moved the atime the mount shows"
+    );
 }
