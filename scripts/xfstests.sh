@@ -61,6 +61,7 @@ CI_TESTS=(
     generic/011 # dirstress: many processes creating and removing in directories
     generic/013 # fsstress: random mixed operations
     generic/023 # rename(2) of files and directories onto each other
+    generic/035 # fstat of an open file and directory after a rename over it
     generic/078 # renameat2 RENAME_WHITEOUT (overlayfs upper directories)
     generic/091 # fsx with O_DIRECT mixed with buffered I/O
     generic/120 # -o noatime: reads and execs leave the access time (15 s of sleeps)

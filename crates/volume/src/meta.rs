@@ -88,6 +88,19 @@ impl Volume {
         Ok(a)
     }
 
+    /// The backing directory `path`, held open: a directory handle keeps
+    /// it, so that its attributes still answer ([`getattr_dir`](Self::getattr_dir))
+    /// once it was removed or renamed over.
+    pub fn open_dir(&self, path: &Path) -> Result<warpfs_backing::Dir> {
+        Ok(self.dir(path)?)
+    }
+
+    /// Attributes of a directory held open (no links left once removed).
+    pub fn getattr_dir(&self, d: &warpfs_backing::Dir) -> Result<Attr> {
+        let st = d.stat()?;
+        self.attr_of(&st, None)
+    }
+
     /// access(2) for the user the daemon runs as, answered by the backing
     /// entry (whose mode bits and owner are the file's); `W_OK` on a
     /// read-only volume is EROFS.

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
+use warpfs_backing::Dir;
 use warpfs_volume::{DirEntry, OpenFile};
 
 /// What a handle refers to.
@@ -24,6 +25,9 @@ pub struct Handles {
     /// Directory handles: when their listing was taken, and whether it
     /// was read from its start since.
     listings: Mutex<HashMap<u64, (SystemTime, bool)>>,
+    /// Directory handles: their node and the backing directory held open
+    /// (its attributes answer after it was removed or renamed over).
+    dirs: Mutex<HashMap<u64, (u64, Dir)>>,
 }
 
 impl Handles {
@@ -50,17 +54,33 @@ impl Handles {
     /// Drop `fh`.
     pub fn remove(&self, fh: u64) -> Option<Handle> {
         self.listings.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
+        self.dirs.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         self.map.write().unwrap_or_else(|e| e.into_inner()).remove(&fh)
     }
 
-    /// Insert directory handle `list`, taken at `at`; returns its fh.
-    pub fn insert_dir(&self, list: Arc<Vec<DirEntry>>, at: SystemTime) -> u64 {
+    /// Insert a handle of directory node `ino`, held open as `dir`, with
+    /// listing `list` taken at `at`; returns its fh.
+    pub fn insert_dir(&self, ino: u64, dir: Dir, list: Arc<Vec<DirEntry>>, at: SystemTime) -> u64 {
         let fh = self.insert(Handle::Dir(list));
         self.listings
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(fh, (at, false));
+        self.dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fh, (ino, dir));
         fh
+    }
+
+    /// The backing directory of an open handle of directory node `ino`.
+    pub fn dir_of(&self, ino: u64) -> Option<Dir> {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|(i, _)| *i == ino)
+            .map(|(_, d)| d.share())
     }
 
     /// A read of directory handle `fh` from its start: when its listing

@@ -8,7 +8,8 @@ mode_tests!(
     rename_dir_over_empty_dir,
     renameat2_flags,
     rename_whiteout_leaves_a_whiteout,
-    a_reused_directory_name_is_the_new_directory
+    a_reused_directory_name_is_the_new_directory,
+    fstat_of_a_directory_renamed_over
 );
 
 fn rename(mode: Mode) {
@@ -235,4 +236,45 @@ fn a_reused_directory_name_is_the_new_directory(mode: Mode) {
     assert_snapshots_eq(&snapshot(&v.mnt), &before, "after remount");
     assert_eq!(fs::read(v.p("c/x")).unwrap(), b"first d");
     assert_eq!(fs::read(v.p("d/z")).unwrap(), b"third d");
+}
+
+/// fstat(2) of an open file or directory after another was renamed over
+/// it answers, with no links left (what xfstests' generic/035 checks): the
+/// kernel asks the daemon by node, whose backing name is gone.
+fn fstat_of_a_directory_renamed_over(mode: Mode) {
+    require_fuse!();
+    let v = Volume::new(mode);
+    for dir in [false, true] {
+        let (a, b) = (v.p(format!("one-{dir}")), v.p(format!("two-{dir}")));
+        if dir {
+            fs::create_dir(&a).unwrap();
+            fs::create_dir(&b).unwrap();
+        } else {
+            write_file(&a, b"one");
+            write_file(&b, b"two");
+        }
+        let held = File::open(&b).unwrap();
+        let before = held.metadata().unwrap();
+        fs::rename(&a, &b).unwrap();
+        let after = held.metadata().unwrap_or_else(|e| {
+            panic!(
+                "{mode:?}: fstat of the {} renamed over: {e}",
+                if dir { "directory" } else { "file" }
+            )
+        });
+        assert_eq!(
+            after.nlink(),
+            0,
+            "{mode:?}: links of the {} renamed over",
+            if dir { "directory" } else { "file" }
+        );
+        assert_eq!(after.ino(), before.ino(), "{mode:?}: the descriptor's inode");
+        assert_eq!(after.is_dir(), dir, "{mode:?}: its type");
+        drop(held);
+        if dir {
+            fs::remove_dir(&b).unwrap();
+        } else {
+            fs::remove_file(&b).unwrap();
+        }
+    }
 }

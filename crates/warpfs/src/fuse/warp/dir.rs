@@ -18,9 +18,10 @@ impl WarpFs {
     pub(super) fn opendir(&self, ino: u64) -> OpResult<Opened> {
         let l = self.loc(ino)?;
         let at = SystemTime::now();
+        let dir = self.vol.open_dir(&l.backing).map_err(errno)?;
         let list = self.vol.readdir(&l.backing).map_err(errno)?;
         Ok(Opened {
-            fh: self.handles.insert_dir(Arc::new(list), at),
+            fh: self.handles.insert_dir(ino, dir, Arc::new(list), at),
             flags: 0,
         })
     }

@@ -113,18 +113,23 @@ impl WarpFs {
         match self.nodes.locate(ino) {
             Some(l) => match self.vol.getattr(&l.backing) {
                 // Deleted under an open handle: the open file answers.
-                Err(e) if e.errno() == libc::ENOENT => match self.open_file_of(ino) {
-                    Some(f) => self.vol.getattr_open(&f).map_err(errno),
-                    None => Err(errno(e)),
-                },
+                Err(e) if e.errno() == libc::ENOENT => self.attr_of_open(ino).unwrap_or(Err(errno(e))),
                 r => r.map_err(errno),
             },
             // Unlinked or replaced, but still open through some handle.
-            None => match self.open_file_of(ino) {
-                Some(f) => self.vol.getattr_open(&f).map_err(errno),
-                None => Err(Errno::ENOENT),
-            },
+            None => self.attr_of_open(ino).unwrap_or(Err(Errno::ENOENT)),
         }
+    }
+
+    /// Attributes of node `ino` from a handle that holds it open, a file's
+    /// or a directory's (the kernel asks for a directory by node only);
+    /// `None` when no handle does.
+    fn attr_of_open(&self, ino: u64) -> Option<OpResult<Attr>> {
+        if let Some(f) = self.open_file_of(ino) {
+            return Some(self.vol.getattr_open(&f).map_err(errno));
+        }
+        let d = self.handles.dir_of(ino)?;
+        Some(self.vol.getattr_dir(&d).map_err(errno))
     }
 
     pub(super) fn getattr(&self, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
