@@ -92,7 +92,7 @@ impl Volume {
     /// it, so that its attributes still answer ([`getattr_dir`](Self::getattr_dir))
     /// once it was removed or renamed over.
     pub fn open_dir(&self, path: &Path) -> Result<warpfs_backing::Dir> {
-        Ok(self.dir(path)?)
+        self.dir(path)
     }
 
     /// Attributes of a directory held open (no links left once removed).
