@@ -2,6 +2,7 @@
 //! exit codes; no file-system logic.
 
 mod container;
+mod daemon;
 mod exit;
 mod fido2;
 mod fsck;

@@ -9,8 +9,6 @@ use super::PassArgs;
 use crate::fuse::uring::RingOptions;
 use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
 use clap::Args;
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
@@ -501,71 +499,28 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     }
 
     // Daemon: fork while single-threaded; the child reports through a pipe.
-    let mut fds = [0; 2];
-    // SAFETY: fds is a 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("pipe: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: no other threads exist yet (nothing above spawns one).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("fork: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    if pid > 0 {
-        drop(wr);
-        let mut msg = String::new();
-        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
-        return if msg == "OK" {
-            Ok(())
-        } else if msg.is_empty() {
-            Err(CliError::new(
-                MOUNT_FAILED,
-                "the mount process died before the mount was ready",
-            ))
-        } else {
-            Err(CliError::new(MOUNT_FAILED, msg))
-        };
-    }
-    drop(rd);
-    let mut wr = std::fs::File::from(wr);
-    // SAFETY: in the child; setsid detaches from the terminal.
-    unsafe { libc::setsid() };
+    let Some(ready) = super::daemon::daemonize("mount")? else {
+        return Ok(());
+    };
     let target = match &a.log_file {
         Some(p) => logging::Target::File(p),
         None => logging::Target::Syslog,
     };
     if let Err(e) = logging::init(target) {
-        let _ = wr.write_all(e.as_bytes());
-        std::process::exit(MOUNT_FAILED);
+        ready.fail(&e);
     }
     let fs = match serve(vol, engine_cfg, engine_kind, a.speculation()).map(|fs| frontend(fs, &a, caches)) {
         Ok(fs) => fs,
-        Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e),
     };
     drop(master);
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
     let session = match super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
         Ok(s) => s,
-        Err(e) => {
-            let _ = wr.write_all(e.msg.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e.msg),
     };
-    redirect_stdio();
-    let _ = wr.write_all(b"OK");
-    drop(wr);
+    ready.live();
     let code = match session.run() {
         Ok(()) => 0,
         Err(e) => {
@@ -583,15 +538,4 @@ fn report_key_locking() {
         Ok(n) => tracing::info!("key memory locked in RAM ({n} bytes), excluded from core dumps"),
         Err(e) => tracing::warn!("cannot lock key memory in RAM ({e}); keys may be swapped out (raise RLIMIT_MEMLOCK)"),
     }
-}
-
-pub(super) fn redirect_stdio() {
-    if let Ok(null) = warpfs_backing::host::open_with("/dev/null", std::fs::OpenOptions::new().read(true).write(true)) {
-        use std::os::fd::AsRawFd;
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
-    }
-    let _ = std::env::set_current_dir("/");
 }
