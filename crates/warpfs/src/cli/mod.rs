@@ -15,6 +15,7 @@ mod logging;
 mod masterkey;
 mod mount;
 mod mountd;
+mod mounted;
 mod mountopts;
 mod mountx;
 mod name;

@@ -206,15 +206,16 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     if a.new_volume_key || cfg.volume_rekey_under_way() {
         return volume_key(&a, &conf, cfg);
     }
-    match super::fsck::mount_of(&a.cipherdir) {
-        Some((mnt, opts)) if opts.split(',').any(|o| o == "ro") => Err(CliError::new(
+    match super::mounted::mount_of(&a.cipherdir) {
+        Some(m) if m.read_only => Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted read-only at {mnt}: a rekey writes every file; remount it read-write or unmount it",
-                a.cipherdir.display()
+                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
+                a.cipherdir.display(),
+                m.at
             ),
         )),
-        Some((mnt, _)) => online(&a, Path::new(&mnt)),
+        Some(m) => online(&a, Path::new(&m.at)),
         None => offline(&a),
     }
 }

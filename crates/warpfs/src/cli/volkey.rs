@@ -205,7 +205,7 @@ fn describe(s: &Slot) -> String {
 
 /// Refuse a mounted volume: this rekey runs offline only.
 pub fn refuse_mounted(cipherdir: &Path) -> Result<(), CliError> {
-    if let Some(mnt) = super::fsck::mounted_at(cipherdir) {
+    if let Some(mnt) = super::mounted::mounted_at(cipherdir) {
         return Err(CliError::new(
             ERROR,
             format!(
