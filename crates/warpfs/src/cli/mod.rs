@@ -22,6 +22,7 @@ mod name;
 mod passwd;
 mod password;
 mod rekey;
+mod rekey_crash;
 mod reverse;
 mod setuid;
 mod speed;

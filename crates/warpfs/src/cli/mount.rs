@@ -369,7 +369,7 @@ fn serve(
         engine.ahead_threads()
     );
     WarpFs::new(vol)
-        .map(|fs| fs.with_rekey_hook(super::rekey::kill_hook()))
+        .map(|fs| fs.with_rekey_hook(super::rekey_crash::kill_hook()))
         .map_err(|e| e.to_string())
 }
 
@@ -467,7 +467,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // undo journal: put them back before anything reads the file. A journal
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
-    super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
+    super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
     let engine_cfg = engine_config(&a, cfg.content_mode().cipher());
     let engine_kind = engine_kind(&a)?;
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
