@@ -2,6 +2,7 @@
 //! exit codes; no file-system logic.
 
 mod container;
+mod ctl_client;
 mod daemon;
 mod exit;
 mod fido2;
@@ -14,10 +15,8 @@ mod lock;
 mod logging;
 mod masterkey;
 mod mount;
-mod mountd;
 mod mounted;
 mod mountopts;
-mod mountx;
 mod name;
 mod passwd;
 mod password;
@@ -29,7 +28,6 @@ mod speed;
 mod stats;
 mod tpm2;
 mod unlock;
-mod virt;
 mod volkey;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};

@@ -264,7 +264,7 @@ fn report_unreadable(n: u64) {
 /// The daemon's rekey status, parsed.
 fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
     let e = |e: &dyn std::fmt::Display| CliError::new(ERROR, format!("{}: {e}", mnt.display()));
-    match super::virt::get(mnt, REKEY_XATTR) {
+    match super::ctl_client::get(mnt, REKEY_XATTR) {
         Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|x| e(&x)),
         Ok(None) => Ok(None),
         Err(x) => Err(e(&format!(
@@ -280,7 +280,7 @@ fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
 /// (HMAC under the master key's control key; `fuse::ctl`).
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     // Before the config changes: does the mount answer this user?
-    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+    if let Err(e) = super::ctl_client::get(mnt, REKEY_XATTR) {
         let why = if e.raw_os_error() == Some(libc::EPERM) {
             "only root and the user the mount runs as may rekey it while it is mounted".to_string()
         } else {
@@ -311,7 +311,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     };
     let start = start.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), start.as_bytes());
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
+    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
         if e.raw_os_error() == Some(libc::EPERM) {
             return Err(CliError::new(
                 ERROR,
@@ -362,7 +362,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     pw.set_generations_at(&cfg, &a.config.path(&a.cipherdir), target, None)?;
     let finish = Request::Finish.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
+    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
         // The config is final; the daemon only keeps the old key in memory
         // until it unmounts.
         eprintln!("warpfs: warning: the mount did not drop the old key: {e}");

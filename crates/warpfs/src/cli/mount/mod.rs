@@ -3,6 +3,10 @@
 //! prints why it failed). SIGINT/SIGTERM unmount cleanly, in the foreground
 //! and as a daemon (`fuse::stop_on_signals`).
 
+mod daily;
+mod go_live;
+mod mountpoint;
+
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
@@ -190,7 +194,7 @@ pub struct MountArgs {
     #[command(flatten)]
     reverse: super::reverse::ReverseArgs,
     #[command(flatten)]
-    extra: super::mountx::MountExtra,
+    extra: daily::MountExtra,
     /// The volume's cipher directory (with --reverse: the plaintext directory).
     cipherdir: PathBuf,
     /// Where the plaintext view appears.
@@ -414,7 +418,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         mo.parse_o(&super::mountopts::kernel_part(o))
             .map_err(|e| CliError::new(super::exit::USAGE, e))?;
     }
-    super::mountx::check_mountpoint(&a.mountpoint, a.extra.nonempty)?;
+    mountpoint::check(&a.mountpoint, a.extra.nonempty)?;
     // No core dumps or ptrace by others of a process that holds keys.
     if !warpfs_crypto::make_non_dumpable() {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
@@ -490,7 +494,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
-        let session = super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir)?;
+        let session = go_live::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir)?;
         session
             .run()
             .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
@@ -516,7 +520,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     drop(master);
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
-    let session = match super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
+    let session = match go_live::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
         Ok(s) => s,
         Err(e) => ready.fail(&e.msg),
     };
