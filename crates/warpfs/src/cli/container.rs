@@ -1,14 +1,12 @@
 //! `warpfs container create|open|resize`: an encrypted container image
 //! (FORMAT.md 9) exposed as one plaintext file, MOUNTPOINT/volume.
 
-use super::exit::{CliError, ERROR, MOUNT_FAILED, USAGE};
+use super::exit::{CliError, ERROR, USAGE};
 use super::PassArgs;
 use crate::container::fs::ContainerFs;
 use crate::container::image::{self, Image, HEADER, SECTOR};
 use crate::fuse::Transport;
 use clap::{Args, Subcommand};
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_config::KdfParams;
 
@@ -144,35 +142,9 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Tr
     ];
     config.n_threads = Some(2);
 
-    let mut fds = [0; 2];
-    // SAFETY: fds is a 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(err(format!("pipe: {}", std::io::Error::last_os_error())));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: single-threaded here (no thread was started).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(err(format!("fork: {}", std::io::Error::last_os_error())));
-    }
-    if pid > 0 {
-        drop(wr);
-        let mut msg = String::new();
-        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
-        return match msg.as_str() {
-            "OK" => Ok(()),
-            "" => Err(CliError::new(
-                MOUNT_FAILED,
-                "the container process died before the mount was ready",
-            )),
-            m => Err(CliError::new(MOUNT_FAILED, m.to_string())),
-        };
-    }
-    drop(rd);
-    let mut wr = std::fs::File::from(wr);
-    // SAFETY: in the child; detach from the terminal.
-    unsafe { libc::setsid() };
+    let Some(ready) = super::daemon::daemonize("container")? else {
+        return Ok(());
+    };
     // Memory locks are not inherited across fork (non-dumpability is).
     if let Err(e) = warpfs_crypto::locked::lock_all() {
         eprintln!("warpfs: warning: cannot lock key memory in RAM ({e}); keys may be swapped out");
@@ -180,27 +152,18 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Tr
     let ring = crate::fuse::uring::RingOptions::default();
     let mut mounting = match crate::fuse::serve(ContainerFs::new(img), &mountpoint, &config, transport, ring) {
         Ok(s) => s,
-        Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e),
     };
     // SIGTERM unmounts; while a loop device or a program still holds the
     // image open the mount is detached and served until it lets go.
     if let Err(e) = crate::fuse::stop_on_signals(&mountpoint, mounting.unmount_callable()) {
-        let _ = wr.write_all(format!("cannot take SIGINT/SIGTERM: {e}").as_bytes());
-        std::process::exit(MOUNT_FAILED);
+        ready.fail(&format!("cannot take SIGINT/SIGTERM: {e}"));
     }
     let session = match mounting.start() {
         Ok(s) => s,
-        Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e),
     };
-    super::mount::redirect_stdio();
-    let _ = wr.write_all(b"OK");
-    drop(wr);
+    ready.live();
     std::process::exit(match session.run() {
         Ok(()) => 0,
         Err(_) => 1,

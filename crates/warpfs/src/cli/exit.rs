@@ -59,9 +59,32 @@ impl From<warpfs_config::ConfigError> for CliError {
             E::Io { .. } => ERROR,
             E::AlreadyExists { .. } => NOT_EMPTY,
             E::Slots(_) => ERROR,
-            E::Device(d) => super::tpm2::exit_code(d.failure),
+            E::Device(d) => device_code(d.failure),
             _ => BAD_CONFIG,
         };
         CliError::new(code, e.to_string())
+    }
+}
+
+/// The exit code of a hardware keyslot device's failure (TPM2, FIDO2).
+pub fn device_code(f: warpfs_config::DeviceFailure) -> i32 {
+    use warpfs_config::DeviceFailure as F;
+    match f {
+        F::Unreachable => DEVICE_UNREACHABLE,
+        F::Refused => DEVICE_REFUSED,
+        F::Foreign => DEVICE_FOREIGN,
+        F::Other => ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use warpfs_config::DeviceFailure as F;
+
+    #[test]
+    fn each_device_failure_has_its_exit_code() {
+        let codes = [F::Unreachable, F::Refused, F::Foreign, F::Other].map(device_code);
+        assert_eq!(codes, [15, 16, 17, 1]);
     }
 }

@@ -81,54 +81,8 @@ pub struct FsckArgs {
     cipherdir: PathBuf,
 }
 
-/// Undo the octal escapes (`\040` etc.) of /proc/self/mounts.
-fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The mount point of a warpfs mount of `cipherdir`, if any: a FUSE entry
-/// of the mount table whose source (the canonical cipher dir `warpfs mount`
-/// gives as fsname) is this directory.
-pub fn mounted_at(cipherdir: &Path) -> Option<String> {
-    mount_of(cipherdir).map(|(mnt, _)| mnt)
-}
-
-/// Where `cipherdir` is mounted and with which options (the mount table's
-/// comma-separated field, e.g. `rw,nosuid,...`).
-pub fn mount_of(cipherdir: &Path) -> Option<(String, String)> {
-    use std::os::unix::ffi::OsStrExt;
-    let canon = warpfs_backing::host::canonicalize(cipherdir).ok()?;
-    let want = canon.as_os_str().as_bytes().to_vec();
-    // `warpfs mount` replaces commas in the fsname.
-    let want_alt: Vec<u8> = want.iter().map(|&c| if c == b',' { b'_' } else { c }).collect();
-    let table = warpfs_backing::host::read_to_string("/proc/self/mounts").ok()?;
-    table.lines().find_map(|line| {
-        let f: Vec<&str> = line.split(' ').collect();
-        // A root mount made by fuser shows type `fuse` (no subtype); any
-        // FUSE mount whose source is this cipher dir counts.
-        if f.len() < 4 || !(f[2] == "fuse" || f[2].starts_with("fuse.") || f[2].starts_with("fuseblk")) {
-            return None;
-        }
-        let src = unescape(f[0]);
-        (src == want || src == want_alt)
-            .then(|| (String::from_utf8_lossy(&unescape(f[1])).into_owned(), f[3].to_string()))
-    })
-}
-
 pub fn run(a: FsckArgs) -> Result<(), CliError> {
-    if let Some(mnt) = mounted_at(&a.cipherdir) {
+    if let Some(mnt) = super::mounted::mounted_at(&a.cipherdir) {
         if !a.force {
             return Err(CliError::new(
                 FSCK_MOUNTED,
@@ -336,16 +290,4 @@ fn journals(vol: &Volume, a: &FsckArgs) -> Result<(usize, usize), CliError> {
         println!("note: {}: removed without applying it ({why})", p.display());
     }
     Ok((count(&found), count(&found).saturating_sub(still.len())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unescape;
-
-    #[test]
-    fn mount_table_escapes() {
-        assert_eq!(unescape(r"/a\040b\011c\134d"), b"/a b\tc\\d");
-        assert_eq!(unescape(r"/x\04"), b"/x\\04");
-        assert_eq!(unescape("/plain"), b"/plain");
-    }
 }

@@ -2,6 +2,8 @@
 //! exit codes; no file-system logic.
 
 mod container;
+mod ctl_client;
+mod daemon;
 mod exit;
 mod fido2;
 mod fsck;
@@ -13,20 +15,19 @@ mod lock;
 mod logging;
 mod masterkey;
 mod mount;
-mod mountd;
+mod mounted;
 mod mountopts;
-mod mountx;
 mod name;
 mod passwd;
 mod password;
 mod rekey;
+mod rekey_crash;
 mod reverse;
 mod setuid;
 mod speed;
 mod stats;
 mod tpm2;
 mod unlock;
-mod virt;
 mod volkey;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};

@@ -65,7 +65,7 @@ pub fn run(a: NameArgs) -> Result<(), CliError> {
     let mount = if p.has_secret() {
         None
     } else {
-        super::fsck::mounted_at(&root).map(PathBuf::from)
+        super::mounted::mounted_at(&root).map(PathBuf::from)
     };
     let translate: Box<Translate> = match mount {
         Some(mnt) => {

@@ -9,17 +9,16 @@
 
 use super::exit::{CliError, ERROR};
 use super::PassArgs;
-use crate::fuse::{RekeyHook, REKEY_XATTR};
+use crate::fuse::REKEY_XATTR;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use warpfs_config::Config;
 use warpfs_crypto::{ControlKey, MasterKey};
-use warpfs_volume::rekey::{self, Event, Progress, RekeyOptions, Request};
+use warpfs_volume::rekey::{self, Progress, RekeyOptions, Request};
 use warpfs_volume::{Options, Volume};
 
 /// Arguments of `warpfs rekey`.
@@ -51,49 +50,6 @@ pub struct RekeyArgs {
     config: super::ConfigArg,
     /// The volume's cipher directory (mounted or not).
     cipherdir: PathBuf,
-}
-
-fn die() {
-    // SAFETY: kill and getpid have no preconditions.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    }
-}
-
-/// Crash-test hook: `WARPFS_REKEY_KILL=EVENT:N` SIGKILLs the process doing
-/// the rekey (this one, or the mount daemon) at the Nth EVENT: `saved` (a
-/// segment's undo record is durable), `data` (its new data is written, its
-/// entries and header not yet), `segment` (a segment moved), `file` (a
-/// file done); in a rekey to a new volume key also `name` (an entry has
-/// its new name) and `dir` (a directory has its new IV). `config:0` stops
-/// `warpfs rekey` right after the config records the target.
-pub fn kill_hook() -> Option<RekeyHook> {
-    let v = std::env::var("WARPFS_REKEY_KILL").ok()?;
-    let (ev, n) = v.split_once(':')?;
-    let n: u64 = n.parse().ok()?;
-    let want = match ev {
-        "saved" => Event::Saved,
-        "data" => Event::DataWritten,
-        "segment" => Event::Segment,
-        "file" => Event::File,
-        "name" => Event::Name,
-        "dir" => Event::Directory,
-        _ => return None,
-    };
-    let seen = AtomicU64::new(0);
-    Some(Arc::new(move |e| {
-        if e == want && seen.fetch_add(1, Ordering::SeqCst) + 1 == n {
-            die();
-        }
-    }))
-}
-
-/// The crash-test stop at `point` (`WARPFS_REKEY_KILL=config:0`, see
-/// [`kill_hook`]).
-pub fn kill_point(point: &str) {
-    if std::env::var("WARPFS_REKEY_KILL").as_deref() == Ok(point) {
-        die();
-    }
 }
 
 /// What [`begin`] gives: the config (recording the target), how it is
@@ -150,7 +106,7 @@ fn begin(a: &RekeyArgs) -> Result<Begun, CliError> {
             t
         }
     };
-    kill_point("config:0");
+    super::rekey_crash::kill_point("config:0");
     Ok((cfg, pw, master, target))
 }
 
@@ -206,15 +162,16 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     if a.new_volume_key || cfg.volume_rekey_under_way() {
         return volume_key(&a, &conf, cfg);
     }
-    match super::fsck::mount_of(&a.cipherdir) {
-        Some((mnt, opts)) if opts.split(',').any(|o| o == "ro") => Err(CliError::new(
+    match super::mounted::mount_of(&a.cipherdir) {
+        Some(m) if m.read_only => Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted read-only at {mnt}: a rekey writes every file; remount it read-write or unmount it",
-                a.cipherdir.display()
+                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
+                a.cipherdir.display(),
+                m.at
             ),
         )),
-        Some((mnt, _)) => online(&a, Path::new(&mnt)),
+        Some(m) => online(&a, Path::new(&m.at)),
         None => offline(&a),
     }
 }
@@ -235,42 +192,6 @@ fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
     super::volkey::start(&a.cipherdir, conf, cfg, &given, opened, None, &a.keep, &run)
 }
 
-/// Apply the undo journals an interrupted rekey left in `cipherdir`
-/// (FORMAT.md 10.3), saying what was done; stop with exit `code` while a
-/// journal is refused or waits for a decision (`warpfs fsck`).
-pub(super) fn recover_or_stop(vol: &Volume, cipherdir: &Path, code: i32) -> Result<(), CliError> {
-    let r = rekey::recover(vol, rekey::Decisions::automatic()).map_err(|e| {
-        CliError::new(
-            code,
-            format!("cannot apply the undo journal of an interrupted rekey: {e}"),
-        )
-    })?;
-    if r.restored > 0 {
-        eprintln!(
-            "warpfs: put back {} segment(s) an interrupted rekey was moving; run warpfs rekey to finish it",
-            r.restored
-        );
-    }
-    if r.torn > 0 {
-        eprintln!(
-            "warpfs: removed {} torn rekey undo journal(s) (cut short while written: nothing to undo, nothing applied)",
-            r.torn
-        );
-    }
-    if r.kept.is_empty() {
-        return Ok(());
-    }
-    Err(CliError::new(
-        code,
-        format!(
-            "{}: rekey undo journal(s) not applied: {}; nothing was applied from them (warpfs fsck {} explains each and settles them)",
-            cipherdir.display(),
-            r.kept_message(),
-            cipherdir.display()
-        ),
-    ))
-}
-
 /// The volume is not mounted: this process moves every file.
 fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     let _lock = super::lock::lock_for_rekey(&a.cipherdir)?;
@@ -278,7 +199,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     let (mut cfg, pw, master, target) = begin(a)?;
     let vol = Volume::open(&a.cipherdir, &cfg, &master, Options::default())
         .map_err(|m| CliError::new(super::exit::BAD_CONFIG, m))?;
-    recover_or_stop(&vol, &a.cipherdir, ERROR)?;
+    super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, ERROR)?;
     if cfg.rekey_id().is_none() {
         // A rekey an earlier warpfs started: its journals (all applied by
         // now) had no rekey ID; from here on its records carry one.
@@ -289,7 +210,7 @@ fn offline(a: &RekeyArgs) -> Result<(), CliError> {
     let opts = RekeyOptions {
         jobs,
         max_rate: rate,
-        on_event: kill_hook(),
+        on_event: super::rekey_crash::kill_hook(),
         rekey_id: None,
     };
     let (progress, stop, done) = (Progress::default(), AtomicBool::new(false), AtomicBool::new(false));
@@ -343,7 +264,7 @@ fn report_unreadable(n: u64) {
 /// The daemon's rekey status, parsed.
 fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
     let e = |e: &dyn std::fmt::Display| CliError::new(ERROR, format!("{}: {e}", mnt.display()));
-    match super::virt::get(mnt, REKEY_XATTR) {
+    match super::ctl_client::get(mnt, REKEY_XATTR) {
         Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|x| e(&x)),
         Ok(None) => Ok(None),
         Err(x) => Err(e(&format!(
@@ -359,7 +280,7 @@ fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
 /// (HMAC under the master key's control key; `fuse::ctl`).
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     // Before the config changes: does the mount answer this user?
-    if let Err(e) = super::virt::get(mnt, REKEY_XATTR) {
+    if let Err(e) = super::ctl_client::get(mnt, REKEY_XATTR) {
         let why = if e.raw_os_error() == Some(libc::EPERM) {
             "only root and the user the mount runs as may rekey it while it is mounted".to_string()
         } else {
@@ -390,7 +311,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     };
     let start = start.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), start.as_bytes());
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
+    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
         if e.raw_os_error() == Some(libc::EPERM) {
             return Err(CliError::new(
                 ERROR,
@@ -441,7 +362,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
     pw.set_generations_at(&cfg, &a.config.path(&a.cipherdir), target, None)?;
     let finish = Request::Finish.encode();
     let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
-    if let Err(e) = super::virt::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
+    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
         // The config is final; the daemon only keeps the old key in memory
         // until it unmounts.
         eprintln!("warpfs: warning: the mount did not drop the old key: {e}");

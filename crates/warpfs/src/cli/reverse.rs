@@ -2,6 +2,7 @@
 //! MOUNTPOINT`: the config of a reverse view, and the read-only encrypted
 //! view itself (FORMAT.md 14), daemonized unless `-f`.
 
+use super::daemon::Ready;
 use super::exit::{CliError, BAD_CONFIG, ERROR, MOUNT_FAILED, USAGE};
 use super::logging;
 use super::PassArgs;
@@ -9,8 +10,6 @@ use crate::fuse::reverse::ReverseFs;
 use crate::fuse::uring::RingOptions;
 use crate::fuse::Transport;
 use clap::Args;
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use warpfs_config::{Config, FeatureFlag, KdfParams, REVERSE_CONFIG_FILE};
@@ -193,47 +192,14 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
         return serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), None);
     }
-    let mut fds = [0; 2];
-    // SAFETY: fds is a 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("pipe: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: no thread was started yet.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("fork: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    if pid > 0 {
-        drop(wr);
-        let mut msg = String::new();
-        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
-        return match msg.as_str() {
-            "OK" => Ok(()),
-            "" => Err(CliError::new(
-                MOUNT_FAILED,
-                "the mount process died before the mount was ready",
-            )),
-            e => Err(CliError::new(MOUNT_FAILED, e.to_string())),
-        };
-    }
-    drop(rd);
-    let mut wr = std::fs::File::from(wr);
-    // SAFETY: in the child; detach from the terminal.
-    unsafe { libc::setsid() };
+    let Some(ready) = super::daemon::daemonize("mount")? else {
+        return Ok(());
+    };
     let target = m.log_file.map_or(logging::Target::Syslog, logging::Target::File);
     if let Err(e) = logging::init(target) {
-        let _ = wr.write_all(e.as_bytes());
-        std::process::exit(MOUNT_FAILED);
+        ready.fail(&e);
     }
-    let code = match serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), Some(wr)) {
+    let code = match serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), Some(ready)) {
         Ok(()) => 0,
         Err(e) => e.code,
     };
@@ -259,11 +225,11 @@ fn serve(
     mountpoint: &Path,
     config: &fuser::Config,
     (transport, ring): (Transport, RingOptions),
-    mut ready: Option<std::fs::File>,
+    mut ready: Option<Ready>,
 ) -> Result<(), CliError> {
     let mut fail = |e: CliError| {
         if let Some(w) = ready.as_mut() {
-            let _ = w.write_all(e.msg.as_bytes());
+            w.tell(&e.msg);
         }
         e
     };
@@ -279,9 +245,8 @@ fn serve(
         mountpoint.display(),
         session.describe()
     );
-    if let Some(mut w) = ready.take() {
-        super::mount::redirect_stdio();
-        let _ = w.write_all(b"OK");
+    if let Some(w) = ready.take() {
+        w.live();
     }
     session
         .run()

@@ -3,7 +3,7 @@
 //! The mount daemon answers a read of the virtual attribute
 //! `trusted.warpfs.stats` of the mount root with the counters as JSON
 //! (docs/decisions/0050), through the root's control ioctl
-//! (`cli::virt`): it works for a daemonized mount and under `--no-xattr`,
+//! (`cli::ctl_client`): it works for a daemonized mount and under `--no-xattr`,
 //! needs no socket or file, and ends with the mount. Root and the user the
 //! daemon runs as may read it.
 
@@ -25,7 +25,7 @@ pub struct StatsArgs {
 
 /// The raw JSON the daemon at `mountpoint` reports.
 fn read_stats(mountpoint: &std::path::Path) -> Result<String, CliError> {
-    let why = match super::virt::get(mountpoint, STATS_XATTR) {
+    let why = match super::ctl_client::get(mountpoint, STATS_XATTR) {
         Ok(Some(buf)) => {
             return String::from_utf8(buf)
                 .map_err(|_| CliError::new(ERROR, "the mount answered with something that is not text"))

@@ -7,7 +7,7 @@
 //! clear message. The TCTI is the one given, else the slot's own hint,
 //! else `device:/dev/tpmrm0`.
 
-use super::exit::{CliError, DEVICE_FOREIGN, DEVICE_REFUSED, DEVICE_UNREACHABLE, ERROR, USAGE};
+use super::exit::{CliError, USAGE};
 use clap::Args;
 use warpfs_config::{DeviceError, DeviceFailure, Tpm2Object};
 use warpfs_crypto::locked::Locked;
@@ -91,16 +91,6 @@ impl Client {
 impl warpfs_config::Unseal for Client {
     fn unseal(&self, o: &Tpm2Object) -> Result<SlotKey, DeviceError> {
         unseal(self.tcti_for(o), o)
-    }
-}
-
-/// The exit code of a device's failure (cli/exit.rs).
-pub fn exit_code(f: DeviceFailure) -> i32 {
-    match f {
-        DeviceFailure::Unreachable => DEVICE_UNREACHABLE,
-        DeviceFailure::Refused => DEVICE_REFUSED,
-        DeviceFailure::Foreign => DEVICE_FOREIGN,
-        DeviceFailure::Other => ERROR,
     }
 }
 
@@ -219,7 +209,7 @@ fn seal(tcti: &str, pcrs: &[u32], hint: Option<String>) -> Result<(Tpm2Object, L
     let t = warpfs_tpm2::Tcti::parse(tcti).map_err(|e| CliError::new(USAGE, format!("--tpm2-tcti {tcti}: {e}")))?;
     let (sealed, secret) = warpfs_tpm2::seal(&t, pcrs).map_err(|e| {
         let e = from_tpm2(tcti, e);
-        CliError::new(exit_code(e.failure), e.msg)
+        CliError::new(super::exit::device_code(e.failure), e.msg)
     })?;
     let object = Tpm2Object {
         pcrs: sealed.pcrs,
@@ -240,20 +230,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pcr_lists_and_exit_codes() {
+    fn pcr_lists() {
         assert_eq!(parse_pcrs("7").unwrap(), vec![7]);
         assert_eq!(parse_pcrs("7,0+2,7").unwrap(), vec![0, 2, 7]);
         for bad in ["", "24", "x", "1,,2", "-1"] {
             assert_eq!(parse_pcrs(bad).unwrap_err().code, USAGE, "{bad}");
         }
-        let codes = [
-            DeviceFailure::Unreachable,
-            DeviceFailure::Refused,
-            DeviceFailure::Foreign,
-            DeviceFailure::Other,
-        ]
-        .map(exit_code);
-        assert_eq!(codes, [15, 16, 17, 1]);
     }
 
     #[test]

@@ -205,7 +205,7 @@ fn describe(s: &Slot) -> String {
 
 /// Refuse a mounted volume: this rekey runs offline only.
 pub fn refuse_mounted(cipherdir: &Path) -> Result<(), CliError> {
-    if let Some(mnt) = super::fsck::mounted_at(cipherdir) {
+    if let Some(mnt) = super::mounted::mounted_at(cipherdir) {
         return Err(CliError::new(
             ERROR,
             format!(
@@ -341,7 +341,7 @@ pub fn start(
         let id = mid.slots().iter().map(|s| s.id).max().unwrap_or(0);
         print_recovery(rk, id);
     }
-    super::rekey::kill_point("config:0");
+    super::rekey_crash::kill_point("config:0");
     finish(cipherdir, path, &mid, &new, opened.slot, run)
 }
 
@@ -408,13 +408,13 @@ fn finish(
     run: &RunArgs,
 ) -> Result<(), CliError> {
     let (vol, old) = rekey::open_volume_rekey(cipherdir, cfg, new).map_err(|e| CliError::new(REKEY_UNFINISHED, e))?;
-    super::rekey::recover_or_stop(&vol, cipherdir, REKEY_UNFINISHED)?;
+    super::rekey_crash::recover_or_stop(&vol, cipherdir, REKEY_UNFINISHED)?;
     let root = vol.backing().clone();
     let names = rekey::survey(&root, cfg.content_mode()).map(|s| s.names).unwrap_or(0);
     let opts = RekeyOptions {
         jobs: run.jobs,
         max_rate: run.max_rate,
-        on_event: super::rekey::kill_hook(),
+        on_event: super::rekey_crash::kill_hook(),
         rekey_id: None,
     };
     let progress = Progress::default();

@@ -10,7 +10,7 @@ pub mod devfuse;
 mod front;
 mod handles;
 pub mod idle;
-mod mountinfo;
+pub(crate) mod mountinfo;
 mod nodes;
 pub mod ops;
 pub mod remount;

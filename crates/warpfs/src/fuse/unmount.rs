@@ -62,8 +62,7 @@ mod tests {
 
     fn mounted_at(p: &Path) -> bool {
         let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        let want = p.to_str().unwrap();
-        info.lines().any(|l| l.split(' ').nth(4) == Some(want))
+        super::super::mountinfo::device_at(&info, p).is_some()
     }
 
     #[test]

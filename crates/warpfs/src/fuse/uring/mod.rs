@@ -10,13 +10,13 @@
 
 mod abi;
 mod buf;
+mod cpu_idle;
 mod dispatch;
-mod idle;
+mod local_wake;
 mod queue;
 mod reply;
 mod request;
 mod roam;
-mod stay;
 
 pub use dispatch::Acl;
 
@@ -43,7 +43,7 @@ pub struct RingOptions {
     /// holds up only its thread.
     pub threads: usize,
     /// Keep a reader woken by a small READ answer, or a caller woken by
-    /// its answer, on its CPU ([`stay`]), where the threads can leave idle
+    /// its answer, on its CPU ([`local_wake`]), where the threads can leave idle
     /// priority again.
     pub local_wake: bool,
     /// Let a thread leave its CPU while it serves large writes ([`roam`]).
@@ -73,7 +73,7 @@ pub struct Ring {
     /// What the queue threads counted.
     counts: Arc<queue::Counts>,
     /// Which CPUs were idle lately (with `local_wake`).
-    idle: Option<idle::IdleCpus>,
+    idle: Option<cpu_idle::IdleCpus>,
     /// Queues (possible CPUs).
     pub queues: usize,
     pub options: RingOptions,
@@ -146,7 +146,7 @@ impl Ring {
             ring.stop();
             Err(why)
         };
-        if ring.options.local_wake && !stay::available() {
+        if ring.options.local_wake && !local_wake::available() {
             tracing::info!(
                 "io_uring: a reader woken by a read answer may move to another CPU: the ring threads \
                  cannot leave SCHED_IDLE again (needs root, CAP_SYS_NICE or RLIMIT_NICE 20)"
@@ -154,7 +154,7 @@ impl Ring {
             ring.options.local_wake = false;
         }
         if ring.options.local_wake {
-            match idle::IdleCpus::start(queues) {
+            match cpu_idle::IdleCpus::start(queues) {
                 Ok(s) => ring.idle = Some(s),
                 Err(e) => {
                     tracing::warn!("io_uring: cannot start the idle-CPU sampler ({e}): readers kept local always")

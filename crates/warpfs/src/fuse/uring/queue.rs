@@ -9,8 +9,8 @@
 use super::abi::{self, Le, CMD_COMMIT_AND_FETCH, CMD_REGISTER, HEADER_SZ, IN_HEADER_SZ, OP_IN_OFF, OP_IN_SZ};
 use super::buf::Buf;
 use super::dispatch::{handle, Acl};
+use super::local_wake::{self, Waiter};
 use super::roam::{Batch, Roam};
-use super::stay::{self, Waiter};
 use crate::fuse::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::RawFd;
@@ -33,14 +33,14 @@ pub struct Spec {
     pub depth: usize,
     /// Bytes of each payload buffer (at least the kernel's max payload).
     pub payload: usize,
-    /// Commit answers somebody waits for at idle priority ([`stay`]).
+    /// Commit answers somebody waits for at idle priority ([`local_wake`]).
     pub local_wake: bool,
     /// Leave the CPU while serving large writes ([`super::roam`]).
     pub roam: bool,
     /// CPUs never to roam to (the file system's busy ones).
     pub busy: Arc<[usize]>,
     /// Which CPUs were idle lately (only with `local_wake`).
-    pub idle: Option<Arc<super::idle::Flags>>,
+    pub idle: Option<Arc<super::cpu_idle::Flags>>,
 }
 
 /// One ring entry: its buffers and the iovecs REGISTER hands over.
@@ -218,10 +218,10 @@ pub struct Counts {
 }
 
 /// Submit what is queued with the thread at idle priority, so the reader
-/// or caller the commits wake stays on this CPU ([`stay`]); the policy is back before
+/// or caller the commits wake stays on this CPU ([`local_wake`]); the policy is back before
 /// the thread waits again.
 fn submit_idle(ring: &mut Ring, home: i32) -> std::io::Result<usize> {
-    let _idle = stay::Idle::enter_from(home);
+    let _idle = local_wake::Idle::enter_from(home);
     ring.submit()
 }
 
@@ -236,7 +236,7 @@ pub fn run<T: Operations>(
     counts: Arc<Counts>,
 ) {
     let mut roam = spec.cpu.and_then(|c| Roam::pin(c, &spec.busy));
-    let home = stay::home();
+    let home = local_wake::home();
     let (mut ring, mut slots, early) = match setup(dev, wake, &spec) {
         Ok(r) => {
             let _ = ready.send(Ok(()));
@@ -257,7 +257,7 @@ pub fn run<T: Operations>(
     let mut done: Completions = early;
     done.reserve(spec.depth + 1);
     let mut first = true;
-    let mut governor = stay::Governor::default();
+    let mut governor = local_wake::Governor::default();
     loop {
         if !std::mem::take(&mut first) {
             match ring.submit_and_wait(1) {

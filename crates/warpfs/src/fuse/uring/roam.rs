@@ -8,7 +8,7 @@
 //! thread may run anywhere its process may ([`Roam::after`]); the next
 //! answer somebody waits for (a small READ, a lookup, an open) pins it
 //! home again, where that answer is best made (its reader or caller waits
-//! on this CPU: `super::stay`). It never roams onto the
+//! on this CPU: `super::local_wake`). It never roams onto the
 //! CPUs of speculation's keystream workers (the file system's busy CPUs):
 //! masks are made ahead of need only on cores the FUSE work leaves idle,
 //! so with workers on every other CPU the thread stays home.
@@ -25,9 +25,9 @@ pub struct Batch {
     /// A WRITE of at least [`BIG_WRITE`] bytes.
     pub big_write: bool,
     /// An answer a reader or caller waits for on this CPU
-    /// (`super::stay::Waiter`).
+    /// (`super::local_wake::Waiter`).
     pub waited: bool,
-    /// A READ answer larger than [`super::stay::MAX_READ`].
+    /// A READ answer larger than [`super::local_wake::MAX_READ`].
     pub big_read: bool,
 }
 
@@ -36,11 +36,11 @@ impl Batch {
     /// data) and its answer's size (a READ's data).
     pub fn note(&mut self, opcode: u32, payload: usize, answer: usize) {
         match opcode {
-            super::abi::op::READ if answer > super::stay::MAX_READ => self.big_read = true,
+            super::abi::op::READ if answer > super::local_wake::MAX_READ => self.big_read = true,
             super::abi::op::WRITE if payload >= BIG_WRITE => self.big_write = true,
             _ => {}
         }
-        if super::stay::Waiter::of(opcode, answer) != super::stay::Waiter::Nobody {
+        if super::local_wake::Waiter::of(opcode, answer) != super::local_wake::Waiter::Nobody {
             self.waited = true;
         }
     }
@@ -172,7 +172,7 @@ impl Roam {
 mod tests {
     use super::*;
     use crate::fuse::uring::abi::op;
-    use crate::fuse::uring::stay::MAX_READ;
+    use crate::fuse::uring::local_wake::MAX_READ;
 
     fn batch(ops: &[(u32, usize)]) -> Batch {
         let mut b = Batch::default();

@@ -14,7 +14,7 @@
 //! the thread before it takes its policy back and the thread then waits
 //! behind them at idle weight: [`Governor`] notices the long way back and
 //! stops committing at idle priority for a while. And it is done only
-//! while another CPU was idle lately ([`super::idle`]): otherwise the
+//! while another CPU was idle lately ([`super::cpu_idle`]): otherwise the
 //! waiter stays anyway. docs/decisions/0071-ring-readers-stay-on-their-cpu.md.
 
 use std::sync::OnceLock;

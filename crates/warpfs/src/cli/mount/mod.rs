@@ -3,14 +3,16 @@
 //! prints why it failed). SIGINT/SIGTERM unmount cleanly, in the foreground
 //! and as a daemon (`fuse::stop_on_signals`).
 
+mod daily;
+mod go_live;
+mod mountpoint;
+
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 use super::PassArgs;
 use crate::fuse::uring::RingOptions;
 use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
 use clap::Args;
-use std::io::{Read, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
@@ -192,7 +194,7 @@ pub struct MountArgs {
     #[command(flatten)]
     reverse: super::reverse::ReverseArgs,
     #[command(flatten)]
-    extra: super::mountx::MountExtra,
+    extra: daily::MountExtra,
     /// The volume's cipher directory (with --reverse: the plaintext directory).
     cipherdir: PathBuf,
     /// Where the plaintext view appears.
@@ -371,7 +373,7 @@ fn serve(
         engine.ahead_threads()
     );
     WarpFs::new(vol)
-        .map(|fs| fs.with_rekey_hook(super::rekey::kill_hook()))
+        .map(|fs| fs.with_rekey_hook(super::rekey_crash::kill_hook()))
         .map_err(|e| e.to_string())
 }
 
@@ -416,7 +418,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
         mo.parse_o(&super::mountopts::kernel_part(o))
             .map_err(|e| CliError::new(super::exit::USAGE, e))?;
     }
-    super::mountx::check_mountpoint(&a.mountpoint, a.extra.nonempty)?;
+    mountpoint::check(&a.mountpoint, a.extra.nonempty)?;
     // No core dumps or ptrace by others of a process that holds keys.
     if !warpfs_crypto::make_non_dumpable() {
         eprintln!("warpfs: warning: cannot make the process non-dumpable");
@@ -469,7 +471,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // undo journal: put them back before anything reads the file. A journal
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
-    super::rekey::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
+    super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
     let engine_cfg = engine_config(&a, cfg.content_mode().cipher());
     let engine_kind = engine_kind(&a)?;
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
@@ -495,7 +497,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::new(ERROR, e))?;
         drop(master);
         report_key_locking();
-        let session = super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir)?;
+        let session = go_live::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir)?;
         session
             .run()
             .map_err(|e| CliError::new(ERROR, format!("session ended with an error: {e}")))?;
@@ -504,71 +506,28 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     }
 
     // Daemon: fork while single-threaded; the child reports through a pipe.
-    let mut fds = [0; 2];
-    // SAFETY: fds is a 2-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("pipe: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    // SAFETY: both fds were just created and are owned here.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: no other threads exist yet (nothing above spawns one).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(CliError::new(
-            ERROR,
-            format!("fork: {}", std::io::Error::last_os_error()),
-        ));
-    }
-    if pid > 0 {
-        drop(wr);
-        let mut msg = String::new();
-        let _ = std::fs::File::from(rd).read_to_string(&mut msg);
-        return if msg == "OK" {
-            Ok(())
-        } else if msg.is_empty() {
-            Err(CliError::new(
-                MOUNT_FAILED,
-                "the mount process died before the mount was ready",
-            ))
-        } else {
-            Err(CliError::new(MOUNT_FAILED, msg))
-        };
-    }
-    drop(rd);
-    let mut wr = std::fs::File::from(wr);
-    // SAFETY: in the child; setsid detaches from the terminal.
-    unsafe { libc::setsid() };
+    let Some(ready) = super::daemon::daemonize("mount")? else {
+        return Ok(());
+    };
     let target = match &a.log_file {
         Some(p) => logging::Target::File(p),
         None => logging::Target::Syslog,
     };
     if let Err(e) = logging::init(target) {
-        let _ = wr.write_all(e.as_bytes());
-        std::process::exit(MOUNT_FAILED);
+        ready.fail(&e);
     }
     let fs = match serve(vol, engine_cfg, engine_kind, a.speculation()).map(|fs| frontend(fs, &a, caches)) {
         Ok(fs) => fs,
-        Err(e) => {
-            let _ = wr.write_all(e.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e),
     };
     drop(master);
     // The fork dropped the parent's memory locks: lock the keys again.
     report_key_locking();
-    let session = match super::mountd::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
+    let session = match go_live::go_live(fs, &a.mountpoint, &a.extra, &config, (transport, ring), &cipherdir) {
         Ok(s) => s,
-        Err(e) => {
-            let _ = wr.write_all(e.msg.as_bytes());
-            std::process::exit(MOUNT_FAILED);
-        }
+        Err(e) => ready.fail(&e.msg),
     };
-    redirect_stdio();
-    let _ = wr.write_all(b"OK");
-    drop(wr);
+    ready.live();
     let code = match session.run() {
         Ok(()) => 0,
         Err(e) => {
@@ -586,15 +545,4 @@ fn report_key_locking() {
         Ok(n) => tracing::info!("key memory locked in RAM ({n} bytes), excluded from core dumps"),
         Err(e) => tracing::warn!("cannot lock key memory in RAM ({e}); keys may be swapped out (raise RLIMIT_MEMLOCK)"),
     }
-}
-
-pub(super) fn redirect_stdio() {
-    if let Ok(null) = warpfs_backing::host::open_with("/dev/null", std::fs::OpenOptions::new().read(true).write(true)) {
-        use std::os::fd::AsRawFd;
-        for fd in 0..3 {
-            // SAFETY: dup2 onto the standard descriptors.
-            unsafe { libc::dup2(null.as_raw_fd(), fd) };
-        }
-    }
-    let _ = std::env::set_current_dir("/");
 }

@@ -3,8 +3,8 @@
 //! daemon's user for good, before any thread that serves requests starts),
 //! the mount's read-ahead, signal handling, the ring and the idle watcher.
 
-use super::exit::{CliError, ERROR, MOUNT_FAILED};
-use super::mountx::MountExtra;
+use super::daily::MountExtra;
+use crate::cli::exit::{CliError, ERROR, MOUNT_FAILED};
 use crate::fuse::uring::RingOptions;
 use crate::fuse::{serve, stop_on_signals, tune_bdi, Front, Mounted, Transport, WarpFs};
 use std::path::Path;
@@ -28,13 +28,13 @@ pub fn go_live(
         // Each FUSE thread would open /dev/fuse again once the daemon is
         // the user, who may not (it is often 0600): they share the one.
         config.clone_fd = false;
-        super::setuid::mount_as(u).map_err(failed)?;
+        crate::cli::setuid::mount_as(u).map_err(failed)?;
     }
     let mut mounting = serve(fs, mountpoint, &config, transport, ring).map_err(failed)?;
     let _ = notifier.set(mounting.notifier());
     tune_bdi(mountpoint);
     if let Some(u) = user {
-        super::setuid::become_user(u).map_err(failed)?;
+        crate::cli::setuid::become_user(u).map_err(failed)?;
     }
     // SIGTERM (a shutdown, `kill`) unmounts cleanly, as a daemon too.
     stop_on_signals(mountpoint, mounting.unmount_callable())

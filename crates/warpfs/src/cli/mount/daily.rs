@@ -1,9 +1,8 @@
 //! The `warpfs mount` options for daily use: `--idle`, `--force-owner`,
 //! `--nonempty`, `--fsname`, `--setuid` and `--drop-privileges` (each also
-//! an `-o` option: `idle=10m`, `setuid=alice`, ...), and the mountpoint
-//! check.
+//! an `-o` option: `idle=10m`, `setuid=alice`, ...); what `--idle` and
+//! `--force-owner` put in front of the file system.
 
-use super::exit::{CliError, MOUNT_FAILED};
 use crate::fuse::idle::{self, Activity};
 use crate::fuse::{Front, WarpFs};
 use clap::Args;
@@ -46,8 +45,8 @@ pub struct MountExtra {
     /// keeps no capability; it reads and writes CIPHERDIR as USER, and
     /// unmounts itself (SIGTERM, --idle) through fusermount3. Passfile,
     /// keyfile and config are read before, as root. Not with --reverse.
-    #[arg(long, value_name = "USER", value_parser = super::setuid::parse_user, conflicts_with = "reverse")]
-    pub setuid: Option<super::setuid::User>,
+    #[arg(long, value_name = "USER", value_parser = crate::cli::setuid::parse_user, conflicts_with = "reverse")]
+    pub setuid: Option<crate::cli::setuid::User>,
     /// Accepted with --setuid, which already gives up every privilege once
     /// the mount is made (-o drop_privileges, as mount.fuse3's); refused
     /// alone: a daemon that kept uid 0 without capabilities could not
@@ -85,46 +84,6 @@ impl MountExtra {
     }
 }
 
-/// The mountpoint must be a directory, and empty unless `nonempty` (as
-/// gocryptfs: never hide files, or another mount's files, by accident).
-pub fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<(), CliError> {
-    if mountpoint.as_os_str().as_encoded_bytes().starts_with(b"/dev/fd/") {
-        return Err(CliError::new(
-            super::exit::USAGE,
-            format!(
-                "mountpoint {}: warpfs cannot take a /dev/fuse descriptor from mount.fuse3 (its drop_privileges); \
-                 use file system type warpfs (mount.warpfs) with setuid=USER",
-                mountpoint.display()
-            ),
-        ));
-    }
-    match warpfs_backing::host::metadata(mountpoint) {
-        Ok(m) if m.is_dir() => {
-            let has = warpfs_backing::host::read_dir(mountpoint)
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(false);
-            if has && !nonempty {
-                return Err(CliError::new(
-                    MOUNT_FAILED,
-                    format!(
-                        "mountpoint {} is not empty (-o nonempty mounts over it)",
-                        mountpoint.display()
-                    ),
-                ));
-            }
-            Ok(())
-        }
-        Ok(_) => Err(CliError::new(
-            MOUNT_FAILED,
-            format!("{} is not a directory", mountpoint.display()),
-        )),
-        Err(e) => Err(CliError::new(
-            MOUNT_FAILED,
-            format!("mountpoint {}: {e}", mountpoint.display()),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,21 +94,5 @@ mod tests {
         for bad in ["1000", "a:b", "1000:", ":1", "1:2:3", "-1:0"] {
             assert!(parse_owner(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn mountpoint_must_be_an_empty_directory_unless_nonempty() {
-        let d = tempfile::tempdir().unwrap();
-        check_mountpoint(d.path(), false).unwrap();
-        std::fs::write(d.path().join("f"), b"x").unwrap();
-        assert_eq!(check_mountpoint(d.path(), false).unwrap_err().code, MOUNT_FAILED);
-        check_mountpoint(d.path(), true).unwrap();
-        assert!(check_mountpoint(&d.path().join("f"), true).is_err());
-        assert!(check_mountpoint(&d.path().join("missing"), true).is_err());
-        // mount.fuse3's drop_privileges hands over /dev/fd/N: a usage error.
-        assert_eq!(
-            check_mountpoint(Path::new("/dev/fd/3"), true).unwrap_err().code,
-            super::super::exit::USAGE
-        );
     }
 }
