@@ -1,6 +1,7 @@
 //! Reverse configs and the format of their views (FORMAT.md 14): a
-//! reverse config of format 1 (frozen in `revkit/v1/` by an earlier warpfs)
-//! keeps giving exactly the same view, so a backup of it does not change;
+//! reverse config of format 1 or 2 (frozen in `revkit/v1/` and `revkit/v2/`
+//! by earlier warpfs builds) keeps giving exactly the same view, so a
+//! backup of it does not change; a copy of that view restores read-write;
 //! a new one (`warpfs init --reverse`) is format 2 with `bound-seals`, so a
 //! copy of its view binds symlink targets, and xattrs set on it later, to
 //! their entry.
@@ -28,9 +29,27 @@ fn view_listing(root: &Path) -> String {
     ))
 }
 
-/// The frozen format 1 view.
-fn frozen() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/revkit/v1")
+/// The frozen view `name` (revkit/freeze.sh).
+fn frozen(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/revkit").join(name)
+}
+
+/// The frozen plaintext tree and config `name` (of format `version`),
+/// mounted as a reverse view, which must be its frozen view byte for byte.
+fn frozen_view_is_kept(name: &str, version: u64) -> Rev {
+    let mut r = Rev::new();
+    let f = frozen(name);
+    sh(Command::new("cp").arg("-a").arg(f.join("plain/.")).arg(&r.plain));
+    r.pass = f.join("password.txt");
+    assert_eq!(format_of(&r.plain.join(HIDDEN)).0, version);
+    r.mount_view(&[]);
+    let want = fs::read_to_string(f.join("view.txt")).unwrap();
+    assert_eq!(
+        view_listing(&r.view),
+        want,
+        "the view of the frozen format {version} config {name} changed"
+    );
+    r
 }
 
 /// The backing symlinks in the root of a copy of a view.
@@ -78,18 +97,7 @@ impl Drop for Mounted {
 #[test]
 fn a_format_1_reverse_config_keeps_giving_the_frozen_view_byte_for_byte() {
     require_fuse!();
-    let mut r = Rev::new();
-    let f = frozen();
-    sh(Command::new("cp").arg("-a").arg(f.join("plain/.")).arg(&r.plain));
-    r.pass = f.join("password.txt");
-    assert_eq!(format_of(&r.plain.join(HIDDEN)).0, 1);
-    r.mount_view(&[]);
-    let want = fs::read_to_string(f.join("view.txt")).unwrap();
-    assert_eq!(
-        view_listing(&r.view),
-        want,
-        "the view of a frozen format 1 config changed"
-    );
+    let mut r = frozen_view_is_kept("v1", 1);
     // Its symlink targets stay unbound (format 1): swapped in a copy, they open.
     let copy = r.p("copy");
     sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
@@ -177,4 +185,64 @@ fn a_new_reverse_config_is_format_2_and_binds_symlink_targets_and_xattrs() {
             &format!("getxattr {n} after the swap"),
         );
     }
+}
+
+/// The view of a frozen format 2 config is the frozen one byte for byte,
+/// and a copy of it (a backup being restored) mounts read-write: what was
+/// backed up reads back, new files, overwrites, appends, a new directory
+/// and a rename survive a remount, and fsck finds the copy clean.
+#[test]
+fn a_format_2_reverse_config_keeps_giving_the_frozen_view_and_its_copy_restores_read_write() {
+    require_fuse!();
+    let mut r = frozen_view_is_kept("v2", 2);
+    let copy = r.p("copy");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
+    let view = r.view.clone();
+    r.unmount(&view);
+    let plain = |n: &str| fs::read(r.plain.join(n)).unwrap();
+    let mut rng = Rng::for_test("reverse-restore-rw");
+    let new = rng.bytes(100_000);
+    let patch = rng.bytes(4000);
+    let mut cross = plain("cross-64k.bin");
+    cross[5000..9000].copy_from_slice(&patch);
+    let mut hello = plain("hello.txt");
+    hello.extend_from_slice(b"appended after the restore\n");
+    let mnt = r.p("rw");
+    fs::create_dir(&mnt).unwrap();
+    let log = r.p("rw.log");
+    let mount = || {
+        warpfs(args!["mount", "--passfile", &r.pass, "--log-file", &log, &copy, &mnt])
+            .expect_ok("mount the restored copy");
+        Mounted(mnt.clone())
+    };
+    {
+        let _m = mount();
+        assert_eq!(fs::read(mnt.join("cross-64k.bin")).unwrap(), plain("cross-64k.bin"));
+        assert_eq!(
+            fs::read(mnt.join("dir/sub/deep.txt")).unwrap(),
+            plain("dir/sub/deep.txt")
+        );
+        fs::write(mnt.join("new.bin"), &new).unwrap();
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(mnt.join("cross-64k.bin"))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &patch, 5000).unwrap();
+        drop(f);
+        let mut f = fs::OpenOptions::new().append(true).open(mnt.join("hello.txt")).unwrap();
+        std::io::Write::write_all(&mut f, b"appended after the restore\n").unwrap();
+        drop(f);
+        fs::create_dir(mnt.join("newdir")).unwrap();
+        fs::rename(mnt.join("empty"), mnt.join("newdir/moved")).unwrap();
+    }
+    {
+        let _m = mount();
+        assert_eq!(fs::read(mnt.join("new.bin")).unwrap(), new, "new file after a remount");
+        assert_eq!(fs::read(mnt.join("cross-64k.bin")).unwrap(), cross, "overwritten file");
+        assert_eq!(fs::read(mnt.join("hello.txt")).unwrap(), hello, "appended file");
+        assert_eq!(fs::read(mnt.join("newdir/moved")).unwrap(), b"", "renamed file");
+        assert!(!mnt.join("empty").exists(), "the old name of the renamed file");
+        assert_eq!(fs::read_link(mnt.join("link-rel")).unwrap(), PathBuf::from("hello.txt"));
+    }
+    warpfs(args!["fsck", "--passfile", &r.pass, &copy]).expect_ok("fsck of the restored copy");
 }
