@@ -1,37 +1,50 @@
 #!/usr/bin/env bash
-# fuzz/seed.sh — make the seed corpora of the fuzz targets from the example
-# volumes in crates/warpfs/tests/volumes (nothing big is committed), the
-# mid-rekey gcm volume included (headers with a rekey watermark, blocks of
-# two key generations):
-#   fuzz/corpus/config/       each warpfs.conf, and one with the cheapest KDF
-#   fuzz/corpus/header/       header + nnode of each cipher file
-#   fuzz/corpus/names/        dir IV ‖ backing name (‖ 0 ‖ sidecar for long names)
-#   fuzz/corpus/cipher_file/  mode ‖ 4 read ranges ‖ the cipher file (≤ 140,000 bytes)
-# Existing corpus files (what earlier runs found) are kept.
+# fuzz/seed.sh — make the seed inputs of the fuzz targets from the example
+# volumes in crates/warpfs/tests/volumes, made again on every run (nothing
+# here is committed; what fuzzing found is, in fuzz/corpus/):
+#   fuzz/seeds/config/       each example warpfs.conf (all formats, keyslots
+#                            included), and one with the cheapest KDF
+#   fuzz/seeds/header/       header + nnode of each cipher file
+#   fuzz/seeds/names/        dir IV ‖ backing name (‖ 0 ‖ sidecar for long names)
+#   fuzz/seeds/cipher_file/  kind ‖ 4 read ranges ‖ the cipher file (≤ 140,000
+#                            bytes); kind is the volume's index in the
+#                            target's KINDS (AES, Twofish and XChaCha20 in
+#                            each of their modes, file summaries, mid-rekey)
 set -euo pipefail
 FUZZ="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VOLS="$FUZZ/../crates/warpfs/tests/volumes"
-C="$FUZZ/corpus"
-mkdir -p "$C/config" "$C/header" "$C/names" "$C/cipher_file"
-n=0
-for vol in gcm ctr xts midrekey-gcm; do
-    mode="${vol#midrekey-}"
-    v="$VOLS/v1-$vol/cipher"
+S="$FUZZ/seeds"
+rm -rf "$S"
+mkdir -p "$S/config" "$S/header" "$S/names" "$S/cipher_file"
+
+for v in "$VOLS"/v*/cipher; do
+    vol="$(basename "$(dirname "$v")")"
     [[ -f $v/warpfs.conf ]] || { echo "seed.sh: $v/warpfs.conf missing" >&2; exit 1; }
-    cp "$v/warpfs.conf" "$C/config/seed-$vol.conf"
+    cp "$v/warpfs.conf" "$S/config/seed-$vol.conf"
     sed -e 's/"memory_kib": [0-9]*/"memory_kib": 32768/' -e 's/"iterations": [0-9]*/"iterations": 2/' \
-        "$v/warpfs.conf" >"$C/config/seed-$vol-min.conf"
-    case $mode in
-        gcm) mb='\x00' hl=544 ;;
-        ctr) mb='\x01' hl=288 ;;
-        xts) mb='\x02' hl=32 ;; # no nonce table: the header alone
+        "$v/warpfs.conf" >"$S/config/seed-$vol-min.conf"
+done
+
+# The cipher_file target's KINDS, in its order (the first byte of a seed);
+# the mid-rekey gcm volume's files go in as kind 0 (v1-gcm's keys).
+kinds=(v1-gcm v1-ctr v1-xts v1-gcm-twofish v1-ctr-twofish v1-xts-twofish v2-gcm v2-xchacha20-poly1305 v2-ctr-xchacha20)
+n=0
+seed_volume() { # index, volume directory name
+    local idx="$1" vol="$2" mb hl
+    local v="$VOLS/$vol/cipher"
+    [[ -d $v ]] || { echo "seed.sh: $v missing" >&2; exit 1; }
+    mb="$(printf '\\x%02x' "$idx")"
+    case $vol in
+    *xts*) hl=32 ;; # no nonce table: the header alone
+    *ctr*) hl=288 ;;
+    *) hl=544 ;;
     esac
     # Read ranges (offset u32 le, length u16 le) x 4: [0,4096) [5000,+9000) [65000,+10000) [100,+65535)
-    ranges='\x00\x00\x00\x00\x00\x10\x88\x13\x00\x00\x28\x23\xe8\xfd\x00\x00\x10\x27\x64\x00\x00\x00\xff\xff'
+    local ranges='\x00\x00\x00\x00\x00\x10\x88\x13\x00\x00\x28\x23\xe8\xfd\x00\x00\x10\x27\x64\x00\x00\x00\xff\xff'
     while IFS= read -r -d '' f; do
         n=$((n + 1))
-        head -c "$hl" "$f" >"$C/header/seed-$vol-$n"
-        { printf "$mb$ranges"; head -c 140000 "$f"; } >"$C/cipher_file/seed-$vol-$n"
+        head -c "$hl" "$f" >"$S/header/seed-$vol-$n"
+        { printf "$mb$ranges"; head -c 140000 "$f"; } >"$S/cipher_file/seed-$vol-$n"
     done < <(find "$v" -type f -size +0 ! -name 'warpfs.*' -print0; find "$v" -type f -size +0 -name 'warpfs.long.*' ! -name '*.name' -print0)
     while IFS= read -r -d '' d; do
         iv="$d/warpfs.diriv"
@@ -44,8 +57,12 @@ for vol in gcm ctr xts midrekey-gcm; do
                 cat "$iv"
                 printf '%s' "$b"
                 if [[ -f "$e.name" ]]; then printf '\x00'; cat "$e.name"; fi
-            } >"$C/names/seed-$vol-$n"
+            } >"$S/names/seed-$vol-$n"
         done
     done < <(find "$v" -type d -print0)
+}
+for i in "${!kinds[@]}"; do
+    seed_volume "$i" "${kinds[$i]}"
 done
-echo "seed.sh: corpora in $C: $(ls "$C/config" | wc -l) config, $(ls "$C/header" | wc -l) header, $(ls "$C/names" | wc -l) names, $(ls "$C/cipher_file" | wc -l) cipher_file"
+seed_volume 0 v1-midrekey-gcm
+echo "seed.sh: seeds in $S: $(ls "$S/config" | wc -l) config, $(ls "$S/header" | wc -l) header, $(ls "$S/names" | wc -l) names, $(ls "$S/cipher_file" | wc -l) cipher_file"

@@ -1,14 +1,18 @@
 //! Fuzz the block read path of the content crate on random cipher files:
-//! input = mode (1: 0 gcm, 1 ctr, 2 xts; mod 3) ‖ 4 × (offset u32, length u16) ‖ cipher file bytes. The
-//! file is opened as a `CipherFile` with the example volume's content key
-//! (so seeds made from that volume decrypt) and read at the given ranges:
-//! every read returns data or an error (never a panic, never more bytes than
-//! asked, zeros on error), and a read that succeeds returns the same bytes
-//! as block-by-block reads. fsck's per-file scan runs on the same bytes:
-//! it must not panic, and a file it finds clean must read without error.
-//! The keyring is mid-rekey (generation 1, a fixed test key, after the
-//! example volume's generation 0), so headers with a rekey watermark take
-//! the two-generation paths.
+//! input = volume kind (1 byte, mod 9, see [`KINDS`]) ‖ 4 × (offset u32,
+//! length u16) ‖ cipher file bytes. The file is opened as a `CipherFile`
+//! with the content key of that kind's example volume (so seeds made from
+//! that volume decrypt) and read at the given ranges: every read returns
+//! data or an error (never a panic, never more bytes than asked, zeros on
+//! error), and a read that succeeds returns the same bytes as
+//! block-by-block reads. fsck's per-file scan runs on the same bytes: it
+//! must not panic, and a file it finds clean must read without error.
+//! The kinds cover every content cipher (AES, Twofish, XChaCha20) in each
+//! of its modes, and file summaries (the v2 gcm and XChaCha20-Poly1305
+//! volumes have them: their record and markers are parsed and checked at
+//! open). The keyring is mid-rekey (generation 1, a fixed test key of the
+//! same cipher, after the example volume's generation 0), so headers with
+//! a rekey watermark take the two-generation paths.
 #![no_main]
 
 #[path = "common.rs"]
@@ -19,51 +23,81 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::sync::{Arc, OnceLock};
+use warpfs_config::ContentMode;
 use warpfs_content::{Cipher, CipherFile, Keyring, Mode};
-use warpfs_crypto::{ContentKey, GcmTagger, XtsCipher, XtsKey};
+use warpfs_crypto::{ContentCipher, ContentKey, GcmTagger, Subkeys, SummaryKey, XChaChaKey, XtsCipher, XtsKey};
 use warpfs_keystream::Direct;
 
-fn cipher(mode: Mode) -> Arc<Cipher> {
-    static GCM: OnceLock<Arc<Cipher>> = OnceLock::new();
-    static CTR: OnceLock<Arc<Cipher>> = OnceLock::new();
-    static XTS: OnceLock<Arc<Cipher>> = OnceLock::new();
-    let (cell, name) = match mode {
-        Mode::Gcm => (&GCM, "gcm"),
-        Mode::Ctr => (&CTR, "ctr"),
-        Mode::Xts => {
-            return XTS
-                .get_or_init(|| {
-                    let (keys, xts) = common::xts_keys();
-                    let k = &keys.content;
-                    Arc::new(Cipher::new_xts(
-                        xts.clone(),
-                        Arc::new(Direct::new(k.clone())),
-                        GcmTagger::new(k),
-                    ))
-                })
-                .clone()
-        }
-    };
-    cell.get_or_init(|| {
-        let k = &common::keys(name).content;
-        Arc::new(Cipher::new(mode, Arc::new(Direct::new(k.clone())), GcmTagger::new(k)))
-    })
-    .clone()
+/// The example volumes, by the input's first byte (mod 9). Seeds made by
+/// fuzz/seed.sh start with the index of the volume they come from; 0, 1
+/// and 2 are the first three as they always were.
+const KINDS: [&str; 9] = [
+    "v1-gcm",
+    "v1-ctr",
+    "v1-xts",
+    "v1-gcm-twofish",
+    "v1-ctr-twofish",
+    "v1-xts-twofish",
+    "v2-gcm",
+    "v2-xchacha20-poly1305",
+    "v2-ctr-xchacha20",
+];
+
+/// The content layout of a config's mode.
+fn layout(m: ContentMode) -> Mode {
+    match m {
+        ContentMode::Ctr | ContentMode::CtrTwofish | ContentMode::CtrXChaCha20 => Mode::Ctr,
+        ContentMode::Gcm | ContentMode::GcmTwofish | ContentMode::XChaCha20Poly1305 => Mode::Gcm,
+        ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
+    }
 }
 
-/// Generation 1 of `mode` (a fixed key) over the example volume's generation 0.
-fn keyring(mode: Mode) -> Arc<Keyring> {
-    let k = ContentKey::new(&[7u8; 32]).expect("a 32-byte key");
-    let ks = Arc::new(Direct::new(k.clone()));
-    let g1 = match mode {
-        Mode::Xts => Cipher::new_xts(
-            XtsKey::new(XtsCipher::Aes, &[8u8; 64]).expect("a 64-byte XTS key"),
-            ks,
-            GcmTagger::new(&k),
-        ),
-        m => Cipher::new(m, ks, GcmTagger::new(&k)),
+/// The cipher of `m` for content key bytes `raw` (and, in xts, XTS key
+/// `xts`), as a volume makes it (its keys from the same HKDF bytes).
+fn cipher_of(m: ContentMode, raw: &[u8], xts: Option<XtsKey>) -> Cipher {
+    let mode = layout(m);
+    if m.cipher() == ContentCipher::XChaCha20 {
+        let k = XChaChaKey::new(raw).expect("a 32-byte XChaCha20 key");
+        return Cipher::new_xchacha(mode, Arc::new(Direct::xchacha(k)));
+    }
+    let content = match m.cipher() {
+        ContentCipher::Twofish => ContentKey::with_cipher(XtsCipher::Twofish, raw).expect("a Twofish key"),
+        _ => ContentKey::new(raw).expect("an AES key"),
     };
-    Arc::new(Keyring::new(Arc::new(g1.with_generation(1)), Some(cipher(mode))))
+    let ks = Arc::new(Direct::new(content.clone()));
+    let tagger = GcmTagger::new(&content);
+    match xts {
+        Some(x) => Cipher::new_xts(x, ks, tagger),
+        None => Cipher::new(mode, ks, tagger),
+    }
+}
+
+/// Kind `i`'s keyring: generation 1 (fixed keys) over the example volume's
+/// generation 0, with its file summary key when the volume has summaries;
+/// and the content layout.
+fn keyring(i: usize) -> (Arc<Keyring>, Mode) {
+    static RINGS: [OnceLock<(Arc<Keyring>, Mode)>; 9] = [const { OnceLock::new() }; 9];
+    RINGS[i]
+        .get_or_init(|| {
+            let (master, cfg) = common::unlock_example(KINDS[i]);
+            let m = cfg.content_mode();
+            let bits = cfg.key_bits();
+            let xts0 = m.xts_cipher().map(|x| Subkeys::xts_key_gen(&master, bits, x, 0));
+            let g0 = cipher_of(m, &Subkeys::content_key_bytes_gen(&master, bits, 0), xts0);
+            let raw1 = vec![7u8; bits as usize / 8];
+            let xts1 = m
+                .xts_cipher()
+                .map(|x| XtsKey::new(x, &vec![8u8; bits as usize / 4]).expect("an XTS key"));
+            let g1 = cipher_of(m, &raw1, xts1).with_generation(1);
+            let summary = cfg
+                .has_feature(warpfs_config::FeatureFlag::FileSummary)
+                .then(|| Arc::new(SummaryKey::derive(&master)));
+            (
+                Arc::new(Keyring::new(Arc::new(g1), Some(Arc::new(g0))).with_summary(summary)),
+                layout(m),
+            )
+        })
+        .clone()
 }
 
 /// An anonymous in-memory file holding `bytes`.
@@ -80,11 +114,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 25 {
         return;
     }
-    let mode = match data[0] % 3 {
-        0 => Mode::Gcm,
-        1 => Mode::Ctr,
-        _ => Mode::Xts,
-    };
+    let (c, _mode) = keyring(data[0] as usize % KINDS.len());
     let ranges: Vec<(u64, usize)> = data[1..25]
         .chunks_exact(6)
         .map(|c| {
@@ -94,7 +124,6 @@ fuzz_target!(|data: &[u8]| {
         })
         .collect();
     let body = &data[25..];
-    let c = keyring(mode);
     let mem = memfile(body);
     let scan = warpfs_content::scan::scan(&mem, &c, 1 << 16, &mut |_, _| {}, &mut |_| {}).expect("fstat of a memfd");
     let Ok(f) = CipherFile::open(mem, c, "fuzz".into()) else {

@@ -9,12 +9,23 @@ use warpfs_crypto::Subkeys;
 
 /// `crates/warpfs/tests/volumes/v1-<mode>` of this checkout.
 pub fn volume_dir(mode: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../crates/warpfs/tests/volumes/v1-{mode}"))
+    example_dir(&format!("v1-{mode}"))
+}
+
+/// `crates/warpfs/tests/volumes/<name>` of this checkout.
+pub fn example_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../crates/warpfs/tests/volumes/{name}"))
 }
 
 /// The unlocked master key and config of example volume `v1-<mode>`.
 fn unlock(mode: &str) -> (warpfs_crypto::MasterKey, Config) {
-    let dir = volume_dir(mode);
+    unlock_example(&format!("v1-{mode}"))
+}
+
+/// The unlocked master key and config of example volume `name` (its
+/// directory under crates/warpfs/tests/volumes).
+pub fn unlock_example(name: &str) -> (warpfs_crypto::MasterKey, Config) {
+    let dir = example_dir(name);
     let cfg = Config::load(&dir.join("cipher")).expect("example volume config");
     let pw = std::fs::read_to_string(dir.join("password.txt")).expect("example volume password");
     let master = cfg
