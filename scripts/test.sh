@@ -13,6 +13,12 @@
 #                 the engines themselves); libtss2-dev, libfido2-dev and
 #                 pkg-config to build the hardware keyslots, swtpm and
 #                 swtpm-tools for the TPM2 tests (a software TPM each)
+#   0b. demo      scripts/demo.sh, the README's quick start (build, a demo
+#                 volume mounted, written, read back, remounted), first, as a
+#                 user who ran it before the tests would: it must leave the
+#                 later steps (deb above all) alone. Its build is the deb
+#                 step's (`cargo build --release -p warpfs`), made here
+#                 instead; the rest of it takes a few seconds
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   2b. door      scripts/door-check.sh: no crate but crates/backing opens,
@@ -212,6 +218,7 @@ step() {
     fi
 }
 
+step demo bash scripts/demo.sh
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step door bash scripts/door-check.sh
