@@ -104,36 +104,84 @@ fn a_working_directory_inside_keeps_the_mount() {
     exits_cleanly_when_idle(&mut fg, t0, "working directory left");
 }
 
+/// A reader that opens the file for each 4 KiB read and pauses 100 ms
+/// between reads (never a second without a request, mostly no file open)
+/// keeps the mount for 3 s (three idle times).
+///
+/// How the reader is scheduled never decides the verdict: the daemon may
+/// unmount (or log that it found no request for the idle time) only after
+/// a second with no request in flight, and every such quiet stretch lies
+/// between the start of one read and the end of the next (or the start of
+/// the last and the final look). The test measures the longest of those
+/// spans, an upper bound of any quiet time the daemon saw: under the idle
+/// time (less the daemon's millisecond rounding) the mount must be there
+/// and the log must say nothing about idleness; a reader held up longer
+/// than that is noted and excuses whatever the watcher then did.
 #[test]
 fn a_slow_reader_keeps_the_mount() {
     require_fuse!();
+    const IDLE: Duration = Duration::from_secs(1);
+    // The watcher counts whole milliseconds (each end of a span rounded).
+    const ROUNDING: Duration = Duration::from_millis(2);
     let v = Volume::init(Mode::Gcm);
+    // The quiet time counts from when the watcher starts, after this.
+    let mut prev_start = Instant::now();
     let mut fg = Foreground::start(&v, &["--idle", "1s"]);
     let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 251) as u8).collect();
     write_file(&v.p("slow"), &data);
-    // Reads 4 KiB at a time, opening the file for each and pausing 100 ms
-    // between reads: never a second without a request, mostly no file open,
-    // for 3 s (three idle times).
-    let start = Instant::now();
-    let mut n = 0;
-    while start.elapsed() < Duration::from_secs(3) {
-        let mut f = File::open(v.p("slow")).unwrap_or_else(|e| panic!("read {n}: {e}; log:\n{}", fg.stderr()));
+    let read = |n: usize| -> std::io::Result<Vec<u8>> {
+        let mut f = File::open(v.p("slow"))?;
         let off = (n * 4096) % data.len();
         let mut buf = vec![0; 4096];
-        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(off as u64)).unwrap();
-        f.read_exact(&mut buf).unwrap();
-        assert_eq!(buf, data[off..off + 4096], "read {n}");
-        drop(f);
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(off as u64))?;
+        f.read_exact(&mut buf)?;
+        Ok(buf)
+    };
+    let start = Instant::now();
+    let mut longest = Duration::ZERO;
+    let mut n = 0;
+    let mut failed = None;
+    while start.elapsed() < Duration::from_secs(3) {
+        let began = Instant::now();
+        let got = read(n);
+        longest = longest.max(prev_start.elapsed());
+        prev_start = began;
+        match got {
+            Ok(buf) => {
+                let off = (n * 4096) % data.len();
+                assert_eq!(buf, data[off..off + 4096], "read {n}");
+            }
+            Err(e) => {
+                failed = Some(format!("read {n}: {e}"));
+                break;
+            }
+        }
         n += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert!(
-        is_mounted(&v.mnt),
-        "unmounted under a slow reader; log:\n{}",
-        fg.stderr()
-    );
-    assert!(!fg.stderr().contains("idle: no request"), "{}", fg.stderr());
-    eprintln!("slow reader: {n} reads over {:?}, mount kept", start.elapsed());
+    let mounted = is_mounted(&v.mnt);
+    let log = fg.stderr();
+    longest = longest.max(prev_start.elapsed());
+    if longest + ROUNDING >= IDLE {
+        eprintln!(
+            "note: the reader was held up {longest:?} (not less than the idle time): the idle watcher may \
+             have acted, and nothing about the slow reader is checked (mounted: {mounted}, {failed:?})"
+        );
+    } else {
+        assert!(
+            mounted,
+            "unmounted under a slow reader (never {longest:?} without a request; {failed:?}); log:\n{log}"
+        );
+        assert!(failed.is_none(), "{failed:?} with the mount there; log:\n{log}");
+        assert!(
+            !log.contains("idle: no request"),
+            "the watcher found no request for {IDLE:?}, but the longest quiet span was {longest:?}; log:\n{log}"
+        );
+        eprintln!(
+            "slow reader: {n} reads over {:?} (longest span {longest:?}), mount kept",
+            start.elapsed()
+        );
+    }
     let t0 = Instant::now();
     exits_cleanly_when_idle(&mut fg, t0, "slow reader done");
 }
