@@ -99,7 +99,7 @@
 # Logs: target/test-logs/.
 #
 # Skips: a test or script that cannot run here (no root, no /dev/fuse, no
-# OpenCL platform, a CPU without AVX-512...) prints `SKIPPED ...: reason`
+# OpenCL platform...) prints `SKIPPED ...: reason`
 # and appends a line to $WARPFS_SKIP_LOG (target/test-logs/STEP.skips, set
 # per step; crates/testkit and wf_skip in scripts/lib.sh); the summary counts
 # those as skipped, never as passed, and names them. As root with /dev/fuse
