@@ -13,8 +13,10 @@
 #    (warpfs gen-man / gen-completions) into target/release/assets
 # 3. cargo deb --no-build: target/debian/warpfs_VERSION-1_ARCH.deb, and a
 #    -2 revision of the same build to test an upgrade with
-# 4. install test (root): dpkg -i; the files are there (binary, mount
-#    helper, man pages, completions, contrib examples); no warpfs process
+# 4. install test (root): dpkg -i; the files are there and `dpkg -L`
+#    lists them (binary, mount helper, man pages, completions, contrib
+#    examples), `man -aw warpfs` finds the package's page (a warning when
+#    another page, e.g. under /usr/local, comes first); no warpfs process
 #    or mount appeared; the fstab and contrib tests (crates/warpfs/tests/
 #    daily/) run against /usr/bin/warpfs, the #[ignore]d mount.warpfs one
 #    included; dpkg -i of revision 2 (upgrade), files again; dpkg -r,
@@ -131,8 +133,22 @@ check_files() {
     done
     [[ $(readlink -f /sbin/mount.warpfs) == /usr/bin/warpfs ]] || wf_die "$1: /sbin/mount.warpfs does not lead to /usr/bin/warpfs"
     /usr/bin/warpfs --version >/dev/null || wf_die "$1: /usr/bin/warpfs does not run"
+    # The package's own files as dpkg recorded them, whatever else the
+    # system has (a page under /usr/local/share/man comes first in man's
+    # search path and would answer `man -w warpfs` instead).
+    local listed
+    listed="$(dpkg -L warpfs)"
+    for f in "${WANT[@]}"; do
+        excluded "$f" && continue
+        grep -qxF "$f" <<<"$listed" || wf_die "$1: dpkg -L warpfs does not list $f"
+    done
     if command -v man >/dev/null && ! excluded /usr/share/man/man1/warpfs.1.gz; then
-        [[ $(man -w warpfs 2>/dev/null) == /usr/share/man/man1/warpfs.1.gz ]] || wf_die "$1: man -w warpfs does not find the page"
+        man -aw warpfs 2>/dev/null | grep -qxF /usr/share/man/man1/warpfs.1.gz ||
+            wf_die "$1: man -aw warpfs does not find the package's page"
+        local first
+        first="$(man -w warpfs 2>/dev/null)"
+        [[ $first == /usr/share/man/man1/warpfs.1.gz ]] ||
+            wf_warn "$1: \`man warpfs\` shows $first, which hides the package's page"
     fi
 }
 

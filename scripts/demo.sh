@@ -7,9 +7,13 @@
 #   1. installs what is missing via apt (fuse3, a C toolchain, pkg-config, git),
 #      as root or through passwordless sudo; checks for cargo (and says how to
 #      get Rust if it is missing: Debian bookworm's own cargo is too old);
-#   2. builds warpfs (`cargo build --release -p warpfs`), makes its man pages
-#      and bash/zsh/fish completions from the binary and, as root, installs
-#      them under ${WARPFS_PREFIX:-/usr/local}/share (`man warpfs` works);
+#   2. builds warpfs (`cargo build --release -p warpfs`, the build
+#      scripts/deb.sh makes too), makes its man pages and bash/zsh/fish
+#      completions from the binary into target/release/assets and says how to
+#      read them; it installs nothing outside the repository (man pages under
+#      /usr/local would hide the Debian package's: scripts/deb.sh installs
+#      them), and warns about warpfs pages an earlier demo left in
+#      /usr/local/share;
 #   3. in a temp dir: generates a passfile, `warpfs init` (gcm), mounts the
 #      volume, writes a file and a directory with a file through the mount and
 #      reads them back;
@@ -68,18 +72,22 @@ echo "binary: ${WARPFS#"$WF_REPO"/}"
 ASSETS="$WF_REPO/target/release/assets"
 run "$WARPFS" gen-man "$ASSETS/man"
 run "$WARPFS" gen-completions "$ASSETS/completions"
-PREFIX="${WARPFS_PREFIX:-/usr/local}"
-if wf_is_root; then
-    install -d "$PREFIX/share/man/man1" "$PREFIX/share/man/man8" "$PREFIX/share/bash-completion/completions" \
-        "$PREFIX/share/zsh/site-functions" "$PREFIX/share/fish/vendor_completions.d"
-    install -m644 "$ASSETS"/man/*.1 "$PREFIX/share/man/man1/"
-    install -m644 "$ASSETS"/man/*.8 "$PREFIX/share/man/man8/"
-    install -m644 "$ASSETS/completions/warpfs.bash" "$PREFIX/share/bash-completion/completions/warpfs"
-    install -m644 "$ASSETS/completions/_warpfs" "$PREFIX/share/zsh/site-functions/_warpfs"
-    install -m644 "$ASSETS/completions/warpfs.fish" "$PREFIX/share/fish/vendor_completions.d/warpfs.fish"
-    echo "man pages and completions installed under $PREFIX/share (man warpfs, man mount.warpfs)"
-else
-    echo "not root: man -l $ASSETS/man/warpfs.1; . $ASSETS/completions/warpfs.bash"
+echo "man pages: man -l $ASSETS/man/warpfs.1; completions: . $ASSETS/completions/warpfs.bash"
+echo "installed with them (the Debian package): bash scripts/deb.sh --build && sudo dpkg -i target/debian/r1/warpfs_*.deb"
+# Earlier versions of this script installed the pages and completions under
+# /usr/local/share, where `man` looks before /usr/share: they would hide
+# the package's (and go stale). Say so; they are the user's to remove.
+STALE=()
+for f in /usr/local/share/man/man1/warpfs*.1 /usr/local/share/man/man8/mount.warpfs.8 \
+    /usr/local/share/bash-completion/completions/warpfs /usr/local/share/zsh/site-functions/_warpfs \
+    /usr/local/share/fish/vendor_completions.d/warpfs.fish; do
+    if [[ -e $f ]]; then STALE+=("$f"); fi
+done
+if ((${#STALE[@]})); then
+    wf_warn "${#STALE[@]} warpfs man page(s) or completion(s) under /usr/local/share (an earlier demo's?) hide the" \
+        "package's and may be stale; remove them with: rm -f /usr/local/share/man/man1/warpfs*.1" \
+        "/usr/local/share/man/man8/mount.warpfs.8 /usr/local/share/bash-completion/completions/warpfs" \
+        "/usr/local/share/zsh/site-functions/_warpfs /usr/local/share/fish/vendor_completions.d/warpfs.fish"
 fi
 
 # ---- 3. a demo volume ------------------------------------------------------------

@@ -13,6 +13,12 @@
 #                 the engines themselves); libtss2-dev, libfido2-dev and
 #                 pkg-config to build the hardware keyslots, swtpm and
 #                 swtpm-tools for the TPM2 tests (a software TPM each)
+#   0b. demo      scripts/demo.sh, the README's quick start (build, a demo
+#                 volume mounted, written, read back, remounted), first, as a
+#                 user who ran it before the tests would: it must leave the
+#                 later steps (deb above all) alone. Its build is the deb
+#                 step's (`cargo build --release -p warpfs`), made here
+#                 instead; the rest of it takes a few seconds
 #   1. fmt        cargo fmt --all -- --check
 #   2. clippy     cargo clippy --workspace --all-targets -- -D warnings
 #   2b. door      scripts/door-check.sh: no crate but crates/backing opens,
@@ -93,7 +99,7 @@
 # Logs: target/test-logs/.
 #
 # Skips: a test or script that cannot run here (no root, no /dev/fuse, no
-# OpenCL platform, a CPU without AVX-512...) prints `SKIPPED ...: reason`
+# OpenCL platform...) prints `SKIPPED ...: reason`
 # and appends a line to $WARPFS_SKIP_LOG (target/test-logs/STEP.skips, set
 # per step; crates/testkit and wf_skip in scripts/lib.sh); the summary counts
 # those as skipped, never as passed, and names them. As root with /dev/fuse
@@ -212,6 +218,7 @@ step() {
     fi
 }
 
+step demo bash scripts/demo.sh
 step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step door bash scripts/door-check.sh

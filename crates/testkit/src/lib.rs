@@ -2,8 +2,8 @@
 //!
 //! The libtest harness knows only "ok", "FAILED" and "ignored": a test that
 //! returns early because the machine lacks something (root, /dev/fuse, an
-//! OpenCL platform, AVX-512) reports "ok". Such a test calls [`skip`]
-//! instead of returning silently, which
+//! OpenCL platform) reports "ok". Such a test calls [`skip`] instead of
+//! returning silently, which
 //!
 //! - prints `SKIPPED <binary>::<test>: <reason>` on the process's real
 //!   standard error (not through `eprintln!`, which libtest captures and
@@ -17,6 +17,10 @@
 //!
 //! A registry line that cannot be written fails the test too: a skip is
 //! never counted as a pass.
+//!
+//! A test that can check something else where the machine lacks a part
+//! (the portable path on a CPU without AVX-512) does so and calls [`note`]:
+//! a `note:` line, no skip.
 
 pub mod cases;
 pub mod ctap2;
@@ -70,6 +74,36 @@ pub fn skip_if<R: Display>(why: Option<R>) -> bool {
         }
         None => false,
     }
+}
+
+/// The calling test runs, but on this machine checks something else than
+/// it would elsewhere (e.g. the portable path where the CPU lacks an
+/// instruction set): say so on the process's real standard error, once per
+/// test, note and process, as `note: <binary>::<test>: <what>`. Neither a
+/// skip nor a failure: the test passes or fails on what it did check.
+#[track_caller]
+pub fn note(what: impl Display) {
+    let _ = write_note(
+        &current_binary(),
+        &current_test(),
+        &one_line(&what.to_string()),
+        &mut std::io::stderr(),
+    );
+}
+
+/// [`note`]'s line to `out`, unless this test gave this note already.
+fn write_note(binary: &str, test: &str, what: &str, out: &mut dyn Write) -> std::io::Result<()> {
+    static SEEN: OnceLock<Mutex<HashSet<(String, String, String)>>> = OnceLock::new();
+    let first = SEEN
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((binary.to_string(), test.to_string(), what.to_string()));
+    if !first {
+        return Ok(());
+    }
+    // One write of the whole line: tests run in parallel threads.
+    out.write_all(format!("note: {binary}::{test}: {what}\n").as_bytes())
 }
 
 /// One skip: which test and why.
@@ -185,6 +219,21 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&log).unwrap(),
             "io\tio::a\tno /dev/fuse\nio\tio::b\tno /dev/fuse\n"
+        );
+    }
+
+    #[test]
+    fn a_note_is_printed_once_per_test_and_note_and_is_no_skip() {
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            write_note("crypto", "simd::n::a", "portable path", &mut out).unwrap();
+        }
+        write_note("crypto", "simd::n::a", "another", &mut out).unwrap();
+        write_note("crypto", "simd::n::b", "portable path", &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "note: crypto::simd::n::a: portable path\nnote: crypto::simd::n::a: another\n\
+             note: crypto::simd::n::b: portable path\n"
         );
     }
 

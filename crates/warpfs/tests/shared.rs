@@ -142,7 +142,9 @@ fn two_mounts_different_files(mode: Mode) {
     for t in threads {
         t.join().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(1100)); // entry/attr TTL
+    // No wait: neither mount has looked up a name the other made (and
+    // --shared-storage caches no "no such name"), so each name below is a
+    // fresh lookup its daemon answers from CIPHERDIR.
     for (name, data, _) in &files {
         for (which, p) in [("first", v.p(name)), ("second", m2.p(name))] {
             let got = fs::read(&p).unwrap_or_else(|e| panic!("{name} via the {which} mount: {e}"));
@@ -205,8 +207,9 @@ fn two_mounts_same_file(mode: Mode) {
     let v = shared_volume(mode);
     let m2 = Second::mount(&v);
     const NB: u64 = 32;
+    // The second mount has not looked "shared" up yet: its first open
+    // below is a fresh lookup, which finds the file at its full size.
     write_file(&v.p("shared"), &vec![0u8; (NB * BLOCK) as usize]);
-    std::thread::sleep(Duration::from_millis(1100));
     let stop = Arc::new(AtomicBool::new(false));
     // Writer w fills whole blocks with (w + 1) * 16 + (seq % 16): one byte
     // value per block write, so a mixed block is easy to see.

@@ -45,11 +45,13 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn equals_the_bytewise_xor(a in proptest::collection::vec(0u8.., 0..1200), b in proptest::collection::vec(0u8.., 0..1200)) {
-            if crate::simd::cannot_test(crate::simd::has_vaes512(), "AVX-512 XOR", "AVX-512F (checked with VAES)") {
-                return Ok(());
-            }
             let mut x = a.clone();
-            super::xor_in_place(&mut x, &b);
+            if crate::simd::kernel_runs(crate::simd::has_vaes512(), "AVX-512 XOR", "AVX-512F (checked with VAES)") {
+                super::xor_in_place(&mut x, &b);
+            } else {
+                // What the callers get without the kernel.
+                crate::aes_ctr::xor_in_place(&mut x, &b);
+            }
             let n = a.len().min(b.len());
             let mut want = a.clone();
             for i in 0..n {

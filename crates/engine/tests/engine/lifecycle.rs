@@ -109,8 +109,26 @@ fn decrypt_ahead_follows_speculation_and_depth() {
     assert_eq!(rx.recv().unwrap(), 7);
 }
 
+/// The first CPU this process may run on (a cpuset or `taskset` may leave
+/// CPU 0 out).
+fn first_allowed_cpu() -> usize {
+    // SAFETY: a zeroed cpu_set_t is valid; the call fills it; CPU_ISSET on
+    // indices below CPU_SETSIZE.
+    unsafe {
+        let mut s: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut s),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .find(|&c| libc::CPU_ISSET(c, &s))
+            .expect("no CPU in this process's affinity mask")
+    }
+}
+
 #[test]
 fn mask_cpus_are_the_listed_cpus_or_the_starters_and_none_without_workers() {
+    let cpu = first_allowed_cpu();
     let off = Engine::new(EngineConfig {
         speculation: false,
         ahead_without_speculation: true,
@@ -121,18 +139,18 @@ fn mask_cpus_are_the_listed_cpus_or_the_starters_and_none_without_workers() {
     let listed = Engine::new(EngineConfig {
         threads: 1,
         speculation: true,
-        cpus: vec![0],
+        cpus: vec![cpu],
         ..EngineConfig::default()
     })
     .unwrap();
-    assert_eq!(listed.mask_cpus(), &[0]);
+    assert_eq!(listed.mask_cpus(), &[cpu]);
     // Without a list: where the starting thread may run (this one, pinned).
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        // SAFETY: a zeroed cpu_set_t is valid; CPU 0 exists on every machine.
+        // SAFETY: a zeroed cpu_set_t is valid; `cpu` is below CPU_SETSIZE.
         let pinned = unsafe {
             let mut s: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut s);
+            libc::CPU_SET(cpu, &mut s);
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &s) == 0
         };
         let e = Engine::new(EngineConfig {
@@ -144,6 +162,6 @@ fn mask_cpus_are_the_listed_cpus_or_the_starters_and_none_without_workers() {
         tx.send((pinned, e.mask_cpus().to_vec())).unwrap();
     });
     let (pinned, cpus) = rx.recv().unwrap();
-    assert!(pinned, "cannot pin the test thread to CPU 0");
-    assert_eq!(cpus, vec![0]);
+    assert!(pinned, "cannot pin the test thread to CPU {cpu}");
+    assert_eq!(cpus, vec![cpu]);
 }

@@ -1,7 +1,7 @@
 //! `warpfs gen-man DIR` and `warpfs gen-completions DIR` (hidden): man
 //! pages made from the clap definitions (clap_mangen), so they never drift
 //! from the program, and bash, zsh and fish completions (clap_complete).
-//! The package and `scripts/demo.sh` install what these write.
+//! The package installs what these write (`scripts/demo.sh` only makes it).
 
 use super::exit::{CliError, ERROR};
 use clap::{Arg, ArgAction, Args, Command, CommandFactory};

@@ -112,6 +112,9 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
     let (mut checked, mut planned) = (0usize, 0usize);
     let mut done: HashSet<(u64, usize)> = HashSet::new();
     let mut points = HashSet::new();
+    // Finished workload steps at each planned crash point: states with
+    // different counts are never duplicates of each other.
+    let mut acked = HashSet::new();
     let dir = work.join("state");
     for plan in states::Planner::new(&rec.model, rng.next_u64()) {
         if checked >= want || planned >= want * 50 {
@@ -119,6 +122,7 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
         }
         planned += 1;
         let a = rec.model.acked(plan.c);
+        acked.insert(a);
         let state = rec.model.state(&rec.snapshot, &plan.set);
         if !done.insert((state.digest(), a)) {
             continue;
@@ -146,7 +150,16 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
         checked += 1;
     }
     let _ = fs::remove_dir_all(&dir);
-    assert!(checked > 0, "no crash state was checked");
+    // The budget, unless 50 plans per state wanted gave fewer distinct
+    // states (a small workload): then still at least one state per count
+    // of finished steps the plans reached. A planner that stops early, or
+    // a check that drops states as duplicates, fails here.
+    assert!(
+        checked >= want || (planned >= want * 50 && checked >= acked.len()),
+        "{tag}: {checked} crash state(s) checked of a budget of {want}, after {planned} plan(s) \
+         reaching {} count(s) of finished steps",
+        acked.len()
+    );
     let t = &checker.totals;
     eprintln!(
         "{tag}: {checked} crash states checked ({} crash points, {planned} planned) in {:.1} s \

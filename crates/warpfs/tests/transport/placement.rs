@@ -116,13 +116,41 @@ fn answers_keep_their_waiter_on_its_cpu() {
     }
 }
 
-/// Each ring thread's name and "Cpus_allowed_list".
-fn ring_cpus(pid: i32) -> Vec<(String, String)> {
+/// The CPUs this process may run on (`sched_getaffinity`), in order: a
+/// cpuset or `taskset` may leave some of 0..N out, and the daemon a test
+/// starts inherits the same set.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; the call fills it; CPU_ISSET on
+    // indices below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// The queue (and CPU) of ring thread "warpfs-ring-Q.T".
+fn ring_queue(name: &str) -> usize {
+    let q = name.trim_start_matches("warpfs-ring-").split('.').next().unwrap();
+    q.parse().unwrap_or_else(|e| panic!("ring thread name {name:?}: {e}"))
+}
+
+/// Each ring thread's name and "Cpus_allowed_list", for the queues of the
+/// CPUs in `cpus` (a queue of a CPU the daemon may not use has a thread
+/// that cannot be pinned there, and no request of ours reaches it).
+fn ring_cpus(pid: i32, cpus: &[usize]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let dir = t.unwrap().path();
         let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if !comm.starts_with("warpfs-ring-") {
+        if !comm.starts_with("warpfs-ring-") || !cpus.contains(&ring_queue(comm.trim())) {
             continue;
         }
         let status = fs::read_to_string(dir.join("status")).unwrap();
@@ -139,8 +167,7 @@ fn ring_cpus(pid: i32) -> Vec<(String, String)> {
 
 /// A ring thread "warpfs-ring-Q.T" pinned to its queue's CPU Q.
 fn at_home((name, cpus): &(String, String)) -> bool {
-    let q = name.trim_start_matches("warpfs-ring-").split('.').next().unwrap();
-    cpus == q
+    *cpus == ring_queue(name).to_string()
 }
 
 /// The count in "at unmount: N move(s) of a ring thread off its CPU ...".
@@ -217,8 +244,10 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
     if warpfs_testkit::skip_if(uring_unavailable()) {
         return;
     }
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if ncpu < 2 {
+    // The CPUs this test (and the daemon) may use: the reads below run on
+    // each, and only their queues' threads are looked at.
+    let cpus = allowed_cpus();
+    if cpus.len() < 2 {
         warpfs_testkit::skip("one CPU: a ring thread has nowhere to roam");
         return;
     }
@@ -233,7 +262,11 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
         let moves = roam == "on" && spec == "off";
         let roam = if spec == "on" { "workers" } else { roam };
         let pid = v.daemon_pids()[0];
-        assert!(ring_cpus(pid).iter().all(at_home), "{roam}: {:?}", ring_cpus(pid));
+        assert!(
+            ring_cpus(pid, &cpus).iter().all(at_home),
+            "{roam}: {:?}",
+            ring_cpus(pid, &cpus)
+        );
         // Writeback sends WRITEs of up to 1 MiB: the thread that serves
         // one may leave its CPU, and stays out until it serves an answer
         // somebody waits for. sync_file_range starts the writeback and
@@ -250,7 +283,7 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
             let r = unsafe { libc::sync_file_range(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, flags) };
             assert_eq!(r, 0, "sync_file_range: {}", std::io::Error::last_os_error());
             // Looked at before the close, whose FLUSH a caller waits for.
-            let threads = ring_cpus(pid);
+            let threads = ring_cpus(pid, &cpus);
             let out = threads.iter().filter(|t| !at_home(t)).count();
             if moves {
                 assert!(out >= 1, "no ring thread left its CPU: {threads:?}");
@@ -259,7 +292,7 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
             }
         }
         // Small reads from every CPU bring every thread home.
-        for cpu in 0..ncpu {
+        for &cpu in &cpus {
             let at = ((cpu as u64 * 1_000_003) % (data.len() as u64 - 4096)) & !4095;
             let got = read_page_on(&path, cpu, at);
             assert_bytes_eq(
@@ -268,17 +301,17 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
                 &format!("{roam}: page on CPU {cpu}"),
             );
         }
-        let threads = ring_cpus(pid);
+        let threads = ring_cpus(pid, &cpus);
         assert!(
             threads.iter().all(at_home),
             "{roam}: not home after small reads: {threads:?}"
         );
         // A sequential reader's read-ahead (READs of up to 1 MiB) lets the
         // threads that serve it leave again.
-        for cpu in 0..ncpu {
+        for &cpu in &cpus {
             assert_bytes_eq(&read_cold_on(&path, cpu), &data, &format!("{roam}: read on CPU {cpu}"));
         }
-        let threads = ring_cpus(pid);
+        let threads = ring_cpus(pid, &cpus);
         let out = threads.iter().filter(|t| !at_home(t)).count();
         if moves {
             assert!(out >= 1, "no ring thread left its CPU for read-ahead: {threads:?}");

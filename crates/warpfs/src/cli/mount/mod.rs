@@ -137,8 +137,9 @@ pub struct MountArgs {
     #[arg(long, value_name = "LIST")]
     caches: Option<String>,
     /// Seconds names and attributes stay valid in the kernel with the
-    /// entries cache on [default: 30].
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(1..=3600))]
+    /// entries cache on; 0: the kernel asks the daemon at every use, so a
+    /// change made in CIPHERDIR is seen at once (slower) [default: 30].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u32).range(0..=3600))]
     cache_timeout: Option<u32>,
     /// How requests reach the daemon: uring (FUSE over io_uring, Linux
     /// 6.14+: one ring queue per CPU, served on the caller's CPU), dev
