@@ -223,7 +223,7 @@ step fmt cargo fmt --all -- --check --color never
 step clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
 step door bash scripts/door-check.sh
 step test cargo test --workspace --release --no-fail-fast
-DEV_FUSE_TESTS=(io namespace faults permissions crash shared ahead attacks deep_paths bound control devices daily rekey reverse hostile_storage)
+DEV_FUSE_TESTS=(io namespace faults permissions crash power_loss shared ahead attacks security deep_paths bound control devices daily rekey reverse hostile_storage format_volumes xts fsck journal)
 step dev-fuse env WARPFS_TRANSPORT=dev FSX_SEEDS=1 FSX_MODES="gcm xchacha20-poly1305" \
     bash -c 'cargo test --release -p warpfs --no-fail-fast "${@/#/--test=}"; r=$?; bash scripts/fsx.sh || r=1; exit $r' dev-fuse "${DEV_FUSE_TESTS[@]}"
 step deb bash scripts/deb.sh

@@ -22,6 +22,9 @@
 //! ECONNABORTED or, over io_uring, ECANCELED for a request in flight when
 //! the daemon died); in `gcm` an
 //! EIO on a file an earlier crash tore a block of is counted and passed.
+//!
+//! Every case runs with speculation on (the write pool's masks made ahead
+//! by worker threads) and off, each checked in `warpfs stats`.
 
 #[macro_use]
 mod common;
@@ -35,7 +38,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mode_tests!(sigkill_during_concurrent_writes);
+speculation_tests!(sigkill_during_concurrent_writes);
 
 const WRITERS: usize = 4;
 const FILES_PER_WRITER: usize = 2;
@@ -373,6 +376,10 @@ fn sigkill_during_concurrent_writes(mode: Mode) {
                 "round {round}: the writers are stuck (operations done: {counts:?})"
             );
             std::thread::yield_now();
+        }
+        if round + 1 == KILL_AFTER_OPS.len() {
+            // The round with the most writes: the engine path asked for ran.
+            assert_speculation_ran(&v.mnt, mode, &format!("round {round}, before the kill"));
         }
         let pids = kill_daemons(&v.mnt);
         assert!(

@@ -4,7 +4,9 @@
 //! Layout: `tests/volumes/<name>/{cipher/, password.txt, expected/}`, made by
 //! `tests/volumes/make.sh` (keyslot volumes, format 3, also keep the
 //! `recovery.txt` their `init` printed). `<name>` ends in `-gcm`, `-ctr`
-//! (or another mode name), which `warpfs info` must report.
+//! (or another mode name), which `warpfs info` must report; `-aes128-` in
+//! the name marks 128-bit content keys (`--key-bits 128`), the others have
+//! the 256-bit default.
 
 #[macro_use]
 mod common;
@@ -50,6 +52,13 @@ fn example_volumes_present() {
     for v in ["v1-gcm", "v2-gcm", "v3-gcm"] {
         assert!(vols.iter().any(|p| p.ends_with(v)), "no example volume {v}");
     }
+    // 128-bit content keys (`--key-bits 128`) in the nonce modes.
+    for v in ["v3-aes128-gcm", "v3-aes128-ctr"] {
+        let conf = fs::read_to_string(volumes_dir().join(v).join("cipher/warpfs.conf"))
+            .unwrap_or_else(|e| panic!("no example volume {v}: {e}"));
+        let j: serde_json::Value = serde_json::from_str(&conf).unwrap();
+        assert_eq!(j["key_bits"], 128, "{v}: {conf}");
+    }
     let v3 = volumes_dir().join("v3-gcm");
     assert!(v3.join("recovery.txt").is_file());
     let conf = fs::read_to_string(v3.join("cipher/warpfs.conf")).unwrap();
@@ -77,6 +86,17 @@ fn example_volumes_info() {
                 "info of {name} does not mention mode {mode}\n{o}"
             );
         }
+        // `-aes128-` volumes have 128-bit keys; the others the 256-bit default.
+        let bits = if name.contains("-aes128-") { "128" } else { "256" };
+        let size = o
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("key size:"))
+            .unwrap_or_default();
+        assert!(
+            size.contains(&format!("-{bits}")),
+            "info of {name} does not give {bits}-bit keys\n{o}"
+        );
     }
 }
 

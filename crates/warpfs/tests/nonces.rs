@@ -5,7 +5,9 @@
 //! each round it scans every cipher file's nonce entries at the FORMAT.md
 //! 3.3 offsets and checks that no nonce appears twice, and that a nonce seen
 //! in an earlier round only reappears for the same block with the same
-//! ciphertext (a block nobody rewrote).
+//! ciphertext (a block nobody rewrote). Each case runs with speculation on
+//! (nonces drawn ahead into the write pool's masks) and off (drawn on
+//! demand), each checked in `warpfs stats`.
 
 #[macro_use]
 mod common;
@@ -15,7 +17,7 @@ use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-mode_tests!(nonce: no_nonce_is_used_twice_across_remounts);
+speculation_tests!(nonce: no_nonce_is_used_twice_across_remounts);
 
 /// Where a nonce was seen: file, block, ciphertext.
 type Seen = HashMap<[u8; 12], (PathBuf, u64, Vec<u8>)>;
@@ -168,6 +170,7 @@ fn no_nonce_is_used_twice_across_remounts(mode: Mode) {
             assert_bytes_eq(&got, &models[n], &format!("round {round}: {n}"));
         }
         total = check(&v, &mut seen, round);
+        assert_speculation_ran(&v.mnt, mode, &format!("round {round}"));
     }
     v.unmount();
     assert_eq!(check(&v, &mut seen, 3), total);

@@ -9,7 +9,9 @@
 //! through its journal and finishes (`crashsim/`, and
 //! docs/decisions/0006-crash-state-testing.md for the model).
 //!
-//! Each test checks `WARPFS_CRASH_STATES` distinct states (default 24);
+//! Each case runs with speculation on and off (every mount of it, the
+//! recorded one checked in `warpfs stats`; the `summaries` cases keep the
+//! default). Each test checks `WARPFS_CRASH_STATES` distinct states (default 24);
 //! `scripts/crash-states.sh` runs many more.
 
 #[macro_use]
@@ -18,7 +20,7 @@ mod crashsim;
 
 use common::*;
 
-mode_tests!(writes, rename, rekey);
+speculation_tests!(writes, rename, rekey);
 
 /// The same workloads on gcm (and xchacha20-poly1305) volumes with file
 /// summaries (FORMAT.md 12):

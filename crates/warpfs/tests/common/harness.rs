@@ -132,3 +132,36 @@ macro_rules! mode_tests {
         )*
     };
 }
+
+/// `speculation_tests!(nonce: a)` (any arm of `mode_tests!`) makes
+/// `speculation_on::a::gcm`, ..., and `speculation_off::a::gcm`, ...: each
+/// case of `mode_tests!` twice, every mount of the test given
+/// `--speculation on`, then `off` (`with_speculation`), whatever the
+/// machine's default (on with 4 or more cores or Twofish) would pick. The
+/// case checks that its mounts ran so with `assert_speculation_ran`.
+#[allow(unused_macros)]
+macro_rules! speculation_tests {
+    (nonce: $($name:ident),* $(,)?) => {
+        speculation_tests!(@variants [nonce:] $($name),*);
+    };
+    (twofish: $($name:ident),* $(,)?) => {
+        speculation_tests!(@variants [twofish:] $($name),*);
+    };
+    (@variants [$($arm:tt)*] $($name:ident),*) => {
+        speculation_tests!(@one speculation_on true [$($arm)*] $($name),*);
+        speculation_tests!(@one speculation_off false [$($arm)*] $($name),*);
+    };
+    (@one $variant:ident $on:literal [$($arm:tt)*] $($name:ident),*) => {
+        mod $variant {
+            $(
+                fn $name(mode: $crate::common::Mode) {
+                    $crate::common::with_speculation($on, || super::$name(mode))
+                }
+            )*
+            mode_tests!($($arm)* $($name),*);
+        }
+    };
+    ($($name:ident),* $(,)?) => {
+        speculation_tests!(@variants [] $($name),*);
+    };
+}

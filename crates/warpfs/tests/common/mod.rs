@@ -12,13 +12,16 @@
 //! `warpfs mount` the tests run (unless the test passes `--speculation`
 //! itself), so the whole suite can run with the keystream engine's
 //! look-ahead on and off; unset, mounts use the binary's default.
+//! `speculation_tests!` runs a suite's cases with it forced on and off
+//! (`speculation`: a per-thread value over the variable).
 //! `WARPFS_TEST_ENGINE=cpu|opencl|cuda|auto` likewise adds `--engine X`.
 //!
 //! One submodule per job, all re-exported here: `harness` (skipping,
 //! `require_fuse!`, `mode_tests!`), `run` (running the binary, `args!`),
 //! `mode` (content modes and layout arithmetic), `rng`, `mounts` (mount
 //! table, daemons, unmounting), `volume` (the `Volume` fixture),
-//! `foreground` (a `-f` mount, waiting with deadlines), `sys` (system-call
+//! `foreground` (a `-f` mount, waiting with deadlines), `speculation`
+//! (forced on or off per test, checked in `warpfs stats`), `sys` (system-call
 //! wrappers), `files` (file helpers) and `tree` (tree snapshots).
 #![allow(dead_code)]
 
@@ -50,10 +53,13 @@ mod foreground;
 mod mode;
 mod mounts;
 mod rng;
+mod speculation;
 mod sys;
 mod tree;
 mod volume;
 
 // Everything is re-exported; a test binary uses only some of it.
 #[allow(unused_imports)]
-pub use {files::*, foreground::*, harness::*, mode::*, mounts::*, rng::*, run::*, sys::*, tree::*, volume::*};
+pub use {
+    files::*, foreground::*, harness::*, mode::*, mounts::*, rng::*, run::*, speculation::*, sys::*, tree::*, volume::*,
+};

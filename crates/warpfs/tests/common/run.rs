@@ -99,8 +99,13 @@ fn read_all(f: &mut File) -> String {
     String::from_utf8_lossy(&v).into_owned()
 }
 
-/// The `--speculation` value every test mount gets (`WARPFS_TEST_SPECULATION`).
+/// The `--speculation` value every test mount gets: the one
+/// [`with_speculation`](super::with_speculation) forced on this thread, else
+/// `WARPFS_TEST_SPECULATION`.
 pub fn test_speculation() -> Option<String> {
+    if let Some(v) = super::forced_speculation() {
+        return Some(v.to_string());
+    }
     let v = std::env::var("WARPFS_TEST_SPECULATION").ok()?;
     let v = v.trim().to_ascii_lowercase();
     match v.as_str() {

@@ -103,6 +103,7 @@ pub fn run_with(mode: Mode, name: &str, extra: &[&str]) {
     .collect();
     let daemon = v.daemon_pids()[0];
     let rec = record::record(&v.cipher, &v.mnt, daemon, &w.steps, &rekey, &work);
+    assert_speculation_ran(&v.mnt, mode, &format!("{tag}: the recorded mount"));
     v.unmount();
     let recorded = start.elapsed();
 

@@ -24,7 +24,9 @@
 #                        tree with a `warpfs rekey` killed part way (config
 #                        with a rekey target, files of both key generations,
 #                        one file with a rekey watermark inside it; FORMAT.md 10)
-#   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary on")
+#   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary on";
+#                        "--key-bits 128" with TAG=aes128 made v3-aes128-gcm
+#                        and v3-aes128-ctr)
 #   TAG=NAME             name the volume v<VERSION>-NAME-<MODE> (with
 #                        MIDREKEY=1, e.g. TAG=midrekey-id: a rekey with the
 #                        rekey ID of FORMAT.md 10.1)
