@@ -29,11 +29,13 @@
 #                 /dev/fuse; without them they are counted as skipped)
 #   3b. dev-fuse  the mount tests that drive every kind of FUSE request
 #                 again on /dev/fuse: DEV_FUSE_TESTS below (data and metadata
-#                 paths, errors, permissions, crashes, sharing, mount options
-#                 and idle unmount, rekey and reverse mounts); the rest (key
-#                 handling, fsck, storage engines, formats, ciphers) does not
-#                 depend on the transport, and scripts/transport-matrix.sh
-#                 runs every test on either transport
+#                 paths, errors, permissions, crashes and power loss,
+#                 security, sharing, mount options and idle unmount, rekey,
+#                 reverse mounts, fsck, journals, frozen formats and xts);
+#                 the rest (key handling, storage engines, other ciphers)
+#                 does not depend on the transport, and
+#                 scripts/transport-matrix.sh runs every test on either
+#                 transport
 #                 (WARPFS_TRANSPORT=dev; step 3 and the steps after it run on
 #                 FUSE over io_uring where the kernel has it: enable_uring is
 #                 set on for the run and put back at exit), then fsx (gcm and
