@@ -210,6 +210,7 @@ fn online_rekey_with_the_disk_full(mode: Mode) {
     check(&v, "after the rekey");
     v.remount();
     check(&v, "after a remount");
+    assert!(!v.log().contains("panicked"), "the daemon panicked:\n{}", v.log());
     // Space is back: writes work again.
     write_file(&v.p("after"), &[7u8; 50_000]);
     v.unmount();

@@ -1,20 +1,23 @@
 //! An online `warpfs rekey` under real load: several writers, each with an
 //! exact model of its own files, race a slow rekey of the mounted volume
 //! (writes at random offsets, truncates, unlink and recreate, renames in
-//! and out of a subdirectory, fsyncs), and a full backing file system in
-//! the middle of a rekey. Whatever the interleaving, every file reads back
+//! and out of a subdirectory, fsyncs), a full backing file system in the
+//! middle of a rekey, and files replaced by renames while the rekey looks
+//! at them. Whatever the interleaving, every file reads back
 //! as its model, every backing file ends at the new key generation, no
 //! journal is left, the config is final, a remount reads it all again
 //! and `warpfs fsck` finds nothing.
 //!
 //! One test binary (`cargo test -p warpfs --test rekey_storm`): shared
-//! checks here, `storm` (the writers) and `enospc` (the full disk).
+//! checks here, `storm` (the writers), `enospc` (the full disk) and
+//! `replaced` (files swapped by renames while the rekey looks at them).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod enospc;
+mod replaced;
 mod storm;
 
 use common::*;
@@ -28,13 +31,14 @@ use std::time::Duration;
 /// Plaintext path (relative to the mount) → contents.
 type Model = BTreeMap<String, Vec<u8>>;
 
-/// Backing content files (reserved `warpfs.*` names excluded), recursively.
+/// Backing content files (reserved `warpfs.*` names excluded), recursively
+/// (one renamed away while they are listed is left out).
 fn content_files(v: &Volume) -> Vec<PathBuf> {
     v.backing_paths()
         .into_iter()
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy().into_owned();
-            !n.starts_with("warpfs.") && fs::symlink_metadata(p).unwrap().is_file()
+            !n.starts_with("warpfs.") && fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
         })
         .collect()
 }
@@ -113,11 +117,12 @@ fn wait_rekey(child: std::process::Child) -> (Option<i32>, String, String) {
 }
 
 /// The online rekey has listed the volume and begun moving: some backing
-/// file carries generation `gen` or a watermark.
+/// file carries generation `gen` or a watermark (files may be renamed
+/// meanwhile: one gone is skipped).
 fn rekey_moving(v: &Volume, gen: u32) -> bool {
     content_files(v)
         .iter()
-        .any(|p| header_gen_mark(p).is_some_and(|(g, w)| g == gen || w > 0))
+        .any(|p| fs::read(p).is_ok_and(|b| b.len() >= 32 && (b[24..28] == gen.to_le_bytes() || b[28..32] != [0; 4])))
 }
 
 fn fsck(v: &Volume) -> Out {

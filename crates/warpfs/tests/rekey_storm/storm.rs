@@ -268,6 +268,7 @@ fn online_rekey_storm(mode: Mode) {
     assert_model(&v, &model, "after the online rekey");
     v.remount();
     assert_model(&v, &model, "after a remount");
+    assert!(!v.log().contains("panicked"), "the daemon panicked:\n{}", v.log());
     v.unmount();
     assert_all_at_generation(&v, 1, "after unmounting");
     fsck(&v).expect_ok("fsck after the storm");
