@@ -278,6 +278,7 @@ impl Volume {
         flags: u32,
     ) -> Result<(String, String)> {
         self.writable()?;
+        let _renaming = self.renames.read().unwrap_or_else(|e| e.into_inner());
         let r = self.resolve(dir, name)?;
         let dst = self.resolve(newdir, newname)?;
         let (adir, from_f, anew, to_f) = (&r.adir, r.file.clone(), &dst.adir, dst.file.clone());

@@ -46,6 +46,9 @@ pub struct Volume {
     pub(crate) chown_new: bool,
     /// The online rekey's state (FORMAT.md 10, `warpfs rekey` on a mount).
     pub(crate) online: crate::rekey::Online,
+    /// Held shared by every rename; an online rekey's last look over
+    /// CIPHERDIR holds it alone, so no file moves out of its sight.
+    pub(crate) renames: Arc<std::sync::RwLock<()>>,
     /// Symlink targets and xattr values are bound to their entry
     /// (`bound-seals`, FORMAT.md 5).
     pub(crate) bound_seals: bool,
@@ -133,6 +136,7 @@ impl Volume {
             opts,
             chown_new: warpfs_backing::euid() == 0,
             online: crate::rekey::Online::new(config.rekey_id()),
+            renames: Arc::default(),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
         })
     }

@@ -105,6 +105,8 @@ pub(crate) struct Walk {
     /// The rekey's ID, which its journal records carry (none: a rekey an
     /// earlier warpfs started).
     pub(crate) rekey_id: Option<[u8; 16]>,
+    /// The volume's rename lock ([`Volume`]'s `renames`).
+    renames: Arc<std::sync::RwLock<()>>,
 }
 
 impl Walk {
@@ -116,6 +118,7 @@ impl Walk {
             mode: vol.mode,
             journal_key: Arc::new(vol.journal_key()),
             rekey_id: vol.online.rekey_id(),
+            renames: vol.renames.clone(),
         }
     }
 }
@@ -211,7 +214,7 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let behind = files_behind(&w.root, w.keys.write_generation()).map_err(e)?;
+        let behind = behind_settled(w, w.keys.write_generation()).map_err(e)?;
         if behind.is_empty() {
             return Ok(true);
         }
@@ -223,7 +226,7 @@ pub(crate) fn run_walk(w: &Walk, opts: &RekeyOptions, progress: &Progress, stop:
     if stop.load(Ordering::Relaxed) {
         return Ok(false);
     }
-    let behind = files_behind(&w.root, w.keys.write_generation()).map_err(e)?;
+    let behind = behind_settled(w, w.keys.write_generation()).map_err(e)?;
     if behind.is_empty() {
         return Ok(true);
     }
@@ -254,22 +257,39 @@ impl Links {
     }
 
     /// Why the file of `st` must not be rewritten, if it has links outside
-    /// CIPHERDIR (counted again once, in case links were made since).
+    /// CIPHERDIR (counted again, in case links were made since).
     fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
         let nlink = warpfs_backing::nlink(st);
         let inside = |l: &Links| l.0.get(&(st.st_dev, st.st_ino)).copied().unwrap_or(1);
         if nlink <= 1 || inside(self) >= nlink {
             return None;
         }
-        let again = content_files(root).map(|f| Links::count(root, &f)).ok()?;
-        (inside(&again) < nlink).then(|| {
-            format!(
-                "it has {nlink} hard links but {} in CIPHERDIR: also linked from outside; the rekey never \
-                 rewrites it (remove the link outside CIPHERDIR, or replace the file by a copy of it)",
-                inside(&again)
-            )
-        })
+        // Up to three counts: one taken while names move (a mounted
+        // volume's renames) can miss a link.
+        let mut seen = 0;
+        for _ in 0..3 {
+            seen = inside(&content_files(root).map(|f| Links::count(root, &f)).ok()?);
+            if seen >= nlink {
+                return None;
+            }
+        }
+        Some(format!(
+            "it has {nlink} hard links but {seen} in CIPHERDIR: also linked from outside; the rekey never \
+             rewrites it (remove the link outside CIPHERDIR, or replace the file by a copy of it)"
+        ))
     }
+}
+
+/// [`files_behind`], looked for again with renames through the mount held
+/// off when it finds none: a listing made while names move can miss a
+/// file (renamed from a place not yet listed to one already listed).
+fn behind_settled(w: &Walk, target: u32) -> io::Result<Vec<PathBuf>> {
+    let behind = files_behind(&w.root, target)?;
+    if !behind.is_empty() {
+        return Ok(behind);
+    }
+    let _held = w.renames.write().unwrap_or_else(|e| e.into_inner());
+    files_behind(&w.root, target)
 }
 
 /// Content files of `root` whose header is not at generation `target`
@@ -280,6 +300,11 @@ fn files_behind(root: &Root, target: u32) -> io::Result<Vec<PathBuf>> {
         let f = match root.open_file(&rel, libc::O_RDONLY, 0, Expect::File) {
             Ok(f) => f,
             Err(e) if e.0 == libc::ENOENT => continue,
+            // Replaced while it was opened: walk it again to be sure.
+            Err(e) if e.0 == libc::ESTALE => {
+                out.push(rel);
+                continue;
+            }
             Err(e) => return Err(e.into()),
         };
         match file_generation(&f) {
@@ -373,7 +398,8 @@ fn pace(rate: Option<u64>, started: Instant, bytes: u64, stop: &AtomicBool) {
 /// Move one file (relative path `rel`) to the write generation through
 /// the volume's open-file table, so handles open on it share its range
 /// lock while segments move. A file gone from its path is skipped here:
-/// deleted, or renamed (the next walk of [`run_walk`] finds it).
+/// deleted, renamed, or replaced by another (the next walk of
+/// [`run_walk`] finds what is behind).
 /// `Ok(false)`: halted before the file was done.
 fn rekey_file(
     w: &Walk,
@@ -388,7 +414,8 @@ fn rekey_file(
     let target = w.keys.write_generation();
     let f = match w.root.open_file(rel, libc::O_RDONLY, 0, Expect::File) {
         Ok(f) => f,
-        Err(e) if e.0 == libc::ENOENT => return Ok(true),
+        // Gone, or replaced while it was opened (ESTALE).
+        Err(e) if e.0 == libc::ENOENT || e.0 == libc::ESTALE => return Ok(true),
         Err(e) => return Err(err(&e)),
     };
     match file_generation(&f) {
@@ -399,17 +426,30 @@ fn rekey_file(
     }
     let st = warpfs_backing::fstat(&f).map_err(|e| err(&e))?;
     if let Some(why) = links.outside(&w.root, &st) {
+        // Renamed or replaced while its links were counted again (a count
+        // that can miss a link on the move): the next walk looks again.
+        if !w
+            .root
+            .lstat(rel)
+            .is_ok_and(|s| (s.st_dev, s.st_ino) == (st.st_dev, st.st_ino))
+        {
+            return Ok(true);
+        }
         return Err(err(&why));
     }
     // Opened again for writing: still the file that was looked at.
     let f = match w.root.open_file(rel, libc::O_RDWR, 0, Expect::File) {
         Ok(f) => f,
-        Err(e) if e.0 == libc::ENOENT => return Ok(true),
+        // Gone, or replaced while it was opened (ESTALE).
+        Err(e) if e.0 == libc::ENOENT || e.0 == libc::ESTALE => return Ok(true),
         Err(e) => return Err(err(&e)),
     };
     let ino = f.metadata().map_err(|e| err(&e))?.ino();
     if (f.metadata().map_err(|e| err(&e))?.dev(), ino) != (st.st_dev, st.st_ino) {
-        return Err(err(&"replaced while the rekey opened it; run warpfs rekey again"));
+        // Replaced between the two opens (a rename over it, e.g. an
+        // editor's save through the mount): another file, skipped like one
+        // gone; the next walk of [`run_walk`] moves whichever is behind.
+        return Ok(true);
     }
     let of = w
         .files
