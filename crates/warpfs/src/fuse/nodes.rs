@@ -229,6 +229,28 @@ impl Nodes {
         n.generation
     }
 
+    /// The backing file system gave number `ino` to an entry the daemon
+    /// made that the kernel has not looked up yet (a bound symlink made
+    /// anew by a rename). A node still known by that number is an earlier
+    /// entry's, gone since: it gets a new generation and loses its names,
+    /// so that the next lookup makes the kernel retire its old inode
+    /// (with the old entry's cached symlink target) instead of sharing it.
+    pub fn renew(&self, ino: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if !t.nodes.contains_key(&ino) {
+            return;
+        }
+        t.drop_all_links(ino);
+        t.generation += 1;
+        let g = t.generation;
+        if let Some(n) = t.nodes.get_mut(&ino) {
+            n.generation = g;
+        }
+    }
+
     /// The kernel forgets `n` lookups of `ino`.
     pub fn forget(&self, ino: u64, n: u64) {
         if ino == ROOT {
@@ -343,6 +365,30 @@ mod tests {
         assert_eq!(l.plain, "/a/b");
         n.renamed((10, "cB", OsStr::new("b")), (ROOT, "cC", OsStr::new("c")), false);
         assert_eq!(n.locate(11).unwrap().backing, PathBuf::from("cC"));
+    }
+
+    /// A symlink moved by a rename is made anew (bound seals) and may get
+    /// the number of an entry removed earlier whose inode the kernel still
+    /// holds: after `renew` the new entry's lookup gives another
+    /// generation, so the kernel does not take the old inode (and its
+    /// cached target) for it.
+    #[test]
+    fn a_number_reused_by_a_recreated_symlink_gets_a_new_generation() {
+        let n = Nodes::new(7, 500);
+        let old = n.remember(40, ROOT, "gone", OsStr::new("gone"), true);
+        n.unlinked(ROOT, "gone"); // removed; the kernel has not forgotten 40
+        n.remember(41, ROOT, "s", OsStr::new("s"), true);
+        // rename s -> t: the moved node follows, the new backing symlink is 40
+        n.renamed((ROOT, "s", OsStr::new("s")), (ROOT, "t", OsStr::new("t")), false);
+        n.renew(40);
+        let new = n.remember(40, ROOT, "t", OsStr::new("t"), false);
+        assert_ne!(new, old, "the reused number kept the old inode's generation");
+        assert_eq!(n.locate(40).unwrap().backing, PathBuf::from("t"));
+        // A number nobody knows, and the root, are left alone.
+        n.renew(99);
+        assert!(n.locate(99).is_none());
+        n.renew(ROOT);
+        assert_eq!(n.locate(ROOT).unwrap().plain, "/");
     }
 
     #[test]

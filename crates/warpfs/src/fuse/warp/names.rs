@@ -94,6 +94,17 @@ impl WarpFs {
         self.nodes
             .renamed((parent, &from, name), (newparent, &to, newname), exchange);
         if recreated {
+            // The new backing symlinks' numbers may be those of entries
+            // removed earlier that the kernel still holds.
+            let mut made = vec![np.backing.join(&to)];
+            if exchange {
+                made.push(p.backing.join(&from));
+            }
+            for b in made {
+                if let Ok(a) = self.vol.getattr(&b) {
+                    self.nodes.renew(self.nodes.node_id(a.dev, a.ino));
+                }
+            }
             let mut stale = vec![(newparent, newname.to_os_string())];
             if exchange {
                 stale.push((parent, name.to_os_string()));
