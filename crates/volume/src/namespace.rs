@@ -317,9 +317,14 @@ impl Volume {
     /// copies, entries of another IV whose name is taken and undecryptable
     /// names under a marked name; foreign files never (FORMAT.md 13).
     pub fn readdir(&self, dir: &Path) -> Result<Vec<DirEntry>> {
-        let adir = self.dir(dir)?;
+        self.readdir_in(&self.dir(dir)?)
+    }
+
+    /// [`readdir`](Self::readdir) of a backing directory already held
+    /// open ([`open_dir`](Self::open_dir)).
+    pub fn readdir_in(&self, adir: &warpfs_backing::Dir) -> Result<Vec<DirEntry>> {
         let dev = adir.stat()?.st_dev;
-        let view = self.view(&adir)?;
+        let view = self.view(adir)?;
         let mut out = Vec::with_capacity(view.shown.len());
         for e in view.shown {
             if let How::Undecryptable(why) = &e.how {

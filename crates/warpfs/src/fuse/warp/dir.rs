@@ -19,7 +19,7 @@ impl WarpFs {
         let l = self.loc(ino)?;
         let at = SystemTime::now();
         let dir = self.vol.open_dir(&l.backing).map_err(errno)?;
-        let list = self.vol.readdir(&l.backing).map_err(errno)?;
+        let list = self.vol.readdir_in(&dir).map_err(errno)?;
         Ok(Opened {
             fh: self.handles.insert_dir(ino, dir, Arc::new(list), at),
             flags: 0,
