@@ -43,19 +43,10 @@ const KINDS: [&str; 9] = [
     "v2-ctr-xchacha20",
 ];
 
-/// The content layout of a config's mode.
-fn layout(m: ContentMode) -> Mode {
-    match m {
-        ContentMode::Ctr | ContentMode::CtrTwofish | ContentMode::CtrXChaCha20 => Mode::Ctr,
-        ContentMode::Gcm | ContentMode::GcmTwofish | ContentMode::XChaCha20Poly1305 => Mode::Gcm,
-        ContentMode::Xts | ContentMode::XtsTwofish => Mode::Xts,
-    }
-}
-
 /// The cipher of `m` for content key bytes `raw` (and, in xts, XTS key
 /// `xts`), as a volume makes it (its keys from the same HKDF bytes).
 fn cipher_of(m: ContentMode, raw: &[u8], xts: Option<XtsKey>) -> Cipher {
-    let mode = layout(m);
+    let mode = warpfs_volume::content_layout(m);
     if m.cipher() == ContentCipher::XChaCha20 {
         let k = XChaChaKey::new(raw).expect("a 32-byte XChaCha20 key");
         return Cipher::new_xchacha(mode, Arc::new(Direct::xchacha(k)));
@@ -94,7 +85,7 @@ fn keyring(i: usize) -> (Arc<Keyring>, Mode) {
                 .then(|| Arc::new(SummaryKey::derive(&master)));
             (
                 Arc::new(Keyring::new(Arc::new(g1), Some(Arc::new(g0))).with_summary(summary)),
-                layout(m),
+                warpfs_volume::content_layout(m),
             )
         })
         .clone()

@@ -31,5 +31,5 @@ pub use meta::{StatFs, TimeSpec};
 pub use names::decode_with as decode_backing_name;
 pub use namespace::DirEntry;
 pub use synced::{is_config_copy, UNDECRYPTABLE};
-pub use volume::{Caller, Options, Volume};
+pub use volume::{content_mode as content_layout, Caller, Options, Volume};
 pub use warpfs_content::faultlog;

@@ -299,7 +299,9 @@ fn io(e: Error) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.0)
 }
 
-pub(crate) fn content_mode(m: ContentMode) -> Mode {
+/// The content layout (FORMAT.md 3, 7, 11, 15) of a config's mode:
+/// every cipher's ctr, authenticated and xts modes share one each.
+pub fn content_mode(m: ContentMode) -> Mode {
     match m {
         ContentMode::Ctr | ContentMode::CtrTwofish | ContentMode::CtrXChaCha20 => Mode::Ctr,
         ContentMode::Gcm | ContentMode::GcmTwofish | ContentMode::XChaCha20Poly1305 => Mode::Gcm,
