@@ -7,8 +7,17 @@
 #                                  # a cross package (scripts/arm64.sh sets
 #                                  # the target's linker and runner: the
 #                                  # runner runs the binary for its man pages)
+#   bash scripts/deb.sh --release v0.1.0
+#                                  # upgrade from that release (default: the
+#                                  # newest in scripts/releases.txt)
+#   bash scripts/deb.sh --no-release
+#                                  # without the release build and upgrade
 #
 # 1. cargo-deb 3.8 into target/tools (cargo install --locked; kept there)
+# 1b. (root, unless --no-release) the package of the newest release in
+#    scripts/releases.txt, built from its commit (git archive into
+#    target/release-src/TAG) by that release's own scripts/deb.sh, in the
+#    same target directory (scripts/deb-release.sh)
 # 2. release build of warpfs; man pages and completions from the binary
 #    (warpfs gen-man / gen-completions) into target/release/assets
 # 3. cargo deb --no-build: target/debian/warpfs_VERSION-1_ARCH.deb, and a
@@ -22,6 +31,12 @@
 #    included; dpkg -i of revision 2 (upgrade), files again; dpkg -r,
 #    then dpkg -P: every path `dpkg -L` listed is gone and no warpfs process
 #    or mount is left.
+# 5. upgrade from the release with a live mount (root, unless --no-release):
+#    the release's package installed, a volume made and mounted by it, this
+#    tree's package installed over it; the old daemon keeps serving reads,
+#    writes and renames and this tree's `warpfs stats` reads its counters;
+#    after an unmount a remount runs the new binary, every byte reads back
+#    and fsck finds the volume clean (release_upgrade_test).
 # Refuses to touch a system where a warpfs package or /usr/bin/warpfs is
 # already installed. DPKG_FLOCK=FILE runs each dpkg under `flock FILE`.
 set -euo pipefail
@@ -31,10 +46,15 @@ WF_NAME=deb.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$WF_REPO"
 
-BUILD_ONLY=0 TARGET=""
+BUILD_ONLY=0 TARGET="" RELEASE=1 RELEASE_TAG=""
 while (($#)); do
     case $1 in
     --build) BUILD_ONLY=1 ;;
+    --no-release) RELEASE=0 ;;
+    --release)
+        RELEASE_TAG="$2"
+        shift
+        ;;
     --target)
         TARGET="$2"
         shift
@@ -65,16 +85,38 @@ if ! "$TOOLS/bin/cargo-deb" --version 2>/dev/null | grep -q ' 3\.8\.'; then
 fi
 wf_log "cargo-deb ready in $((SECONDS - t0))s"
 
+# shellcheck source=scripts/deb-release.sh
+. "$WF_REPO/scripts/deb-release.sh"
+# The release upgrade is part of the install test: root, this machine's
+# architecture.
+((BUILD_ONLY)) || [[ -n $TARGET ]] || wf_is_root || RELEASE=0
+((BUILD_ONLY)) && RELEASE=0
+if ((RELEASE)); then
+    release_pick "$RELEASE_TAG"
+    release_build
+fi
+
 t1=$SECONDS
 cargo build --release -p warpfs "${TARGET_ARGS[@]}" ${WARPFS_DEB_FEATURES:-}
+# The package's version: Cargo's pre-release "0.2.0-dev" is Debian's
+# "0.2.0~dev", which sorts before the release "0.2.0" (with a "-" it would
+# sort after it, and the release would not upgrade it).
+VERSION="$(awk '/^\[workspace.package\]/ { f = 1 } f && $1 == "version" { gsub(/"/, "", $3); print $3; exit }' Cargo.toml)"
+[[ -n $VERSION ]] || wf_die "no version in Cargo.toml's [workspace.package]"
+DEB_VERSION="${VERSION/-/\~}"
+# The release's build above left its binary here: this must be this tree's.
+[[ -n $TARGET || $("$REL/warpfs" --version) == "warpfs $VERSION" ]] ||
+    wf_die "$REL/warpfs is $("$REL/warpfs" --version), not warpfs $VERSION"
 rm -rf "$ASSETS" "$OUT"
 mkdir -p "$OUT"
 "${RUNNER[@]}" "$REL/warpfs" gen-man "$ASSETS/man"
 gzip -9n "$ASSETS"/man/*
 "${RUNNER[@]}" "$REL/warpfs" gen-completions "$ASSETS/completions"
 # --fast: gzip instead of xz (5 s instead of 40 s here, 9 MB instead of 7).
-"$TOOLS/bin/cargo-deb" -p warpfs "${TARGET_ARGS[@]}" --no-build --fast --strip --deb-revision 1 -o "$OUT/r1/" >/dev/null
-"$TOOLS/bin/cargo-deb" -p warpfs "${TARGET_ARGS[@]}" --no-build --fast --strip --deb-revision 2 -o "$OUT/r2/" >/dev/null
+for r in 1 2; do
+    "$TOOLS/bin/cargo-deb" -p warpfs "${TARGET_ARGS[@]}" --no-build --fast --strip \
+        --deb-version "$DEB_VERSION-$r" -o "$OUT/r$r/" >/dev/null
+done
 DEB1=$(ls "$OUT"/r1/warpfs_*-1_*.deb)
 DEB2=$(ls "$OUT"/r2/warpfs_*-2_*.deb)
 wf_log "built $DEB1 and $DEB2 in $((SECONDS - t1))s"
@@ -154,7 +196,7 @@ check_files() {
 
 t2=$SECONDS
 RC=0
-trap 'dpkg -s warpfs >/dev/null 2>&1 && dpkg_ -P warpfs >/dev/null 2>&1; true' EXIT
+trap 'release_cleanup; dpkg -s warpfs >/dev/null 2>&1 && dpkg_ -P warpfs >/dev/null 2>&1; true' EXIT
 wf_log "dpkg -i $(basename "$DEB1")"
 dpkg_ -i "$DEB1"
 check_files "after dpkg -i"
@@ -196,6 +238,7 @@ for p in /var/cache/man/cat*/*warpfs*; do
     [[ -e $p ]] && { wf_warn "left behind: $p"; LEFT=1; }
 done
 ((LEFT == 0)) || wf_die "dpkg -r/-P left files behind"
-trap - EXIT
 wf_log "install, upgrade and removal: no stray file, no process, no mount ($((SECONDS - t2))s)"
+((RELEASE)) && release_upgrade_test "$DEB1"
+trap - EXIT
 exit $RC

@@ -46,7 +46,9 @@
 #   3c. deb       scripts/deb.sh: the Debian package (cargo-deb into
 #                 target/tools), installed with dpkg -i; the fstab, mount
 #                 helper and contrib tests against /usr/bin/warpfs; upgrade;
-#                 removal leaves no file, process or mount
+#                 removal leaves no file, process or mount; then the newest
+#                 release's package (scripts/releases.txt, built from its
+#                 commit) upgraded to this one with a volume mounted
 #   4. spec-on    the mount-level io and namespace tests again, every mount
 #                 with `--speculation on` (WARPFS_TEST_SPECULATION=on; step 3
 #                 ran them with the default, off), so both engine paths are
