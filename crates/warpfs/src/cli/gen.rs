@@ -50,6 +50,9 @@ fn helper_command() -> Command {
                     "Comma-separated options. Every long option of `warpfs mount` is one, with `_` or `-` \
                      (passfile=FILE, extpass=CMD, keyfile=FILE, config=FILE, idle=DURATION, \
                      force_owner=UID:GID, fsname=NAME, nonempty, engine=cpu, no_xattr, uring_enable, ...); \
+                     tpm2 (open a TPM2 keyslot, no password prompt; tpm2-tcti=TCTI for another TPM than \
+                     /dev/tpmrm0) and fido2 (a FIDO2 keyslot: a touch on the security key; with tpm2, \
+                     tried when the TPM opens no slot); \
                      setuid=USER runs the extpass program and, once root has made the mount, the \
                      daemon as USER, whose mount it is (drop_privileges is accepted with it and \
                      refused alone); the kernel's: ro, rw, allow_other, default_permissions, nosuid, nodev, noexec, \

@@ -27,7 +27,7 @@ pub struct KeyArgs {
 enum KeyCmd {
     /// List the keyslots (slot, kind, label, created, last used; never a secret).
     List(ListArgs),
-    /// Add a keyslot: a password, a keyfile, both, a recovery key printed once, or a key sealed by a TPM2.
+    /// Add a keyslot: a password, a keyfile, both, a recovery key printed once, a key sealed by a TPM2, or a FIDO2 security key (hmac-secret).
     Add(AddArgs),
     /// Remove a keyslot; with --rekey, re-encrypt the volume under a new volume key.
     Remove(RemoveArgs),

@@ -101,6 +101,9 @@ fn every_subcommand_and_option_is_in_the_man_pages() {
         "x-systemd",
         "fuse.warpfs",
         "allow_other",
+        "tpm2",
+        "tpm2-tcti=",
+        "fido2",
     ] {
         assert!(helper.contains(w), "mount.warpfs.8 does not mention {w}");
     }
@@ -126,7 +129,16 @@ fn completions_know_every_subcommand() {
             assert!(text.contains(s.as_str()), "{file} does not complete {s}");
         }
         assert!(text.contains("force-owner"), "{file} does not complete --force-owner");
-        for w in ["new-volume-key", "new-recovery", "unlock-keyfile"] {
+        for w in [
+            "new-volume-key",
+            "new-recovery",
+            "unlock-keyfile",
+            "tpm2-tcti",
+            "tpm2-pcrs",
+            "fido2-device",
+            "unlock-fido2",
+            "unlock-tpm2",
+        ] {
             assert!(text.contains(w), "{file} does not complete --{w}");
         }
     }
