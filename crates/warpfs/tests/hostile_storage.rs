@@ -4,9 +4,11 @@
 //! 1:5, as /dev/zero, but one whose opens the test sees), character
 //! devices 1:3 and 1:5, a directory, a hard link to a file outside, or an
 //! older genuine copy (`warpfs.lock` and the journal also a symlink to a
-//! path that does not exist); then `warpfs mount` (with listing, reading
-//! and writing through the mount), `warpfs fsck`, `fsck --repair`,
-//! `warpfs rekey` (offline) and `warpfs passwd` run, each at the same time
+//! path that does not exist; fsck's undo file also the undo file of another
+//! volume); then `warpfs mount` (with listing, reading and writing through
+//! the mount), `warpfs fsck`, `fsck --repair`, `warpfs rekey` (offline),
+//! `warpfs passwd` and, where it reads the planted name (the undo file, the
+//! config, the lock file), `warpfs fsck --undo` run, each at the same time
 //! as the others on a fresh copy of a populated template volume
 //! (tests/hostile/fixture.rs), and:
 //!
@@ -86,6 +88,7 @@ kinds!(diriv_copy, DirivCopy, entry_move = OldCopy);
 kinds!(sidecar, Sidecar, old_copy = OldCopy);
 kinds!(content, Content, old_copy = OldCopy);
 kinds!(journal, Journal, old_copy = OldCopy, dangling = Dangling);
+kinds!(fsck_undo, Undo, old_copy = OldCopy, foreign = Foreign);
 
 /// The key cells once more in the other content modes.
 mod key_cases {

@@ -242,13 +242,25 @@ pub(crate) fn check_with(
     }
     repair::sidecars(vol, &mut report.findings, opts.repairs);
     report.undo = undo.path().map(|p| (p.to_path_buf(), undo.blocks));
-    if let Ok(files) = undo_files(vol) {
-        for p in files.iter().filter(|p| Some(p.as_path()) != undo.path()) {
-            report.notes.push(format!(
-                "{}: the undo file of an earlier fsck --zero-bad-blocks: warpfs fsck --undo={} puts its blocks back; delete it once they are not wanted",
-                p.display(),
-                p.display()
-            ));
+    for (p, kind) in undo::looked_at(vol) {
+        if Some(vol.root.shown(&p).as_path()) == undo.path() {
+            continue;
+        }
+        match kind {
+            Ok(()) => {
+                let p = vol.root.shown(&p);
+                report.notes.push(format!(
+                    "{}: the undo file of an earlier fsck --zero-bad-blocks: warpfs fsck --undo={} puts its blocks back; delete it once they are not wanted",
+                    p.display(),
+                    p.display()
+                ))
+            }
+            Err(why) => report.findings.push(Finding {
+                path: "/".into(),
+                backing: p,
+                kind: Kind::UndoFile(why),
+                fix: Fix::None,
+            }),
         }
     }
     report

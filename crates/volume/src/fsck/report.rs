@@ -47,6 +47,9 @@ pub enum Kind {
     },
     /// A backing entry that could not be read at all.
     Io(String),
+    /// An entry at an undo file name (FORMAT.md 6b) that is not a regular
+    /// file with one link (why): not an undo file fsck wrote, never read.
+    UndoFile(String),
 }
 
 /// What fsck did about a finding.
@@ -144,6 +147,11 @@ impl std::fmt::Display for Finding {
                 other_block,
             } => write!(f, "block {block}: nonce repeats the one of {other} block {other_block}")?,
             Kind::Io(w) => write!(f, "unreadable: {w}")?,
+            Kind::UndoFile(w) => write!(
+                f,
+                "{} is not an undo file fsck wrote ({w}): nothing is read from it and fsck --undo refuses it; delete it",
+                self.backing.display()
+            )?,
         }
         match &self.fix {
             Fix::None => Ok(()),

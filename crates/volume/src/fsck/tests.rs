@@ -310,3 +310,47 @@ fn fsck_never_zeroes_a_block_the_other_key_generation_reads() {
     );
     assert!(std::fs::read(&p).unwrap() == before && r.undo.is_none());
 }
+
+#[test]
+fn what_is_not_an_undo_file_at_its_name_is_a_problem_never_opened() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("cipher");
+    std::fs::create_dir(&dir).unwrap();
+    let v = volume(&dir, ContentMode::Gcm);
+    write(&v, "f", 2);
+    let outside = t.path().join("outside");
+    std::fs::write(&outside, b"not an undo file").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("warpfs.fsck.undo-1")).unwrap();
+    std::fs::hard_link(&outside, dir.join("warpfs.fsck.undo-2")).unwrap();
+    std::fs::create_dir(dir.join("warpfs.fsck.undo-3")).unwrap();
+    std::fs::write(dir.join("warpfs.fsck.undo-4"), b"a regular file").unwrap();
+    let r = check(&v, Options::default(), &mut |_, _| {});
+    let undo: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| matches!(f.kind, Kind::UndoFile(_)))
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(undo.len(), 3, "{:?}", r.findings);
+    for (n, what) in [(1, "symbolic link"), (2, "2 links"), (3, "directory")] {
+        assert!(
+            undo.iter()
+                .any(|f| f.contains(&format!("warpfs.fsck.undo-{n} is not an undo file")) && f.contains(what)),
+            "{undo:?}"
+        );
+    }
+    assert!(
+        r.notes.iter().any(|n| n.contains("warpfs.fsck.undo-4")),
+        "{:?}",
+        r.notes
+    );
+    // --undo=FILE refuses each of them by what it is, nothing written.
+    for n in 1..=3 {
+        let p = dir.join(format!("warpfs.fsck.undo-{n}"));
+        assert!(
+            matches!(restore(&v, Some(&p)), Err(UndoError::Refused(m)) if m.contains("not an undo file")),
+            "{n}"
+        );
+    }
+    assert_eq!(std::fs::read(&outside).unwrap(), b"not an undo file");
+}

@@ -58,6 +58,39 @@ fn numbered(root: &Root) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(v)
 }
 
+/// What an entry at an undo file name is when it cannot be one
+/// (`check_type`'s refusal of a reserved name).
+fn not_undo_file(e: warpfs_backing::Errno, st: Option<&libc::stat>) -> String {
+    match e.0 {
+        libc::ELOOP => "a symbolic link".into(),
+        libc::EISDIR => "a directory".into(),
+        libc::EMLINK => format!(
+            "a regular file with {} links, one of them maybe outside CIPHERDIR",
+            st.map_or(2, |s| s.st_nlink)
+        ),
+        libc::EINVAL => "not a regular file (a FIFO, socket or device node)".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// Each entry at an undo file name in `vol`'s CIPHERDIR, oldest first
+/// (relative path), looked at without following or opening it: `Ok` for
+/// a regular file with one link, else what it is instead.
+pub(super) fn looked_at(vol: &Volume) -> Vec<(PathBuf, Result<(), String>)> {
+    let Ok(all) = numbered(&vol.root) else {
+        return Vec::new();
+    };
+    all.into_iter()
+        .map(|(_, n)| {
+            let r = match vol.root.lstat(&n) {
+                Ok(st) => warpfs_backing::check_type(&st, Expect::Reserved).map_err(|e| not_undo_file(e, Some(&st))),
+                Err(e) => Err(not_undo_file(e, None)),
+            };
+            (n, r)
+        })
+        .collect()
+}
+
 /// The undo files in `vol`'s CIPHERDIR, oldest first.
 pub fn undo_files(vol: &Volume) -> io::Result<Vec<PathBuf>> {
     Ok(numbered(&vol.root)?
@@ -172,10 +205,11 @@ struct Undo {
 /// (a regular file with one link, never through a symlink).
 fn open_undo(vol: &Volume, path: Option<&Path>) -> Result<Undo, UndoError> {
     let io = |p: &Path, e: warpfs_backing::Errno| match e.0 {
-        libc::ELOOP => UndoError::Refused(format!("{}: it is a symbolic link", p.display())),
-        libc::EISDIR | libc::EINVAL | libc::EMLINK | libc::ESTALE => {
-            UndoError::Refused(format!("{}: it is not a regular file with one link", p.display()))
-        }
+        libc::ELOOP | libc::EISDIR | libc::EINVAL | libc::EMLINK | libc::ESTALE => UndoError::Refused(format!(
+            "{}: refused, nothing restored: not an undo file fsck wrote ({})",
+            p.display(),
+            not_undo_file(e, None)
+        )),
         libc::ENOENT => UndoError::NotFound(format!("{}: no such undo file", p.display())),
         _ => UndoError::Io(format!("{}: {e}", p.display())),
     };

@@ -5,6 +5,7 @@
 
 use super::fixture::{long1, Template, JOURNAL, VICTIM};
 use super::plant::{conf_copy_name, diriv_copy_name, Kind, Target};
+use super::undo::UNDO;
 use crate::common::Out;
 
 /// What a scenario runs once its plant is in place.
@@ -24,6 +25,8 @@ pub enum Op {
     /// `warpfs mount` with a password that does not open `warpfs.conf`
     /// (so the copies of the config are tried).
     WrongPassword,
+    /// `warpfs fsck --undo` (the newest undo file in CIPHERDIR).
+    Undo,
 }
 
 /// A name the output must contain: any one of the alternatives.
@@ -52,6 +55,11 @@ pub fn ops(target: Target) -> Vec<Op> {
     if target == Target::ConfCopy {
         v.push(Op::WrongPassword);
     }
+    // `fsck --undo` where it reads the planted name: the undo file, and
+    // the config and the lock file it opens first.
+    if matches!(target, Target::Undo | Target::Conf | Target::Lock) {
+        v.push(Op::Undo);
+    }
     v
 }
 
@@ -70,6 +78,8 @@ pub fn want(t: &Template, target: Target, kind: Kind, op: Op) -> Want {
             // session), fsck reports the files.
             Mount | Rekey => Want::Either(vec![conf()]),
             Fsck | Repair => Want::Refuse(Some(20), vec![]),
+            // No undo file in the template: said so.
+            Op::Undo => Want::Refuse(Some(1), vec![]),
             _ => Want::Works,
         },
         ConfCopy => match op {
@@ -119,6 +129,17 @@ pub fn want(t: &Template, target: Target, kind: Kind, op: Op) -> Want {
         Journal => match op {
             Passwd => Want::Either(vec![one(JOURNAL)]),
             _ => Want::Refuse(None, vec![one(JOURNAL)]),
+        },
+        Target::Undo => match op {
+            // Refused whole (not a regular file with one link, or its tags
+            // do not verify), or the file it names not restored (the block
+            // holds other bytes since): nothing written, exit 20, named.
+            Op::Undo => Want::Refuse(Some(20), vec![one(UNDO)]),
+            // fsck reports what is not an undo file it wrote, and notes a
+            // regular one (read only by --undo).
+            Fsck | Repair if matches!(kind, Kind::OldCopy | Kind::Foreign) => Want::Works,
+            Fsck | Repair => Want::Refuse(Some(20), vec![one(UNDO)]),
+            _ => Want::Works,
         },
     }
 }

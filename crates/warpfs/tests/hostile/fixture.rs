@@ -3,7 +3,8 @@
 //! and in `b`, two long-named files, and the genuine old material an
 //! attacker may keep: the config from before a `warpfs rekey` (same
 //! password), the undo journal of that rekey (killed once, then finished)
-//! and the backing file of `victim` before it was rewritten.
+//! and the backing file of `victim` before it was rewritten; and the undo
+//! file of fsck of another volume (tests/hostile/undo.rs).
 
 use crate::common::*;
 use std::collections::BTreeMap;
@@ -46,6 +47,8 @@ pub struct Template {
     pub journal: Vec<u8>,
     /// `victim`'s backing file while it held `victim_old` (after the rekey).
     pub old_victim: Vec<u8>,
+    /// A genuine `warpfs.fsck.undo-1` of another volume (`gcm` only).
+    pub foreign_undo: Vec<u8>,
 }
 
 impl Template {
@@ -170,5 +173,6 @@ fn build(mode: Mode) -> Template {
         old_conf,
         journal,
         old_victim,
+        foreign_undo: super::undo::foreign(mode),
     }
 }

@@ -3,7 +3,7 @@
 //! `notify`), the populated template volume (`fixture`), planting
 //! (`plant`), the agreed outcomes (`expect`), one scenario and its checks
 //! (`scenario`), the mount session (`session`), and the cases outside the
-//! matrix (`special`, `reverse`).
+//! matrix (`special`, `reverse`); fsck's undo file (`undo`).
 
 pub mod canary;
 pub mod expect;
@@ -15,3 +15,4 @@ pub mod reverse;
 pub mod scenario;
 pub mod session;
 pub mod special;
+pub mod undo;

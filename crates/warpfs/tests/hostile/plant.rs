@@ -4,6 +4,7 @@
 
 use super::canary::Canary;
 use super::fixture::{long1, long2, Template, JOURNAL, VICTIM};
+use super::undo::UNDO;
 use crate::common::{cstr, mknod_fifo};
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -45,6 +46,8 @@ pub enum Kind {
     HardLink,
     /// An older genuine copy (see [`Target`]).
     OldCopy,
+    /// The genuine object of another volume (see [`Target`]).
+    Foreign,
     /// A symlink to a path outside that does not exist.
     Dangling,
 }
@@ -73,6 +76,11 @@ pub enum Target {
     Content,
     /// `warpfs.rekey.undo-0` (old copy: the journal of the earlier rekey).
     Journal,
+    /// `warpfs.fsck.undo-1`, the undo file of a block of `file1` zeroed by
+    /// `fsck --zero-bad-blocks` (tests/hostile/undo.rs; old copy: the undo
+    /// file of an earlier zeroing of that block, put back since; foreign:
+    /// the undo file of another volume).
+    Undo,
 }
 
 /// The shape `lstat` must show while the plant is in place.
@@ -97,9 +105,10 @@ pub struct Plant {
 }
 
 /// The bytes of the outside regular file: what a link to it should seem
-/// to lead to.
-pub fn outside_bytes(t: &Template, target: Target, kind: Kind) -> Vec<u8> {
+/// to lead to (`cipher`: the scenario's CIPHERDIR, before the plant).
+pub fn outside_bytes(t: &Template, cipher: &Path, target: Target, kind: Kind) -> Vec<u8> {
     match target {
+        Target::Undo => fs::read(cipher.join(UNDO)).unwrap(),
         Target::Conf => t.read("warpfs.conf"),
         Target::ConfCopy => t.old_conf.clone(),
         Target::Lock => Vec::new(),
@@ -126,12 +135,17 @@ pub fn planted_rel(t: &Template, target: Target, kind: Kind) -> PathBuf {
         Target::Sidecar => t.sidecar(&long1()),
         Target::Content => t.rel(VICTIM).to_path_buf(),
         Target::Journal => JOURNAL.into(),
+        Target::Undo => UNDO.into(),
     }
 }
 
-/// The older genuine object of [`Kind::OldCopy`].
-fn old_bytes(t: &Template, target: Target) -> Vec<u8> {
+/// The older genuine object of [`Kind::OldCopy`], or the other volume's
+/// of [`Kind::Foreign`]; `stale`: the scenario's own older copy, where the
+/// template has none.
+fn old_bytes(t: &Template, target: Target, kind: Kind, stale: Option<&[u8]>) -> Vec<u8> {
     match target {
+        Target::Undo if kind == Kind::Foreign => t.foreign_undo.clone(),
+        Target::Undo => stale.expect("the scenario's older undo file").to_vec(),
         Target::Conf | Target::ConfCopy => t.old_conf.clone(),
         Target::Lock => panic!("a lock file has no older copy"),
         Target::RootDiriv => t.read(t.rel("a").join("warpfs.diriv")),
@@ -163,7 +177,7 @@ fn make(kind: Kind, path: &Path, canary: &Canary, old: impl FnOnce() -> Vec<u8>)
         Kind::DevZero => mknod_char(path, 5),
         Kind::Dir => fs::create_dir(path).unwrap(),
         Kind::HardLink => fs::hard_link(&canary.file, path).unwrap(),
-        Kind::OldCopy => fs::write(path, old()).unwrap(),
+        Kind::OldCopy | Kind::Foreign => fs::write(path, old()).unwrap(),
         Kind::Dangling => symlink(&canary.missing, path).unwrap(),
     }
     shape_of(path).unwrap()
@@ -193,8 +207,9 @@ fn remove_any(p: &Path) {
     }
 }
 
-/// Plant `kind` at `target` in the scenario's CIPHERDIR `cipher`.
-pub fn plant(t: &Template, cipher: &Path, canary: &Canary, target: Target, kind: Kind) -> Plant {
+/// Plant `kind` at `target` in the scenario's CIPHERDIR `cipher` (`stale`:
+/// the older copy the scenario made, where the template has none).
+pub fn plant(t: &Template, cipher: &Path, canary: &Canary, target: Target, kind: Kind, stale: Option<&[u8]>) -> Plant {
     let rel = planted_rel(t, target, kind);
     let path = cipher.join(&rel);
     let genuine = fs::symlink_metadata(&path)
@@ -219,7 +234,7 @@ pub fn plant(t: &Template, cipher: &Path, canary: &Canary, target: Target, kind:
         (Target::DirivCopy, _) => mv("b/g", "a"),
         _ => {}
     }
-    let shape = make(kind, &path, canary, || old_bytes(t, target));
+    let shape = make(kind, &path, canary, || old_bytes(t, target, kind, stale));
     Plant {
         kind,
         path,

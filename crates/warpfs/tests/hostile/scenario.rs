@@ -28,6 +28,11 @@ pub struct Scenario {
     pub scope: Scope,
     /// Files written through the mount (they must read back too).
     pub written: BTreeMap<String, Vec<u8>>,
+    /// Every plaintext file and what it must read as (the template's, but
+    /// `file1` with its zeroed block in the undo cells).
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// The undo cells' genuine undo file and what it puts back.
+    pub undo: Option<super::undo::Made>,
 }
 
 /// Run every command of the cell (`target`, `kind`) in `mode`, each in a
@@ -98,8 +103,15 @@ impl Scenario {
         let mut v = Volume::blank(t.mode);
         copy_tree(&t.cipher, &v.cipher);
         v.mount_timeout = super::guard::limit() + std::time::Duration::from_secs(30);
-        let mut canary = Canary::new(v.root(), &outside_bytes(t, target, kind));
-        let plant = plant(t, &v.cipher, &canary, target, kind);
+        let mut files = t.files.clone();
+        let undo = (target == Target::Undo).then(|| {
+            let zeroed = super::undo::ZEROED;
+            files.insert(zeroed.into(), super::undo::zeroed(&t.files[zeroed]));
+            super::undo::prepare(t.rel(zeroed), &v, kind == Kind::OldCopy)
+        });
+        let mut canary = Canary::new(v.root(), &outside_bytes(t, &v.cipher, target, kind));
+        let stale = undo.as_ref().map(|m| m.stale.as_slice());
+        let plant = plant(t, &v.cipher, &canary, target, kind, stale);
         canary.watch_plant(&plant.path);
         let mut fifos = vec![(canary.fifo.clone(), canary.fifo_own.clone())];
         if kind == Kind::Fifo {
@@ -119,6 +131,8 @@ impl Scenario {
             plant,
             scope,
             written: BTreeMap::new(),
+            files,
+            undo,
         }
     }
 
@@ -141,10 +155,10 @@ impl Scenario {
     }
 
     /// Whether opening the planted object at all is a failure (the
-    /// agreed behaviour: config copies and content files that are FIFOs
-    /// or devices are never opened).
+    /// agreed behaviour: config copies, content files and undo files that
+    /// are FIFOs or devices are never opened).
     fn never_open(&self) -> bool {
-        matches!(self.target, Target::ConfCopy | Target::Content)
+        matches!(self.target, Target::ConfCopy | Target::Content | Target::Undo)
             && matches!(self.kind, Kind::Fifo | Kind::DevNull | Kind::DevZero)
     }
 
@@ -205,7 +219,9 @@ impl Scenario {
             }
         }
         let after = backing_state(&self.v.cipher, &self.plant.owned());
-        if after != before || !self.written.is_empty() {
+        // The undo file is data too: its cells always check that it still
+        // puts back what it saved.
+        if after != before || !self.written.is_empty() || self.target == Target::Undo {
             self.data_intact(op, f);
         }
     }
@@ -226,6 +242,7 @@ impl Scenario {
             Op::Repair => self.warpfs_cmd(repair, &self.v.passfile),
             Op::Rekey => self.warpfs_cmd(&["rekey", "--jobs", "1"], &self.v.passfile),
             Op::Passwd => self.warpfs_cmd(&["passwd", "--new-passfile", nps], &self.v.passfile),
+            Op::Undo => self.warpfs_cmd(&["fsck", "--undo"], &self.v.passfile),
             Op::WrongPassword => {
                 let mut c = Command::new(BIN);
                 c.args(["mount", "--passfile"])
@@ -304,7 +321,10 @@ impl Scenario {
             for pw in pws {
                 fs::write(&self.v.passfile, format!("{pw}\n")).unwrap();
                 match self.read_everything() {
-                    Ok(()) => return f.pass(format!("{op:?}: every file reads back afterwards")),
+                    Ok(()) => {
+                        f.pass(format!("{op:?}: every file reads back afterwards"));
+                        return super::undo::still_restores(self, op, f);
+                    }
                     Err(e) => problems.push(e),
                 }
             }
@@ -322,7 +342,6 @@ impl Scenario {
         }
         let skip = self.destroyed();
         let mut want: Vec<(String, Vec<u8>)> = self
-            .t
             .files
             .iter()
             .filter(|(p, _)| !skip.contains(p))

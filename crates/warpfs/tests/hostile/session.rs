@@ -270,7 +270,7 @@ fn browse(s: &mut Scenario, f: &mut Findings) -> Result<(), String> {
     if s.target == Target::Sidecar {
         sidecar_listing(s, f)?;
     }
-    for (p, d) in s.t.files.clone() {
+    for (p, d) in s.files.clone() {
         let want = file_want(&p);
         if want == File::Skip {
             continue;
@@ -395,7 +395,8 @@ fn victim(s: &mut Scenario, f: &mut Findings) -> Result<(), String> {
         Kind::Dir => {
             let _ = list(s, VICTIM)?;
         }
-        Kind::DevNull | Kind::DevZero => {}
+        // (Another volume's object is planted at the undo file only.)
+        Kind::DevNull | Kind::DevZero | Kind::Foreign => {}
     }
     Ok(())
 }
