@@ -155,7 +155,7 @@ pub struct PolicyInput {
 /// AES without AES-NI (~0.1 GB/s). With AES-NI a 4 KiB mask costs ~0.4 µs,
 /// less than fetching one made on another core, and on 2 cores the workers
 /// take CPU from the FUSE threads: off there, on with 4+ cores
-/// (ARCHITECTURE.md, "Speculation at mount"). XChaCha20 (~1.4 GB/s per
+/// (docs/decisions/0040 and 0013). XChaCha20 (~1.4 GB/s per
 /// core, its Poly1305 tag on the FUSE thread either way) lies between:
 /// on 2 cores its workers cost more than they save, and decrypt-ahead
 /// alone keeps the second core busy for readers (decision 0081): off

@@ -23,8 +23,8 @@ use warpfs_volume::{Options, Volume};
 
 /// Whether speculation is on when `--speculation` is not given ("auto"),
 /// and why: from the volume's cipher and the CPU
-/// (`warpfs_engine::speculation_policy`). Measured (ARCHITECTURE.md,
-/// "Speculation at mount"): on 2-core AES-NI machines making a 4 KiB mask
+/// (`warpfs_engine::speculation_policy`). Measured (docs/decisions/0040):
+/// on 2-core AES-NI machines making a 4 KiB mask
 /// on the calling thread (~0.4 us) costs no more than fetching one made on
 /// the other core, and the workers take CPU from the FUSE threads, so it is
 /// off there (also over io_uring: docs/decisions/0007); with Twofish or
