@@ -24,13 +24,14 @@
 # Each mode is one bench/spec-fio.sh run (its peers interleaved, cold cache
 # before every job, fio on CPU 0 and the daemons on CPU 1 as there); the
 # modes run one after the other. Defaults: 3 reps x 5 s, a 256 MiB file;
-# about 11 minutes (speculation) or 7 (--split) on 2 cores. The raw spec-fio
-# results stay in DIR/cipher-spec-raw/.
+# about 11 minutes (speculation) or 7 (--split) on 2 cores. DIR: --out,
+# default bench/results/DATE-NAME (DATE the UTC day, NAME cipher-spec-T or
+# xts-split-T). The raw spec-fio results stay in DIR/cipher-spec-raw/.
 set -euo pipefail
 WF_NAME=cipher-spec
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-REPS=3 RUNTIME=5 SIZE=256 OUT="$WF_REPO/bench/results" SPLIT=false TAG=
+REPS=3 RUNTIME=5 SIZE=256 OUT="" SPLIT=false TAG=
 while (($#)); do
     case "$1" in
     --reps) REPS="$2"; shift 2 ;;
@@ -43,8 +44,6 @@ while (($#)); do
     *) wf_die "unknown argument $1 (see --help)" ;;
     esac
 done
-RAW="$OUT/cipher-spec-raw"
-mkdir -p "$RAW"
 JOBS=seqread-128k,seqwrite-128k
 if $SPLIT; then
     NAME=xts-split
@@ -56,6 +55,9 @@ else
     peers=warpfs-specon,warpfs-specoff
     JOBS="$JOBS,seqread-128k@80m,seqwrite-128k@80m"
 fi
+OUT="${OUT:-$WF_REPO/bench/results/$(date -u +%F)-$NAME$TAG}"
+RAW="$OUT/cipher-spec-raw"
+mkdir -p "$RAW"
 common=(--jobs "$JOBS" --reps "$REPS" --runtime "$RUNTIME" --size-mib "$SIZE" --out "$RAW")
 files=()
 for r in "${runs[@]}"; do

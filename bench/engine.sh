@@ -2,7 +2,7 @@
 # bench/engine.sh — keystream engine micro benchmark next to OpenSSL.
 #
 #   bash bench/engine.sh [--secs 0.3] [--threads N] [--openssl-secs 1] [--out DIR]
-#   bash bench/engine.sh --render bench/results/engine.json   (redo the .md)
+#   bash bench/engine.sh --render bench/results/DATE-engine/engine.json   (redo the .md)
 #
 # What it does:
 #   - builds and runs the engine-bench binary (crates/engine/src/bin/engine-bench.rs):
@@ -16,8 +16,9 @@
 #   - runs `openssl speed -evp aes-128-ctr` and `-evp aes-256-ctr` on one core
 #     for 4 KiB, 16 KiB and 1 MiB buffers (the same byte counts, a
 #     well-tuned reference implementation);
-#   - writes bench/results/engine.json (both raw results plus machine info)
-#     and bench/results/engine.md (tables; GB/s = 10^9 bytes/s).
+#   - writes bench/results/DATE-engine/engine.json (both raw results plus
+#     machine info; DATE the UTC day, --out DIR elsewhere) and engine.md
+#     beside it (tables; GB/s = 10^9 bytes/s).
 # Timings on a shared 2-vCPU VM move with neighbours and core placement: pin
 # with taskset (e.g. `taskset -c 0 bash bench/engine.sh --threads 1`) and
 # compare only runs made side by side. Takes about 15 s with the defaults.

@@ -14,13 +14,13 @@
 # with the engine's mask ready; plain CTR XOR with the mask ready; warpfs gcm
 # read with the mask made inline; aws-lc-rs AES-256-GCM seal/open; RustCrypto
 # aes-gcm seal.
-# Output: DIR (default bench/results)/ghash.json and ghash.md. Takes ~1 min
+# Output: DIR (default bench/results/DATE-ghash, DATE the UTC day)/ghash.json and ghash.md. Takes ~1 min
 # plus the first build (~5 min on 2 cores: aws-lc-sys is C).
 set -euo pipefail
 WF_NAME=ghash
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-SECS=2 OUT="$WF_REPO/bench/results"
+SECS=2 OUT=""
 while (($#)); do
     case "$1" in
     --seconds) SECS="$2"; shift 2 ;;
@@ -29,6 +29,7 @@ while (($#)); do
     *) wf_die "unknown argument $1 (see --help)" ;;
     esac
 done
+OUT="${OUT:-$WF_REPO/bench/results/$(date -u +%F)-ghash}"
 wf_ensure jq:jq cmake:cmake taskset:util-linux || wf_die "missing tools"
 (cd "$WF_REPO/bench/ghash-bench" && CARGO_TARGET_DIR="$WF_REPO/target/ghash-bench" cargo build --release --locked --quiet)
 mkdir -p "$OUT"

@@ -4,6 +4,7 @@
 # plaintext size, crossover).
 #
 #   bash bench/gpu-xts.sh [--secs 0.2] [--reps 3] [--out DIR]
+#   (DIR: default bench/results/DATE-gpu-xts, DATE the UTC day)
 #
 # Builds and runs the gpu_xts_bench example (crates/engine/examples/):
 #   - CPU: the `xts-mode` crate over `aes` 0.9 (AES-NI when present), one
@@ -29,7 +30,7 @@ cd "$WF_REPO"
 
 SECS=0.2
 REPS=3
-OUT="$WF_REPO/bench/results"
+OUT=""
 while (($#)); do
     case "$1" in
         --secs) SECS="$2"; shift 2 ;;
@@ -38,6 +39,7 @@ while (($#)); do
         *) echo "usage: bash bench/gpu-xts.sh [--secs S] [--reps N] [--out DIR]" >&2; exit 2 ;;
     esac
 done
+OUT="${OUT:-$WF_REPO/bench/results/$(date -u +%F)-gpu-xts}"
 mkdir -p "$OUT"
 cargo build --release -p warpfs-engine --example gpu_xts_bench
 "$WF_REPO/target/release/examples/gpu_xts_bench" --secs "$SECS" --reps "$REPS" \

@@ -8,8 +8,8 @@
 # contexts per batch, on the cpu backend (1 thread), OpenCL (any platform: pocl on a CPU-only
 # machine; one lane, then both lanes at once) and CUDA (a "not run" row
 # without a device). Writes DIR/gpu.json and DIR/gpu.md (default
-# bench/results). Installs the OpenCL ICD loader and pocl when missing (as
-# root). Shared machines give noisy numbers: compare rows of one run.
+# bench/results/DATE-gpu, DATE the UTC day). Installs the OpenCL ICD loader
+# and pocl when missing (as root). Shared machines give noisy numbers: compare rows of one run.
 set -euo pipefail
 
 WF_NAME=gpu-bench
@@ -24,5 +24,6 @@ wf_ensure ocl-icd-libopencl1 pocl-opencl-icd || wf_warn "no OpenCL ICD / pocl: t
 
 engine_bin gpu-bench
 wf_log "gpu-bench --secs $SECS --out $OUT"
+mkdir -p "$OUT"
 "$BIN" --secs "$SECS" --out "$OUT"
 wf_log "wrote $OUT/gpu.json and $OUT/gpu.md"

@@ -3,14 +3,15 @@
 # (bench/engine.sh, bench/gpu.sh), which build and run one of warpfs-engine's
 # bench binaries. Sourced after WF_NAME is set, not run: loads scripts/lib.sh,
 # changes to the repository root and sets the defaults SECS=0.3 and
-# OUT=bench/results.
+# OUT=bench/results/DATE-TOPIC (DATE the UTC day, TOPIC WF_NAME less its
+# -bench: engine, gpu).
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 cd "$WF_REPO" || exit
 
 SECS=0.3
-OUT="$WF_REPO/bench/results"
+OUT="$WF_REPO/bench/results/$(date -u +%F)-${WF_NAME%-bench}"
 
 # engine_args "$@" — the options every engine benchmark takes (--secs, --out,
 # --help): sets NARGS to the words it used; dies on an unknown option.

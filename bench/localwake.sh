@@ -11,18 +11,19 @@
 #                    are committed at normal priority either way)
 # Peers interleaved in every repetition, each job on a fresh mount after
 # drop_caches. MiB/s, and fio's 99th and 99.9th percentile completion
-# latency. Writes bench/results/localwake.{json,md} (OUT to change).
+# latency. Writes bench/results/DATE-localwake/localwake.{json,md}, DATE
+# the UTC day (OUT to change).
 #
 #   flock /work/bench.lock bash bench/localwake.sh
 #
 # Environment: REPS (3), RUNTIME (4 s), WARPFS (target/release/warpfs),
-# OUT (bench/results). Needs root (drop_caches) and fio.
+# OUT (bench/results/DATE-localwake). Needs root (drop_caches) and fio.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=$(realpath "${WARPFS:-target/release/warpfs}")
 REPS=${REPS:-3}
 RUNTIME=${RUNTIME:-4}
-OUT=${OUT:-bench/results}
+OUT=${OUT:-bench/results/$(date -u +%F)-localwake}
 command -v fio >/dev/null || { echo "needs fio (apt-get install fio)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "needs jq (apt-get install jq)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root (drop_caches)" >&2; exit 1; }

@@ -4,7 +4,7 @@
 #
 #   sudo bash bench/quick-fio.sh [--peers warpfs,gocryptfs,bindfs] [--reps 3]
 #                                [--runtime 10] [--size-mib 1024] [--quick]
-#   bash bench/quick-fio.sh --render bench/results/quick-fio.json   (redo the .md)
+#   bash bench/quick-fio.sh --render bench/results/DATE-quick-fio/quick-fio.json   (redo the .md)
 #
 # What it does:
 #   - installs fio, jq, fuse3 and the peers' packages when missing (root);
@@ -34,8 +34,9 @@
 # Peers: default warpfs,gocryptfs; a default peer that is unavailable (warpfs
 #   not buildable yet) is skipped with a warning, a peer named in --peers must
 #   work. warpfs: WARPFS_BIN, WARPFS_MODE, WARPFS_MOUNT_ARGS (bench/peers/warpfs.sh).
-# Output: bench/results/quick-fio.json (machine info, settings, every
-#   repetition's MiB/s and the daemon's CPU seconds) and bench/results/quick-fio.md
+# Output: bench/results/DATE-quick-fio/quick-fio.json (DATE the UTC day;
+#   machine info, settings, every repetition's MiB/s and the daemon's CPU
+#   seconds) and quick-fio.md beside it
 #   (median, min–max, ratio warpfs/gocryptfs). Raw fio JSON of the last run:
 #   target/bench/quick-fio-raw/ (not committed), with the daemons' logs.
 #   --out DIR writes elsewhere.
@@ -101,7 +102,7 @@ render_md() {
       ' "$1" >"$2"
 }
 
-PEERS="" REPS=3 RUNTIME=10 SIZE_MIB=1024 OUT="$BENCH/results"
+PEERS="" REPS=3 RUNTIME=10 SIZE_MIB=1024 OUT=""
 RENDER=""
 while (($#)); do
     case "$1" in
@@ -111,6 +112,7 @@ while (($#)); do
 done
 
 [[ -z $RENDER ]] || render_only "$RENDER"
+OUT="${OUT:-$BENCH/results/$(date -u +%F)-quick-fio}"
 
 preflight "tmpfs mounts, drop_caches"
 

@@ -4,18 +4,19 @@
 # with --jobs 1 and with the default (one per core), and online (the volume
 # mounted, the daemon re-encrypting) with the default, side by side. Checks
 # that the contents read back equal after the rekey. Prints one JSON object
-# per run and a Markdown table; writes bench/results/rekey.{json,md}.
+# per run and a Markdown table; writes bench/results/DATE-rekey/rekey.{json,md}
+# (DATE the UTC day).
 #
 #   bash bench/rekey.sh [MODES...]      (default: gcm ctr xts)
 #
 # Environment: FILES (8), SIZE_MIB (128), WARPFS (target/release/warpfs),
-# OUT (bench/results).
+# OUT (bench/results/DATE-rekey).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=${WARPFS:-target/release/warpfs}
 FILES=${FILES:-8}
 SIZE_MIB=${SIZE_MIB:-128}
-OUT=${OUT:-bench/results}
+OUT=${OUT:-bench/results/$(date -u +%F)-rekey}
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(gcm ctr xts)
 rows=() json=()

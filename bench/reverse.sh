@@ -11,18 +11,19 @@
 # Peers: warpfs (mount --reverse), gocryptfs (-reverse), and "plain"
 # (rsync/dd of PLAINDIR itself: no FUSE, no crypto) as the ceiling. The
 # daemons run on CPU $FS_CPUS (default 1), dd and rsync on $CLIENT_CPU (0).
-# Prints a Markdown table and writes bench/results/reverse.{json,md}.
+# Prints a Markdown table and writes
+# bench/results/DATE-reverse/reverse.{json,md} (DATE the UTC day).
 #
 #   flock /work/bench.lock bash bench/reverse.sh
 #
 # Environment: REPS (3), BIG_MIB (1024), WARPFS (target/release/warpfs),
-# OUT (bench/results), TREE_SRC (linux; `generated` for the generated tree).
+# OUT (bench/results/DATE-reverse), TREE_SRC (linux; `generated` for the generated tree).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 B=$(realpath "${WARPFS:-target/release/warpfs}")
 REPS=${REPS:-3}
 BIG_MIB=${BIG_MIB:-1024}
-OUT=${OUT:-bench/results}
+OUT=${OUT:-bench/results/$(date -u +%F)-reverse}
 FS_CPUS=${FS_CPUS:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
 command -v gocryptfs >/dev/null || { echo "needs gocryptfs (apt-get install gocryptfs)" >&2; exit 1; }

@@ -5,7 +5,7 @@
 #
 #   sudo bash bench/run.sh quick|full [--peers LIST] [--reps N] [--out DIR]
 #                         [--suites micro,macro] [--backings memory,disk]
-#   python3 bench/report.py bench/results/quick.json     (redo the .md and plots)
+#   python3 bench/report.py bench/results/DATE-quick/quick.json     (redo the .md and plots)
 #
 # Modes (everything in one run; quick fits in about 15 minutes on 2 cores):
 #   quick  3 reps; micro on memory: seq write/read at 4k/64k/128k/1m, rand
@@ -53,7 +53,7 @@
 #   efficiency"; not defined for plain, which has no daemon).
 # Pinning (taskset): clients on CPU $CLIENT_CPU (default 0), daemons on
 #   $FS_CPUS (default 1; 0 on a 1-CPU machine); BENCH_NO_PIN=1 turns it off.
-# Output in --out (default bench/results): MODE.json (machine, commit,
+# Output in --out (default bench/results/DATE-MODE, DATE the UTC day): MODE.json (machine, commit,
 #   settings, skips, every repetition), MODE.md (medians, min–max, ratios to
 #   gocryptfs and encfs), MODE-*.png; raw fio JSON and daemon logs in
 #   target/bench/MODE-raw/ (not committed). Always unmounts (trap on EXIT).
@@ -71,7 +71,7 @@ MODE="${1:-}"
 }
 shift
 PEERS="plain,bindfs,warpfs,warpfs-specon,warpfs-nocrypto,gocryptfs,encfs,cryfs,securefs"
-OUT="$BENCH/results" SUITES="micro,macro" BACKINGS="" REPS=""
+OUT="" SUITES="micro,macro" BACKINGS="" REPS=""
 while (($#)); do
     case "$1" in
     --peers) PEERS="$2"; shift 2 ;;
@@ -82,6 +82,7 @@ while (($#)); do
     *) wf_die "unknown argument $1 (see: bash bench/run.sh)" ;;
     esac
 done
+OUT="${OUT:-$BENCH/results/$(date -u +%F)-$MODE}"
 
 # ---- mode settings -------------------------------------------------------------
 # micro job: "name rw bs jobs" (name = workload id in the results)

@@ -8,7 +8,8 @@
 #   bash bench/soak.sh [--minutes N]     (default 10)
 #
 # Needs root and /dev/fuse; without them it skips (exit 77; a failure with
-# WARPFS_NO_SKIP=1). Writes bench/results/soak-<UTC time>.json
+# WARPFS_NO_SKIP=1). Writes
+# bench/results/DATE-soak/soak-<UTC time>.json
 # ({seconds, ops, failures, remounts, ...}); exit status 1 on any failure.
 set -euo pipefail
 
@@ -30,8 +31,9 @@ done
 wf_is_root || wf_skip "needs root"
 [[ -c /dev/fuse ]] || wf_skip "/dev/fuse does not exist"
 SECS=$(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')
-mkdir -p bench/results
-OUT="bench/results/soak-$(date -u +%Y%m%dT%H%M%SZ).json"
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="bench/results/${STAMP:0:4}-${STAMP:4:2}-${STAMP:6:2}-soak/soak-$STAMP.json"
+mkdir -p "$(dirname "$OUT")"
 wf_log "soak for $SECS s; result in $OUT"
 WARPFS_SOAK_SECS="$SECS" WARPFS_SOAK_JSON="$WF_REPO/$OUT" WARPFS_TEST_WATCHDOG_SECS=$((SECS + 600)) \
     cargo test --release -p warpfs --test soak -- --ignored --nocapture soak 2>&1 |

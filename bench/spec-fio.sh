@@ -9,7 +9,7 @@
 #   sudo bash bench/spec-fio.sh [--mode gcm|ctr|xts[-twofish]] [--software-aes] [--quick] [--runtime S] [--reps N] [--size-mib M]
 #                               [--peers warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto]
 #                               [--jobs seqread-128k,...] [--out DIR]
-#   bash bench/spec-fio.sh --render bench/results/spec-fio.json     (redo the .md)
+#   bash bench/spec-fio.sh --render bench/results/DATE-spec-fio/spec-fio.json     (redo the .md)
 #
 # --mode: the warpfs volumes' content mode (default gcm, the default of
 # `warpfs init`; ctr is the paper's mode: a read with its mask ready is an
@@ -49,7 +49,7 @@
 # chunks, and those the reader decrypted itself).
 # Defaults: 1 rep x 10 s x 12 jobs x 5 peers, about 15-18 minutes on 2 cores;
 # --quick: 3 s per job, 256 MiB file, about 6 minutes.
-# Output: --out (default bench/results)/spec-fio[-ctr].json and .md; raw
+# Output: --out (default bench/results/DATE-spec-fio, DATE the UTC day)/spec-fio[-ctr].json and .md; raw
 # fio JSON and daemon logs in target/bench/spec-fio-raw/. The daemon logs
 # are searched for panics, which are listed in the results.
 set -euo pipefail
@@ -112,7 +112,7 @@ render_md() {
 }
 
 PEERS="warpfs-specon,warpfs-specon-shared,warpfs-specoff,gocryptfs,warpfs-nocrypto" REPS=1 RUNTIME=10 SIZE_MIB=1024
-OUT="$BENCH/results" RENDER="" JOBS="" MODE="gcm" SOFT_AES=false
+OUT="" RENDER="" JOBS="" MODE="gcm" SOFT_AES=false
 while (($#)); do
     case "$1" in
     --jobs) JOBS="$2"; shift 2 ;;
@@ -128,6 +128,7 @@ while (($#)); do
 done
 
 [[ -z $RENDER ]] || render_only "$RENDER"
+OUT="${OUT:-$BENCH/results/$(date -u +%F)-spec-fio}"
 
 # The warpfs peers (and the no-crypto ceiling) init their volumes in MODE.
 export WARPFS_MODE="$MODE"

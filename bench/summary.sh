@@ -19,14 +19,15 @@
 # Each job runs on a fresh mount (unmount, drop_caches, mount). Repetitions
 # interleave the two configurations (on, off, on, off, ...) so drift on a
 # shared machine hits both alike; the table gives medians and the ratio
-# on/off. Output: bench/results/summary.json and bench/results/summary.md
-# (--out DIR elsewhere). Needs root, fio, fuse3.
+# on/off. Output: bench/results/DATE-summary/summary.json and summary.md (DATE
+# the UTC day; DATE-summary-disk/summary-disk.* with --backing disk; --out
+# DIR elsewhere). Needs root, fio, fuse3.
 set -euo pipefail
 export LC_ALL=C
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
-REPS=3 RUNTIME=8 SIZE_MIB=256 OUT="$repo/bench/results" BACKING=tmpfs
+REPS=3 RUNTIME=8 SIZE_MIB=256 OUT="" BACKING=tmpfs
 while (($#)); do
     case "$1" in
     --reps) REPS=$2 && shift 2 ;;
@@ -45,6 +46,10 @@ FIO_CPU=${FIO_CPU:-0} FS_CPUS=${FS_CPUS:-1}
 [[ $(nproc) -gt 1 ]] || FS_CPUS=0
 
 [[ $BACKING == tmpfs || $BACKING == disk ]] || { echo "summary.sh: --backing tmpfs|disk" >&2; exit 2; }
+if [[ -z $OUT ]]; then
+    OUT="$repo/bench/results/$(date -u +%F)-summary"
+    [[ $BACKING == tmpfs ]] || OUT="$OUT-$BACKING"
+fi
 work=$(mktemp -d "$([[ $BACKING == disk ]] && echo /var/tmp || echo /tmp)/warpfs-bench-summary.XXXXXX")
 mounts=()
 cleanup() {

@@ -7,7 +7,7 @@
 #   sudo bash bench/transport.sh [--quick] [--reps N] [--runtime S] [--size-mib M]
 #        [--peers warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-uring-farwake,warpfs-dev-shared,gocryptfs,securefs,bindfs]
 #        [--jobs randread-4k,...] [--backing tmpfs|disk] [--out DIR]
-#   bash bench/transport.sh --render bench/results/transport.json     (redo .md and plot)
+#   bash bench/transport.sh --render bench/results/DATE-transport/transport.json     (redo .md and plot)
 #
 # Per peer: a tmpfs backing dir (--backing disk: a directory under DISK_DIR,
 # default /var/tmp, which must not be a tmpfs), a new volume, a mount, a round trip check
@@ -36,7 +36,7 @@
 # only while /sys/module/fuse/parameters/enable_uring is on; this script
 # turns it on for its run (as root) and puts it back as it found it at exit.
 # Defaults: 3 repetitions x 5 s per fio job, 512 MiB read file; --quick: 3 x 3 s,
-# 256 MiB. Output: --out (default bench/results)/transport.json, .md and
+# 256 MiB. Output: --out (default bench/results/DATE-transport, DATE the UTC day)/transport.json, .md and
 # transport.png (bench/transport_report.py; plots need python3-matplotlib);
 # raw fio JSON and daemon logs in target/bench/transport-raw/.
 set -euo pipefail
@@ -49,7 +49,7 @@ PY=/usr/bin/python3 # Debian's, where python3-matplotlib is
 render_md() { "$PY" "$BENCH/transport_report.py" "$1" "$2"; }
 
 PEERS="warpfs-uring,warpfs-dev,warpfs-uring-shared,warpfs-uring-farwake,gocryptfs,securefs,bindfs"
-REPS=3 RUNTIME=5 SIZE_MIB=512 OUT="$BENCH/results" RENDER="" JOBS=""
+REPS=3 RUNTIME=5 SIZE_MIB=512 OUT="" RENDER="" JOBS=""
 MACRO_SECS="${MACRO_SECS:-5}"
 while (($#)); do
     case "$1" in
@@ -59,6 +59,7 @@ while (($#)); do
     esac
 done
 [[ -z $RENDER ]] || render_only "$RENDER"
+OUT="${OUT:-$BENCH/results/$(date -u +%F)-transport}"
 
 # No pinning unless asked (see the header).
 export FS_CPUS="${FS_CPUS:-0-$(($(nproc) - 1))}"

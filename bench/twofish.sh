@@ -11,13 +11,13 @@
 # (default 1; the old crate gets S/4). Each case reports MB/s (10^6 B/s) by
 # wall clock and by the thread's CPU time; the table takes medians. On a
 # shared machine the CPU-time column is the one to compare (wall time counts
-# time the thread waited for a CPU). Output: DIR (default bench/results)/
+# time the thread waited for a CPU). Output: DIR (default bench/results/DATE-twofish, DATE the UTC day)/
 # twofish.json and twofish.md. ~2 min.
 set -euo pipefail
 WF_NAME=twofish
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
-SECS=1 REPS=5 OUT="$WF_REPO/bench/results"
+SECS=1 REPS=5 OUT=""
 while (($#)); do
     case "$1" in
     --seconds) SECS="$2"; shift 2 ;;
@@ -27,6 +27,7 @@ while (($#)); do
     *) wf_die "unknown argument $1 (see --help)" ;;
     esac
 done
+OUT="${OUT:-$WF_REPO/bench/results/$(date -u +%F)-twofish}"
 wf_ensure gcc:gcc libgcrypt20-dev taskset:util-linux python3:python3 || wf_die "missing tools"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

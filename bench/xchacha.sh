@@ -44,7 +44,7 @@ WF_NAME=xchacha
 
 CMDLINE="sudo bash bench/xchacha.sh $*"
 PEERS="warpfs-xchacha,gocryptfs-xchacha,warpfs-softaes,warpfs-twofish,warpfs,warpfs-xchacha-specon" REPS=3 RUNTIME=5 SIZE_MIB=256
-OUT="$BENCH/results/$(date +%F)-xchacha" RENDER="" POLICY=false
+OUT="$BENCH/results/$(date -u +%F)-xchacha" RENDER="" POLICY=false
 while (($#)); do
     case "$1" in
     --policy) POLICY=true; shift ;;

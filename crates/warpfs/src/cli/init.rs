@@ -83,7 +83,7 @@ pub struct InitArgs {
     /// gcm (AES or XChaCha20): keep an authenticated summary of each file's nonce entries, so
     /// that rolling back or mixing some of a file's blocks is detected
     /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
-    /// write throughput (bench/results/summary.md, decision record 0015).
+    /// write throughput (bench/results/2026-11-27-summary/summary.md, decision record 0015).
     #[arg(long, value_enum, value_name = "on|off", default_value = "off")]
     file_summary: OnOff,
     /// The (empty or new) directory that will hold the encrypted files.
