@@ -6,12 +6,15 @@
 #   1. installs pjdfstest 0.2.2 (the Rust rewrite from crates.io) into
 #      target/tools/bin unless that version is already there;
 #   2. runs it on a fresh tmpfs (the backing file system: the baseline);
-#   3. creates a gcm warpfs volume whose CIPHERDIR is on another tmpfs, mounts
-#      it, checks a round trip, runs pjdfstest on the mount, unmounts;
+#   3. creates a warpfs volume (gcm over AES unless --mode/--cipher say
+#      otherwise) whose CIPHERDIR is on another tmpfs, mounts it, checks a
+#      round trip, runs pjdfstest on the mount, unmounts;
 #   4. fails if a case that passes on the baseline fails (or does not run) on
 #      warpfs, unless it is listed in scripts/pjdfstest-known.txt.
-# It prints `pjdfstest: warpfs P/T passed, baseline P/T passed` and writes
-# target/pjdfstest-summary.json; full logs are kept in target/pjdfstest/.
+# It prints `pjdfstest: warpfs (MODE, CIPHER) P/T passed, baseline P/T
+# passed` and writes target/pjdfstest-summary.json (gcm over AES; other
+# modes and ciphers: see --mode, --cipher); full logs are kept in
+# target/pjdfstest/.
 #
 # How pjdfstest is run (see scripts/pjdfstest.toml):
 #   pjdfstest -c scripts/pjdfstest.toml -p DIR -s OTHER_FS
@@ -39,10 +42,15 @@
 #   allow_other 22 more cases fail (everything run as nobody/daemon).
 #   Override with WARPFS_MOUNT_OPTS=... .
 #
-# Usage: scripts/pjdfstest.sh [--fs warpfs|bindfs] [--mode gcm|ctr|xts] [--keep] [PATTERN...]
-#   --mode M      content mode of the warpfs volume (default gcm); the
-#                 summary is then target/pjdfstest-summary-M.json for ctr
-#                 and xts (CI: gcm in full, ctr and xts on a subset)
+# Usage: scripts/pjdfstest.sh [--fs warpfs|bindfs] [--mode gcm|ctr|xts]
+#                             [--cipher aes|twofish] [--keep] [PATTERN...]
+#   --mode M      content mode of the warpfs volume (default gcm)
+#   --cipher C    its block cipher (`warpfs init --cipher`; default aes).
+#                 The summary is target/pjdfstest-summary.json for gcm over
+#                 AES, target/pjdfstest-summary-M.json for ctr and xts over
+#                 AES, target/pjdfstest-summary-M-twofish.json over Twofish
+#                 (CI: gcm, ctr and xts over AES, gcm over Twofish;
+#                 scripts/twofish-matrix.sh: the three modes over Twofish)
 #   --fs bindfs   run the FUSE half on bindfs instead (checks this script's
 #                 mount/unmount plumbing without warpfs)
 #   --keep        keep the work dir and its tmpfs mounts (baseline, cipher
@@ -65,6 +73,7 @@ PJD_VERSION=0.2.2
 FS=warpfs
 KEEP=0
 MODE=gcm
+CIPHER=aes
 PATTERNS=()
 while (($#)); do
     case "$1" in
@@ -73,6 +82,8 @@ while (($#)); do
     --keep) KEEP=1; shift ;;
     --mode) MODE="$2"; shift 2 ;;
     --mode=*) MODE="${1#--mode=}"; shift ;;
+    --cipher) CIPHER="$2"; shift 2 ;;
+    --cipher=*) CIPHER="${1#--cipher=}"; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     --) shift; PATTERNS+=("$@"); break ;;
     -*) wf_die "unknown option $1 (see --help)" ;;
@@ -81,6 +92,10 @@ while (($#)); do
 done
 [[ $FS == warpfs || $FS == bindfs ]] || wf_die "--fs must be warpfs or bindfs"
 [[ $MODE == gcm || $MODE == ctr || $MODE == xts ]] || wf_die "--mode must be gcm, ctr or xts"
+[[ $CIPHER == aes || $CIPHER == twofish ]] || wf_die "--cipher must be aes or twofish"
+# The volume's content mode as the config names it (gcm, ctr-twofish, ...).
+VOLMODE=$MODE
+[[ $CIPHER == aes ]] || VOLMODE="$MODE-$CIPHER"
 
 TIMEOUT="${PJDFSTEST_TIMEOUT:-600}"
 MOUNT_OPTS="${WARPFS_MOUNT_OPTS:-allow_other,default_permissions}"
@@ -88,7 +103,7 @@ CONFIG="$WF_REPO/scripts/pjdfstest.toml"
 KNOWN="${PJDFSTEST_KNOWN:-$WF_REPO/scripts/pjdfstest-known.txt}"
 LOGDIR="$WF_REPO/target/pjdfstest"
 SUMMARY="$WF_REPO/target/pjdfstest-summary.json"
-[[ $MODE == gcm ]] || SUMMARY="$WF_REPO/target/pjdfstest-summary-$MODE.json"
+[[ $VOLMODE == gcm ]] || SUMMARY="$WF_REPO/target/pjdfstest-summary-$VOLMODE.json"
 TOOLS="$WF_REPO/target/tools"
 PJD="$TOOLS/bin/pjdfstest"
 mkdir -p "$LOGDIR"
@@ -189,9 +204,10 @@ rm -f "$LOGDIR/warpfs-log-file.log"     # warpfs --log-file
 
 case $FS in
 warpfs)
-    wf_log "warpfs: init ($MODE) on tmpfs"
+    wf_log "warpfs: init ($MODE, $CIPHER) on tmpfs"
     mkdir -p "$BACK/cipher"
-    "$WARPFS" init --passfile "$PASS" --mode "$MODE" "$BACK/cipher" >"$LOGDIR/warpfs-init.log" 2>&1 ||
+    "$WARPFS" init --passfile "$PASS" --mode "$MODE" --cipher "$CIPHER" "$BACK/cipher" \
+        >"$LOGDIR/warpfs-init.log" 2>&1 ||
         { cat "$LOGDIR/warpfs-init.log" >&2; wf_die "warpfs init failed"; }
     # -f keeps it in the foreground, so we know the daemon's pid and notice a crash.
     "$WARPFS" mount --passfile "$PASS" -f -o "$MOUNT_OPTS" --log-file "$LOGDIR/warpfs-log-file.log" \
@@ -217,7 +233,7 @@ head -c 300000 /dev/urandom >"$WORK/probe"
 t cp "$WORK/probe" "$MNT/probe" && t cmp -s "$WORK/probe" "$MNT/probe" && t rm "$MNT/probe" ||
     wf_die "$FS round trip (write, read back, remove) failed on the mount"
 
-wf_log "$FS: pjdfstest on the mount (-o $MOUNT_OPTS)"
+wf_log "$FS: pjdfstest on the mount ($MODE, $CIPHER; -o $MOUNT_OPTS)"
 FS_OK=1
 run_pjd "$MNT" "$LOGDIR/$FS.log" || FS_OK=0
 parse_results "$LOGDIR/$FS.log" >"$LOGDIR/$FS.results"
@@ -325,6 +341,7 @@ cat >"$SUMMARY" <<EOF
   "pjdfstest_version": "$PJD_VERSION",
   "fs": "$FS",
   "mode": "$MODE",
+  "cipher": "$CIPHER",
   "mount_options": "$MOUNT_OPTS",
   "baseline": {"fs": "tmpfs", "passed": $B_PASS, "skipped": $B_SKIP, "total": $B_TOTAL, "completed": $([[ $BASE_OK == 1 ]] && echo true || echo false)},
   "$FS": {"passed": $F_PASS, "failed": $F_FAIL, "skipped": $F_SKIP, "total": $F_TOTAL, "completed": $([[ $FS_OK == 1 ]] && echo true || echo false)},
@@ -336,7 +353,7 @@ cat >"$SUMMARY" <<EOF
 }
 EOF
 
-echo "pjdfstest: $FS ($MODE) $F_PASS/$F_TOTAL passed, baseline $B_PASS/$B_TOTAL passed" \
+echo "pjdfstest: $FS ($MODE, $CIPHER) $F_PASS/$F_TOTAL passed, baseline $B_PASS/$B_TOTAL passed" \
     "($F_FAIL failed on $FS, $REGRESSIONS regressions, $(wc -l <"$LOGDIR/$FS.known-hit") known," \
     "$(wc -l <"$LOGDIR/$FS.flaky") flaky)"
 

@@ -67,7 +67,8 @@
 #                 qemu-aarch64; the musl build, the mount suite under qemu
 #                 and the arm64 package run in scripts/arm64.sh alone
 #   6. fsx        scripts/fsx.sh: fsx against real mounts, 1 seed per content
-#                 mode (gcm, ctr, xts; the script's default is 3)
+#                 mode (gcm, ctr, xts and gcm-twofish; the script's default
+#                 is 3 seeds of gcm, ctr and xts)
 #   6b. xchacha   fsx (1 seed) on xchacha20-poly1305 and ctr-xchacha20; the
 #                 XChaCha20 cases of every `mode_tests!` suite (io, namespace,
 #                 crash, power_loss, security), tests/xchacha.rs, the attacks
@@ -80,10 +81,15 @@
 #                 --speculation on; no OpenCL platform = failure
 #   7b. gpu-xts   GPU XTS kernels on OpenCL (pocl), tests/gpu_xts.rs and
 #                 tests/gpu_xts_twofish.rs; no platform = failure
-#                 (scripts/twofish-matrix.sh runs the Twofish dimension in full)
+#                 (Twofish in steps 3 and dev-fuse: tests/twofish.rs and the
+#                 `twofish:` cases of io, namespace, crash, power_loss and
+#                 faults; the `all:` cases are #[ignore]d there and
+#                 scripts/twofish-matrix.sh runs them, the Twofish dimension
+#                 in full)
 #   7c. cuda      the #[ignore]d CUDA tests, only where nvidia-smi lists a GPU
 #   8. pjdfstest  scripts/pjdfstest.sh (POSIX suite on a warpfs mount vs tmpfs),
-#                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts)
+#                 in gcm, then ctr and xts (steps pjdfstest-ctr, pjdfstest-xts),
+#                 then gcm over Twofish (step pjdfstest-twofish)
 #   8b. xfstests  scripts/xfstests.sh --ci: a fixed subset of fstests' generic
 #                 quick group on a gcm volume over /dev/fuse (fstests built from
 #                 ../shared/xfstests into target/xfstests, kept between runs),
@@ -240,7 +246,7 @@ step capi bash crates/engine-capi/run-c-test.sh --release
 # took 16 min on a 2-core machine shared with other builds (load 8-12);
 # it gets 30 min before the step timeout counts it failed.
 STEP_TIMEOUT=$((STEP_TIMEOUT > 1800 ? STEP_TIMEOUT : 1800)) step arm64 bash scripts/arm64.sh --ci
-step fsx env FSX_SEEDS=1 bash scripts/fsx.sh
+step fsx env FSX_SEEDS=1 FSX_MODES="gcm ctr xts gcm-twofish" bash scripts/fsx.sh
 step xchacha env FSX_SEEDS=1 FSX_MODES="xchacha20-poly1305 ctr-xchacha20" bash scripts/fsx.sh
 # opencl: the OpenCL mask backend on pocl (installed in setup when a Cargo.toml
 # line starts with `opencl3`); WARPFS_REQUIRE_OPENCL=1 makes a missing
@@ -271,6 +277,8 @@ else
     # The other content modes, in full (about 6 s each once installed).
     step pjdfstest-ctr bash scripts/pjdfstest.sh --mode ctr
     step pjdfstest-xts bash scripts/pjdfstest.sh --mode xts
+    # gcm over Twofish (the three Twofish modes: scripts/twofish-matrix.sh).
+    step pjdfstest-twofish bash scripts/pjdfstest.sh --cipher twofish
 fi
 
 # xfstests: fstests' CI subset on /dev/fuse (scripts/xfstests.sh --ci).
@@ -359,8 +367,13 @@ if ((T_SKIP > 0)); then
     ((T_SKIP > 25)) && echo "    ... and $((T_SKIP - 25)) more"
 fi
 if ((T_IGN > 0)); then
-    echo "  ignored by cargo (#[ignore]: run by another step or where the hardware is):"
-    for n in "${NAMES[@]}"; do [[ -f $LOGS/$n.log ]] && cat "$LOGS/$n.log"; done | sed -n 's/^test \(.*\) \.\.\. ignored\(, \)\{0,1\}\(.*\)$/    \1 \3/p' | sort -u | head -n 10
+    echo "  ignored by cargo (#[ignore]: run by another step, a matrix script or where the hardware is):"
+    # One line per reason: how many tests (each name once), and one of them.
+    for n in "${NAMES[@]}"; do [[ -f $LOGS/$n.log ]] && cat "$LOGS/$n.log"; done |
+        sed -n 's/^test \(.*\) \.\.\. ignored\(, \)\{0,1\}\(.*\)$/\3\t\1/p' | sort -u |
+        awk -F'\t' '{ n[$1]++; if (!($1 in e)) e[$1] = $2 }
+            END { for (r in n) printf "    %s: %d (e.g. %s)\n", (r == "" ? "no reason given" : r), n[r], e[r] }' |
+        sort | head -n 10
 fi
 echo "  total time: $((SECONDS - START))s; logs in target/test-logs/"
 echo "=============================================================="

@@ -37,98 +37,82 @@ macro_rules! require_fuse {
 /// `mode_tests!(a, b)` makes `a::gcm`, `a::ctr`, `a::xts`, `b::gcm`, ...
 /// tests calling `fn a(mode: Mode)` and `fn b(mode: Mode)`. Every arm also
 /// makes `xchacha20_poly1305` and `ctr_xchacha20` tests (FORMAT.md 15),
-/// run wherever `gcm` and `ctr` run; `twofish:` adds the Twofish modes,
-/// `nonce:` leaves out `xts` (no nonce entries).
+/// run wherever `gcm` and `ctr` run. `twofish:` adds the Twofish modes
+/// (`gcm_twofish`, `ctr_twofish`, `xts_twofish`); `all:` adds them too,
+/// `#[ignore]`d: they run in scripts/twofish-matrix.sh (`--include-ignored
+/// twofish`), not in the default run. `nonce:` leaves out `xts` (no nonce
+/// entries).
 #[allow(unused_macros)]
 macro_rules! mode_tests {
     // Tests about nonce entries, tags or masks: gcm and ctr over AES and
     // XChaCha20 only.
     (nonce: $($name:ident),* $(,)?) => {
         $(
-            mod $name {
-                #[test]
-                fn gcm() {
-                    super::$name($crate::common::Mode::Gcm)
-                }
-                #[test]
-                fn ctr() {
-                    super::$name($crate::common::Mode::Ctr)
-                }
-                #[test]
-                fn xchacha20_poly1305() {
-                    super::$name($crate::common::Mode::XChaCha20Poly1305)
-                }
-                #[test]
-                fn ctr_xchacha20() {
-                    super::$name($crate::common::Mode::CtrXChaCha20)
-                }
-            }
+            mode_tests!(@mod $name {
+                gcm: Gcm,
+                ctr: Ctr,
+                xchacha20_poly1305: XChaCha20Poly1305,
+                ctr_xchacha20: CtrXChaCha20,
+            });
         )*
     };
     // Every mode over every cipher (AES, Twofish: FORMAT.md 11; XChaCha20
     // in gcm and ctr: FORMAT.md 15), none ignored.
     (twofish: $($name:ident),* $(,)?) => {
         $(
-            mod $name {
-                #[test]
-                fn gcm() {
-                    super::$name($crate::common::Mode::Gcm)
-                }
-                #[test]
-                fn ctr() {
-                    super::$name($crate::common::Mode::Ctr)
-                }
-                #[test]
-                fn xts() {
-                    super::$name($crate::common::Mode::Xts)
-                }
-                #[test]
-                fn gcm_twofish() {
-                    super::$name($crate::common::Mode::GcmTwofish)
-                }
-                #[test]
-                fn ctr_twofish() {
-                    super::$name($crate::common::Mode::CtrTwofish)
-                }
-                #[test]
-                fn xts_twofish() {
-                    super::$name($crate::common::Mode::XtsTwofish)
-                }
-                #[test]
-                fn xchacha20_poly1305() {
-                    super::$name($crate::common::Mode::XChaCha20Poly1305)
-                }
-                #[test]
-                fn ctr_xchacha20() {
-                    super::$name($crate::common::Mode::CtrXChaCha20)
-                }
-            }
+            mode_tests!(@mod $name {
+                gcm: Gcm,
+                ctr: Ctr,
+                xts: Xts,
+                gcm_twofish: GcmTwofish,
+                ctr_twofish: CtrTwofish,
+                xts_twofish: XtsTwofish,
+                xchacha20_poly1305: XChaCha20Poly1305,
+                ctr_xchacha20: CtrXChaCha20,
+            });
         )*
+    };
+    // Every mode over every cipher, the Twofish ones ignored in the
+    // default run (scripts/twofish-matrix.sh runs them).
+    (all: $($name:ident),* $(,)?) => {
+        $(
+            mode_tests!(@mod $name {
+                gcm: Gcm,
+                ctr: Ctr,
+                xts: Xts,
+                #[ignore = "Twofish matrix: scripts/twofish-matrix.sh"]
+                gcm_twofish: GcmTwofish,
+                #[ignore = "Twofish matrix: scripts/twofish-matrix.sh"]
+                ctr_twofish: CtrTwofish,
+                #[ignore = "Twofish matrix: scripts/twofish-matrix.sh"]
+                xts_twofish: XtsTwofish,
+                xchacha20_poly1305: XChaCha20Poly1305,
+                ctr_xchacha20: CtrXChaCha20,
+            });
+        )*
+    };
+    // One module `$name` of tests `$test`, each calling `$name` with its
+    // `Mode::$mode`.
+    (@mod $name:ident { $($(#[$attr:meta])* $test:ident: $mode:ident,)* }) => {
+        mod $name {
+            $(
+                $(#[$attr])*
+                #[test]
+                fn $test() {
+                    super::$name($crate::common::Mode::$mode)
+                }
+            )*
+        }
     };
     ($($name:ident),* $(,)?) => {
         $(
-            mod $name {
-                #[test]
-                fn gcm() {
-                    super::$name($crate::common::Mode::Gcm)
-                }
-                #[test]
-                fn ctr() {
-                    super::$name($crate::common::Mode::Ctr)
-                }
-                #[test]
-                fn xts() {
-                    super::$name($crate::common::Mode::Xts)
-                }
-                #[test]
-                fn xchacha20_poly1305() {
-                    super::$name($crate::common::Mode::XChaCha20Poly1305)
-                }
-                #[test]
-                fn ctr_xchacha20() {
-                    super::$name($crate::common::Mode::CtrXChaCha20)
-                }
-            }
+            mode_tests!(@mod $name {
+                gcm: Gcm,
+                ctr: Ctr,
+                xts: Xts,
+                xchacha20_poly1305: XChaCha20Poly1305,
+                ctr_xchacha20: CtrXChaCha20,
+            });
         )*
     };
 }
@@ -139,29 +123,40 @@ macro_rules! mode_tests {
 /// `--speculation on`, then `off` (`with_speculation`), whatever the
 /// machine's default (on with 4 or more cores or Twofish) would pick. The
 /// case checks that its mounts ran so with `assert_speculation_ran`.
+/// Groups with different arms go in one call, `;` between them
+/// (`speculation_tests!(twofish_on: a; all: b, c)`); `twofish_on:` is
+/// `twofish:` with speculation on (Twofish's default: run always) and
+/// `all:` with it off (ignored, run in scripts/twofish-matrix.sh).
 #[allow(unused_macros)]
 macro_rules! speculation_tests {
-    (nonce: $($name:ident),* $(,)?) => {
-        speculation_tests!(@variants [nonce:] $($name),*);
-    };
-    (twofish: $($name:ident),* $(,)?) => {
-        speculation_tests!(@variants [twofish:] $($name),*);
-    };
-    (@variants [$($arm:tt)*] $($name:ident),*) => {
-        speculation_tests!(@one speculation_on true [$($arm)*] $($name),*);
-        speculation_tests!(@one speculation_off false [$($arm)*] $($name),*);
-    };
-    (@one $variant:ident $on:literal [$($arm:tt)*] $($name:ident),*) => {
+    (@one $variant:ident $on:tt [$([$($arm:ident)?] $($name:ident),*);*]) => {
         mod $variant {
-            $(
+            $($(
                 fn $name(mode: $crate::common::Mode) {
                     $crate::common::with_speculation($on, || super::$name(mode))
                 }
-            )*
-            mode_tests!($($arm)* $($name),*);
+            )*)*
+            $(speculation_tests!(@arm $on [$($arm)?] $($name),*);)*
         }
     };
+    (@arm $on:tt [] $($name:ident),*) => {
+        mode_tests!($($name),*);
+    };
+    (@arm true [twofish_on] $($name:ident),*) => {
+        mode_tests!(twofish: $($name),*);
+    };
+    (@arm false [twofish_on] $($name:ident),*) => {
+        mode_tests!(all: $($name),*);
+    };
+    (@arm $on:tt [$arm:ident] $($name:ident),*) => {
+        mode_tests!($arm: $($name),*);
+    };
+    ($($arm:ident: $($name:ident),+ $(,)?);+ $(;)?) => {
+        speculation_tests!(@one speculation_on true [$([$arm] $($name),+);+]);
+        speculation_tests!(@one speculation_off false [$([$arm] $($name),+);+]);
+    };
     ($($name:ident),* $(,)?) => {
-        speculation_tests!(@variants [] $($name),*);
+        speculation_tests!(@one speculation_on true [[] $($name),*]);
+        speculation_tests!(@one speculation_off false [[] $($name),*]);
     };
 }

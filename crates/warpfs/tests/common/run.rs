@@ -147,9 +147,35 @@ pub fn xattrs_or_refused(p: &Path) -> bool {
     false
 }
 
+/// Whether the mount arguments `args` set the long option `name`: as
+/// `--name`, `--name=V`, or in a `-o` list as `name` or `name=V` (`_` and
+/// `-` alike, as `warpfs mount` reads them).
+pub fn sets_option(args: &[OsString], name: &str) -> bool {
+    let norm = |s: &[u8]| -> Vec<u8> { s.iter().map(|&c| if c == b'_' { b'-' } else { c }).collect() };
+    let name = norm(name.as_bytes());
+    let is = |item: &[u8]| {
+        let item = norm(item);
+        item == name || item.strip_prefix(name.as_slice()).is_some_and(|r| r.starts_with(b"="))
+    };
+    let mut list = false;
+    args.iter().any(|a| {
+        let a = a.as_bytes();
+        let in_list = std::mem::replace(&mut list, a == b"-o");
+        let opts = if in_list {
+            a
+        } else if let Some(rest) = a.strip_prefix(b"-o").filter(|r| !r.is_empty()) {
+            rest
+        } else {
+            return a.strip_prefix(b"--").is_some_and(is);
+        };
+        opts.split(|&c| c == b',').any(is)
+    })
+}
+
 /// `args` with `--speculation X` from `WARPFS_TEST_SPECULATION` inserted
-/// after a leading `mount` that does not set it already, and the
-/// arguments of [`test_mount_args`].
+/// after a leading `mount` that does not set it already (as an option or
+/// in a `-o` list: [`sets_option`]), and the arguments of
+/// [`test_mount_args`].
 pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
     if args.first().is_some_and(|a| a == "mount") {
         for a in test_mount_args().into_iter().rev() {
@@ -159,9 +185,7 @@ pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
         }
     }
     let is_mount = args.first().is_some_and(|a| a == "mount");
-    let has = args
-        .iter()
-        .any(|a| a == "--speculation" || a.as_bytes().starts_with(b"--speculation="));
+    let has = sets_option(&args, "speculation");
     if let (true, false, Some(v)) = (is_mount, has, test_speculation()) {
         args.splice(1..1, [OsString::from("--speculation"), OsString::from(v)]);
     }
@@ -169,12 +193,11 @@ pub fn with_test_speculation(mut args: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// `args` with `--engine X` from `WARPFS_TEST_ENGINE` (cpu, opencl, cuda,
-/// auto) inserted after a leading `mount` that does not set it already.
+/// auto) inserted after a leading `mount` that does not set it already
+/// ([`sets_option`]).
 pub fn with_test_engine(mut args: Vec<OsString>) -> Vec<OsString> {
     let is_mount = args.first().is_some_and(|a| a == "mount");
-    let has = args
-        .iter()
-        .any(|a| a == "--engine" || a.as_bytes().starts_with(b"--engine="));
+    let has = sets_option(&args, "engine");
     let v = std::env::var("WARPFS_TEST_ENGINE").unwrap_or_default();
     if is_mount && !has && !v.trim().is_empty() {
         args.splice(1..1, [OsString::from("--engine"), OsString::from(v.trim())]);

@@ -3,7 +3,7 @@
 
 use super::*;
 
-mode_tests!(concurrent_namespace, inode_number_reuse);
+mode_tests!(all: concurrent_namespace, inode_number_reuse);
 
 fn concurrent_namespace(mode: Mode) {
     // Threads creating, renaming, linking and deleting in one directory.

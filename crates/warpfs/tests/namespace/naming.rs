@@ -3,7 +3,7 @@
 
 use super::*;
 
-mode_tests!(long_names, odd_names);
+mode_tests!(all: long_names, odd_names);
 
 fn long_names(mode: Mode) {
     require_fuse!();

@@ -3,7 +3,7 @@
 
 use super::*;
 
-mode_tests!(mkdir_rmdir, fifo, create_flags, tree_persists);
+mode_tests!(all: mkdir_rmdir, fifo, create_flags, tree_persists);
 
 fn mkdir_rmdir(mode: Mode) {
     require_fuse!();
