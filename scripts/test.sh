@@ -300,9 +300,10 @@ fi
 if [[ ${SOAK_MINUTES:-0.5} == 0 ]]; then
     NAMES+=(soak) RESULTS+=("skipped (SOAK_MINUTES=0)") TIMES+=(0)
 else
-    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-0.5}"
+    # Into target/: a short run is a check, not a result for bench/results.
+    step soak bash bench/soak.sh --minutes "${SOAK_MINUTES:-0.5}" --out target/soak/soak.json
     # The same mix for half as long on /dev/fuse (the other transport).
-    step soak-dev env WARPFS_TRANSPORT=dev bash bench/soak.sh --minutes "$(awk -v m="${SOAK_MINUTES:-0.5}" 'BEGIN { print m / 2 }')"
+    step soak-dev env WARPFS_TRANSPORT=dev bash bench/soak.sh --minutes "$(awk -v m="${SOAK_MINUTES:-0.5}" 'BEGIN { print m / 2 }')" --out target/soak/soak-dev.json
 fi
 
 # ---- summary -----------------------------------------------------------------
