@@ -6,7 +6,10 @@
 # Needs from deb.sh: WF_REPO, TDIR, dpkg_ and the wf_* helpers of lib.sh.
 
 # release_pick [TAG] — REL_TAG and REL_COMMIT of TAG, or of the newest release
-# listed. Where the clone has the tag, it must name the listed commit.
+# listed. Where the clone has the tag, it must name the listed commit. A
+# shallow clone lacks the commit: it is fetched from origin where that
+# works; otherwise release_pick returns 1 (the caller leaves the release
+# upgrade out, saying so).
 release_pick() {
     local want="${1:-}" line tagged
     line="$(grep -v '^#' "$WF_REPO/scripts/releases.txt" | awk -v t="$want" 'NF == 2 && (t == "" || $1 == t)' | tail -n 1)"
@@ -15,8 +18,11 @@ release_pick() {
     if tagged="$(git -C "$WF_REPO" rev-parse -q --verify "refs/tags/$REL_TAG^{commit}" 2>/dev/null)"; then
         [[ $tagged == "$REL_COMMIT" ]] || wf_die "tag $REL_TAG names $tagged; scripts/releases.txt says $REL_COMMIT"
     fi
-    git -C "$WF_REPO" cat-file -e "$REL_COMMIT^{commit}" 2>/dev/null ||
-        wf_die "this clone lacks $REL_TAG ($REL_COMMIT): a shallow clone? (git fetch --unshallow)"
+    git -C "$WF_REPO" cat-file -e "$REL_COMMIT^{commit}" 2>/dev/null && return 0
+    wf_log "this clone lacks $REL_TAG ($REL_COMMIT); fetching it from origin"
+    timeout 120 git -C "$WF_REPO" fetch --quiet --depth 1 origin "$REL_COMMIT" 2>/dev/null ||
+        timeout 300 git -C "$WF_REPO" fetch --quiet --unshallow origin 2>/dev/null || true
+    git -C "$WF_REPO" cat-file -e "$REL_COMMIT^{commit}" 2>/dev/null
 }
 
 # release_build — REL_DEB: the release's package, built in the same target

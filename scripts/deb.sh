@@ -92,8 +92,12 @@ wf_log "cargo-deb ready in $((SECONDS - t0))s"
 ((BUILD_ONLY)) || [[ -n $TARGET ]] || wf_is_root || RELEASE=0
 ((BUILD_ONLY)) && RELEASE=0
 if ((RELEASE)); then
-    release_pick "$RELEASE_TAG"
-    release_build
+    if release_pick "$RELEASE_TAG"; then
+        release_build
+    else
+        wf_warn "the release upgrade is left out: this clone has neither $REL_TAG nor its commit $REL_COMMIT, and origin gave neither (a shallow clone: git fetch --unshallow)"
+        RELEASE=0
+    fi
 fi
 
 t1=$SECONDS
