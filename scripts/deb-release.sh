@@ -3,7 +3,8 @@
 # scripts/deb.sh, and an upgrade from it to the package of this tree while a
 # volume is mounted.
 #
-# Needs from deb.sh: WF_REPO, TDIR, dpkg_ and the wf_* helpers of lib.sh.
+# Needs from deb.sh: WF_REPO, TDIR, dpkg_, installed_procs and the wf_*
+# helpers of lib.sh.
 
 # release_pick [TAG] — REL_TAG and REL_COMMIT of TAG, or of the newest release
 # listed. Where the clone has the tag, it must name the listed commit. A
@@ -49,21 +50,10 @@ release_build() {
     wf_log "built $(basename "$REL_DEB") in $((SECONDS - t0))s"
 }
 
-# The pids of processes running /usr/bin/warpfs, also one whose file the
-# upgrade has replaced ("/usr/bin/warpfs (deleted)").
-release_procs() {
-    local p e
-    for p in /proc/[0-9]*; do
-        e="$(readlink "$p/exe" 2>/dev/null)" || continue
-        [[ $e == /usr/bin/warpfs || $e == "/usr/bin/warpfs (deleted)" ]] && echo "${p#/proc/}"
-    done
-    return 0
-}
-
 # release_one_daemon WHAT — the pid of the only warpfs daemon.
 release_one_daemon() {
     local pids
-    pids="$(release_procs)"
+    pids="$(installed_procs)"
     [[ -n $pids && $pids != *$'\n'* ]] || wf_die "$1: expected one warpfs daemon, found: ${pids:-none}"
     echo "$pids"
 }
@@ -151,7 +141,7 @@ release_upgrade_test() {
         wf_die "fsck of the upgraded volume is not clean"
 
     dpkg_ -P warpfs >/dev/null
-    [[ -z $(release_procs) ]] || wf_die "warpfs processes left after the upgrade test: $(release_procs)"
+    [[ -z $(installed_procs) ]] || wf_die "warpfs processes left after the upgrade test: $(installed_procs)"
     release_cleanup
     UPG=""
     wf_log "upgrade from $REL_TAG with a live mount: the old daemon kept serving, the remount runs the new binary ($((SECONDS - t0))s)"

@@ -135,12 +135,14 @@ dpkg_() {
     if [[ -n ${DPKG_FLOCK:-} ]]; then flock "$DPKG_FLOCK" dpkg "$@"; else dpkg "$@"; fi
 }
 
-# What the package must never start: a process of the installed binary,
-# or a warpfs mount that was not there before.
+# What the package must never start: a process of the installed binary
+# (also one whose file an upgrade has replaced: "/usr/bin/warpfs
+# (deleted)"), or a warpfs mount that was not there before.
 installed_procs() {
-    local p
+    local p e
     for p in /proc/[0-9]*; do
-        [[ $(readlink "$p/exe" 2>/dev/null) == /usr/bin/warpfs ]] && echo "${p#/proc/}"
+        e="$(readlink "$p/exe" 2>/dev/null)" || continue
+        [[ $e == /usr/bin/warpfs || $e == "/usr/bin/warpfs (deleted)" ]] && echo "${p#/proc/}"
     done
     return 0
 }
