@@ -162,7 +162,9 @@ impl Scenario {
             && matches!(self.kind, Kind::Fifo | Kind::DevNull | Kind::DevZero)
     }
 
-    fn warpfs_cmd(&self, args: &[&str], passfile: &Path) -> Command {
+    /// `warpfs ARGS[0] --passfile PASSFILE ARGS[1..] CIPHERDIR` on this
+    /// scenario's volume.
+    pub(super) fn warpfs_cmd(&self, args: &[&str], passfile: &Path) -> Command {
         let mut c = Command::new(BIN);
         c.arg(args[0]).arg("--passfile").arg(passfile);
         c.args(&args[1..]);

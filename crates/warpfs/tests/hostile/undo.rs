@@ -123,10 +123,7 @@ pub fn still_restores(s: &mut Scenario, op: Op, f: &mut Findings) {
     if part {
         damaged = block(&damaged);
     }
-    let mut c = Command::new(BIN);
-    c.args(["fsck", "--undo", "--passfile"])
-        .arg(&s.v.passfile)
-        .arg(&s.v.cipher);
+    let c = s.warpfs_cmd(&["fsck", "--undo"], &s.v.passfile);
     let o = match s.scope.cmd("warpfs fsck --undo (genuine, afterwards)", c) {
         Ok(o) => o,
         Err(e) => return f.fail(format!("{op:?}: fsck --undo afterwards: {e}")),
