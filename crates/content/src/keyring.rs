@@ -19,8 +19,9 @@ struct Gens {
 pub struct Keyring {
     mode: Mode,
     gens: RwLock<Gens>,
-    /// The volume's file-summary key (`gcm` with `file-summary`, FORMAT.md 12).
-    summary: Option<Arc<warpfs_crypto::SummaryKey>>,
+    /// The volume's file-summary key (`gcm` with `file-summary`, FORMAT.md
+    /// 12); a rekey to a new volume key changes it.
+    summary: RwLock<Option<Arc<warpfs_crypto::SummaryKey>>>,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -69,7 +70,7 @@ impl Keyring {
         Self {
             mode: write.mode(),
             gens: RwLock::new(Gens { write, previous }),
-            summary: None,
+            summary: RwLock::new(None),
         }
     }
 
@@ -77,13 +78,24 @@ impl Keyring {
     /// files get one and every file must have one. `gcm` only.
     pub fn with_summary(mut self, key: Option<Arc<warpfs_crypto::SummaryKey>>) -> Self {
         assert!(key.is_none() || self.mode == Mode::Gcm, "file summaries are gcm only");
-        self.summary = key;
+        self.summary = RwLock::new(key);
         self
     }
 
     /// The file-summary key, when the volume has file summaries.
-    pub fn summary(&self) -> Option<&Arc<warpfs_crypto::SummaryKey>> {
-        self.summary.as_ref()
+    pub fn summary(&self) -> Option<Arc<warpfs_crypto::SummaryKey>> {
+        self.summary.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Files opened from now on have their summaries under `key` (a rekey
+    /// to a new volume key, once every summary was sealed again under it;
+    /// open files follow through [`crate::CipherFile::rekey_summary`]).
+    /// Does nothing on a keyring without summaries.
+    pub fn set_summary(&self, key: Arc<warpfs_crypto::SummaryKey>) {
+        let mut g = self.summary.write().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            *g = Some(key);
+        }
     }
 
     fn read(&self) -> Gens {

@@ -259,7 +259,7 @@ pub fn scan_with(
         .collect();
     let mut saved = Vec::new();
     match (keys.summary(), hdr.summary) {
-        (Some(k), true) => match crate::summary::check(file, k, &id, size) {
+        (Some(k), true) => match crate::summary::check(file, &k, &id, size) {
             Ok(c) => {
                 out.unverified_segments = c.unverified.len() as u64;
                 if let Some(w) = c.state.poisoned {
@@ -423,9 +423,9 @@ pub fn reseal_summary(file: &File, keys: &Keyring) -> std::io::Result<()> {
         return Ok(());
     }
     let size = layout::plain_size(keys.mode(), file.metadata()?.len()).map_err(io)?;
-    let mut st = crate::summary::check(file, key, &hdr.file_id, size).map_err(io)?.state;
+    let mut st = crate::summary::check(file, &key, &hdr.file_id, size).map_err(io)?.state;
     st.poisoned = None;
-    crate::summary::commit(file, key, &hdr.file_id, size, &mut st).map_err(io)
+    crate::summary::commit(file, &key, &hdr.file_id, size, &mut st).map_err(io)
 }
 
 /// Cut a torn tail: set the backing length to `fixed_len` (from

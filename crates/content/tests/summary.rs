@@ -231,7 +231,7 @@ fn a_crash_in_the_middle_of_a_truncation_reads_back() {
     {
         let f = rw(&before);
         let id: [u8; 16] = full[8..24].try_into().unwrap();
-        let sk = k.summary().unwrap();
+        let sk = &k.summary().unwrap();
         let mut st = summary::check(&f, sk, &id, 900 * B).unwrap().state;
         summary::mark_tail(&f, sk, &id, 900 * B, 300 * B + 9, &mut st).unwrap();
     }

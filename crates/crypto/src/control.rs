@@ -11,6 +11,9 @@ use sha2::Sha256;
 
 /// HKDF info string of the control-request key.
 pub const INFO_CONTROL: &[u8] = b"warpfs v1 control";
+/// What the key that carries a new volume key to a mount is made for
+/// (and the associated data of what it seals).
+pub const INFO_HANDOVER: &[u8] = b"warpfs v1 control volume key handover";
 /// Length of a control tag in bytes.
 pub const CONTROL_TAG_LEN: usize = 32;
 
@@ -55,6 +58,47 @@ impl ControlKey {
     pub fn verify(&self, name: &[u8], value: &[u8], tag: &[u8]) -> bool {
         self.mac(name, value).verify_slice(tag).is_ok()
     }
+
+    /// The key that carries a new volume key to a mount (an online rekey
+    /// to a new volume key): HMAC-SHA256 of [`INFO_HANDOVER`] under the
+    /// control key, on locked pages.
+    fn handover_key(&self) -> Locked<[u8; 32]> {
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&*self.0).expect("HMAC takes any key length");
+        m.update(INFO_HANDOVER);
+        let mut k = Locked::new([0u8; 32]);
+        k.copy_from_slice(&m.finalize().into_bytes());
+        k
+    }
+
+    /// `key` sealed for the mount whose volume key this control key is
+    /// of: AES-256-GCM under [`Self::handover_key`] (a random nonce), as
+    /// hex text (nonce ‖ ciphertext ‖ tag), for a control request.
+    pub fn seal_key(&self, key: &MasterKey) -> String {
+        let w = crate::wrap::wrap(&self.handover_key(), key, INFO_HANDOVER);
+        w.nonce
+            .iter()
+            .chain(&w.ciphertext)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// The key [`Self::seal_key`] sealed; `None` for any other text, a
+    /// changed byte or another control key.
+    pub fn open_key(&self, hex: &str) -> Option<MasterKey> {
+        let n = crate::wrap::WRAP_NONCE_LEN + crate::wrap::WRAPPED_LEN;
+        if hex.len() != 2 * n || !hex.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let b: Vec<u8> = (0..n)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let w = crate::wrap::Wrapped {
+            nonce: b[..crate::wrap::WRAP_NONCE_LEN].try_into().ok()?,
+            ciphertext: b[crate::wrap::WRAP_NONCE_LEN..].to_vec(),
+        };
+        crate::wrap::unwrap(&self.handover_key(), &w, INFO_HANDOVER).ok()
+    }
 }
 
 #[cfg(test)]
@@ -63,6 +107,39 @@ mod tests {
 
     fn key(b: u8) -> ControlKey {
         ControlKey::derive(&MasterKey::from_bytes(&[b; 32]).unwrap())
+    }
+
+    #[test]
+    fn a_sealed_key_opens_only_under_the_same_control_key_and_unchanged() {
+        let (k, new) = (key(1), MasterKey::from_bytes(&[7; 32]).unwrap());
+        let s = k.seal_key(&new);
+        assert_eq!(s.len(), 2 * (12 + 48));
+        assert_eq!(k.open_key(&s).unwrap().as_bytes(), new.as_bytes());
+        assert_ne!(k.seal_key(&new), s, "a fresh nonce each time");
+        assert!(key(2).open_key(&s).is_none(), "another control key");
+        for i in [0, 30, s.len() - 1] {
+            let mut b = s.clone().into_bytes();
+            b[i] = if b[i] == b'0' { b'1' } else { b'0' };
+            assert!(
+                k.open_key(std::str::from_utf8(&b).unwrap()).is_none(),
+                "byte {i} changed"
+            );
+        }
+        for bad in [
+            "",
+            "zz",
+            &s[2..],
+            &format!("{s}00"),
+            &s.replace(|c: char| c == 'a', "g"),
+        ] {
+            if bad != s {
+                assert!(k.open_key(bad).is_none(), "{bad:?}");
+            }
+        }
+        // The handover key is HMAC(control key, INFO_HANDOVER).
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&*k.0).unwrap();
+        m.update(INFO_HANDOVER);
+        assert_eq!(&*k.handover_key(), &m.finalize().into_bytes()[..]);
     }
 
     #[test]

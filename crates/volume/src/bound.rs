@@ -84,12 +84,17 @@ impl Volume {
         let Ok(t) = warpfs_backing::readlink(p) else {
             return false;
         };
-        std::str::from_utf8(&t).is_ok_and(|s| self.sealer.open_b64(&ad(SYMLINK_AD_BOUND, &[iv, name]), s).is_ok())
+        std::str::from_utf8(&t).is_ok_and(|s| {
+            self.naming()
+                .sealer
+                .open_b64(&ad(SYMLINK_AD_BOUND, &[iv, name]), s)
+                .is_ok()
+        })
     }
 
     /// The backing target of a symlink at `p` pointing to `target`.
     pub(crate) fn seal_symlink(&self, p: &Loc, target: &[u8]) -> Result<String> {
-        let sealed = self.sealer.seal_b64(&self.symlink_ad(p)?, target);
+        let sealed = self.naming().sealer.seal_b64(&self.symlink_ad(p)?, target);
         if sealed.len() >= libc::PATH_MAX as usize {
             return Err(Error::ENAMETOOLONG);
         }
@@ -101,7 +106,7 @@ impl Volume {
         let s = std::str::from_utf8(sealed).map_err(|_| Error::EIO)?;
         self.symlink_ads(p)?
             .iter()
-            .find_map(|a| self.sealer.open_b64(a, s).ok())
+            .find_map(|a| self.naming().sealer.open_b64(a, s).ok())
             .ok_or(Error::EIO)
     }
 

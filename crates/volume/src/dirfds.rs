@@ -74,6 +74,11 @@ impl DirFds {
         Ok(d)
     }
 
+    /// Close every directory kept (the backing names all changed).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
     /// The directory at `rel` (and every one below it) was moved or
     /// removed: its descriptors no longer stand for these paths.
     pub(crate) fn forget_under(&self, rel: &Path) {

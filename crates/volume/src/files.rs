@@ -76,6 +76,12 @@ impl FileTable {
         Ok(f)
     }
 
+    /// Every file some handle has open.
+    pub(crate) fn all(&self) -> Vec<OpenFile> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.values().filter_map(|(w, _)| w.upgrade()).collect()
+    }
+
     /// The open file of an inode, if some handle has it open.
     pub(crate) fn get(&self, dev: u64, ino: u64) -> Option<OpenFile> {
         self.map

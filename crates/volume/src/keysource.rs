@@ -29,6 +29,21 @@ impl KeySource {
         }
     }
 
+    /// The same, made from another master key (a rekey to a new volume key).
+    pub(crate) fn with_master(&self, master: &MasterKey) -> Self {
+        Self::new(master, self.key_bits, self.mode, self.cipher)
+    }
+
+    /// The content key size in bits.
+    pub(crate) fn key_bits(&self) -> u32 {
+        self.key_bits
+    }
+
+    /// The master key.
+    pub(crate) fn master(&self) -> &MasterKey {
+        &self.master
+    }
+
     /// The cipher of key generation `g`: masks from `engine`'s write pool
     /// when one is given (not in `xts`, which has no masks), else made on
     /// the calling thread. A software-AES or device engine is given the raw

@@ -7,7 +7,7 @@ use crate::files::FileTable;
 use crate::keysource::KeySource;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use warpfs_backing::{Dir, Expect, Loc, Root};
 use warpfs_config::{Config, ContentMode};
 use warpfs_content::{Cipher, Keyring, Mode};
@@ -27,17 +27,25 @@ pub struct Options {
 pub struct Volume {
     /// CIPHERDIR, held open: every backing entry is reached beneath it.
     pub(crate) root: Root,
-    pub(crate) names: NameCipher,
+    /// The name and seal keys: a rekey to a new volume key on a mount
+    /// changes them (while [`Volume::serving`] holds every request off).
+    naming: RwLock<Arc<Naming>>,
     pub(crate) ivs: DirCache,
     /// Backing directories kept open for `*at` calls.
     pub(crate) dirfds: DirFds,
-    pub(crate) sealer: Sealer,
     /// The content ciphers by key generation (FORMAT.md 10), shared with
     /// every open file; an online rekey adds the next generation.
     pub(crate) keys: Arc<Keyring>,
     pub(crate) mode: Mode,
-    /// Makes the ciphers of further key generations (an online rekey).
-    keysource: KeySource,
+    /// Makes the ciphers of further key generations (an online rekey);
+    /// a rekey to a new volume key on a mount changes it at its start.
+    keysource: RwLock<Arc<KeySource>>,
+    /// Every request through the mount holds it shared
+    /// ([`Volume::serving`]); the name part of a rekey to a new volume key
+    /// on a mount holds it alone.
+    gate: RwLock<()>,
+    /// The rekey to a new volume key under way on this mount, if any.
+    pub(crate) handover: std::sync::Mutex<Option<crate::rekey::Handover>>,
     /// The speculative engine every mask comes from, once attached.
     engine: Option<Arc<Engine>>,
     pub(crate) files: Arc<FileTable>,
@@ -52,6 +60,12 @@ pub struct Volume {
     /// Symlink targets and xattr values are bound to their entry
     /// (`bound-seals`, FORMAT.md 5).
     pub(crate) bound_seals: bool,
+}
+
+/// The keys of names, symlink targets and xattrs (FORMAT.md 4, 5).
+pub(crate) struct Naming {
+    pub(crate) names: NameCipher,
+    pub(crate) sealer: Sealer,
 }
 
 /// Who asks for an operation (for ownership of new entries).
@@ -124,13 +138,17 @@ impl Volume {
         let keys = Arc::new(Keyring::new(keysource.cipher(None, write)?, previous_gen).with_summary(summary));
         Ok(Volume {
             root,
-            names: subkeys.names,
+            naming: RwLock::new(Arc::new(Naming {
+                names: subkeys.names,
+                sealer: subkeys.seal,
+            })),
             ivs: DirCache::default(),
             dirfds: DirFds::default(),
-            sealer: subkeys.seal,
             keys,
             mode,
-            keysource,
+            keysource: RwLock::new(Arc::new(keysource)),
+            gate: RwLock::new(()),
+            handover: std::sync::Mutex::new(None),
             engine: None,
             files: Arc::new(FileTable::default()),
             opts,
@@ -144,7 +162,42 @@ impl Volume {
     /// The cipher of key generation `g`, with masks from the engine once
     /// one is attached.
     pub(crate) fn make_cipher(&self, g: u32) -> std::result::Result<Arc<Cipher>, String> {
-        self.keysource.cipher(self.engine.as_ref(), g)
+        self.keysource().cipher(self.engine.as_ref(), g)
+    }
+
+    /// What makes the content ciphers and the journal, undo and control
+    /// keys.
+    pub(crate) fn keysource(&self) -> Arc<KeySource> {
+        self.keysource.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Make content ciphers and keys from `k` from now on.
+    pub(crate) fn set_keysource(&self, k: KeySource) {
+        *self.keysource.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(k);
+    }
+
+    /// The name and seal keys.
+    pub(crate) fn naming(&self) -> Arc<Naming> {
+        self.naming.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Name and seal with `n` from now on.
+    pub(crate) fn set_naming(&self, n: Naming) {
+        *self.naming.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(n);
+    }
+
+    /// Held by every request through the mount for as long as it runs
+    /// (shared): the name part of a rekey to a new volume key takes it
+    /// alone ([`Volume::hold_requests`]), so no request sees the names
+    /// half moved. Take it once per request, never nested.
+    pub fn serving(&self) -> RwLockReadGuard<'_, ()> {
+        self.gate.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for every request in flight, and hold off new ones until the
+    /// guard is dropped.
+    pub(crate) fn hold_requests(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        self.gate.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Take every mask from the speculative `engine`
@@ -165,19 +218,19 @@ impl Volume {
             .keys
             .get(write.generation().wrapping_sub(1))
             .filter(|_| self.keys.rekeying());
-        let summary = self.keys.summary().cloned();
+        let summary = self.keys.summary();
         self.keys = Arc::new(Keyring::new(write, previous).with_summary(summary));
         Ok(())
     }
 
     /// The key that authenticates this volume's rekey undo journals.
     pub(crate) fn journal_key(&self) -> warpfs_crypto::JournalKey {
-        self.keysource.journal_key()
+        self.keysource().journal_key()
     }
 
     /// The key that authenticates this volume's fsck undo files.
     pub(crate) fn undo_key(&self) -> warpfs_crypto::UndoKey {
-        self.keysource.undo_key()
+        self.keysource().undo_key()
     }
 
     /// The attached engine, if any.
@@ -194,8 +247,16 @@ impl Volume {
     /// online rekey's start or finish) comes from someone who unlocked the
     /// config: its HMAC under the control key of this volume's master key
     /// (`warpfs_crypto::ControlKey`), checked in constant time.
+    /// During a rekey to a new volume key on this mount the old key's
+    /// control key proves requests too (the one that started it).
     pub fn control_proof_ok(&self, name: &[u8], value: &[u8], tag: &[u8]) -> bool {
-        self.keysource.control_key().verify(name, value, tag)
+        self.keysource().control_key().verify(name, value, tag)
+            || self
+                .handover
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|h| h.old_control().verify(name, value, tag))
     }
 
     /// Set up a freshly initialised CIPHERDIR (writes the root directory IV).

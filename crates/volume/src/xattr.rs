@@ -17,7 +17,11 @@ impl Volume {
         if name.len() > 255 {
             return Err(Error(libc::ERANGE));
         }
-        let enc = self.names.encrypt_xattr_name(name).map_err(|_| Error::EINVAL)?;
+        let enc = self
+            .naming()
+            .names
+            .encrypt_xattr_name(name)
+            .map_err(|_| Error::EINVAL)?;
         let full = format!("{BACKING_PREFIX}{enc}");
         if full.len() > 255 {
             return Err(Error(libc::ERANGE));
@@ -31,7 +35,7 @@ impl Volume {
         let n = self.xattr_backing_name(name)?;
         let (d, f) = self.at(path)?;
         let p = d.entry(&f);
-        let sealed = self.sealer.seal(&self.value_ad(&p, name, true)?, value);
+        let sealed = self.naming().sealer.seal(&self.value_ad(&p, name, true)?, value);
         warpfs_backing::lsetxattr(&p, &n, &sealed, flags)
     }
 
@@ -46,7 +50,7 @@ impl Volume {
         let p = d.entry(&f);
         let sealed = warpfs_backing::lgetxattr(&p, &n)?;
         self.value_ad(&p, name, false)
-            .and_then(|ad| self.sealer.open(&ad, &sealed).map_err(|_| Error::EIO))
+            .and_then(|ad| self.naming().sealer.open(&ad, &sealed).map_err(|_| Error::EIO))
             .inspect_err(|_| {
                 tracing::error!(
                     "corrupt xattr value {} on {} (tampered, or moved from another entry or attribute)",
@@ -66,7 +70,7 @@ impl Volume {
                 continue;
             };
             let Ok(enc) = std::str::from_utf8(enc) else { continue };
-            if let Ok(plain) = self.names.decrypt_xattr_name(enc) {
+            if let Ok(plain) = self.naming().names.decrypt_xattr_name(enc) {
                 out.extend_from_slice(&plain);
                 out.push(0);
             }

@@ -44,8 +44,17 @@ pub(crate) struct Shared {
 
 /// A file's summary key and state.
 pub(crate) struct Summ {
-    pub(crate) key: Arc<warpfs_crypto::SummaryKey>,
+    /// Changed only by [`CipherFile::rekey_summary`] (a rekey to a new
+    /// volume key), while no request is in flight.
+    pub(crate) key: RwLock<Arc<warpfs_crypto::SummaryKey>>,
     pub(crate) st: Mutex<Option<SumState>>,
+}
+
+impl Summ {
+    /// The summary key.
+    pub(crate) fn key(&self) -> Arc<warpfs_crypto::SummaryKey> {
+        self.key.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// One open backing file. Handles of one inode share one; a read-only one
@@ -182,17 +191,17 @@ impl CipherFile {
                 ))
             }
             (Some(k), Some(h)) => {
-                let c = summary::check(&file, k, &h.file_id, size)?;
+                let c = summary::check(&file, &k, &h.file_id, size)?;
                 if let Some(w) = &c.state.poisoned {
                     tracing::error!("{label}: {w}");
                 }
                 Some(Summ {
-                    key: k.clone(),
+                    key: RwLock::new(k),
                     st: Mutex::new(Some(c.state)),
                 })
             }
             (Some(k), None) => Some(Summ {
-                key: k.clone(),
+                key: RwLock::new(k),
                 st: Mutex::new(None),
             }),
             (None, _) => None,
@@ -245,7 +254,8 @@ impl CipherFile {
         *self.sh.label.lock().unwrap_or_else(|e| e.into_inner()) = label;
     }
 
-    pub(crate) fn label(&self) -> String {
+    /// The plaintext path used in log lines.
+    pub fn label(&self) -> String {
         self.sh.label.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 

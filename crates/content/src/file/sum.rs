@@ -42,11 +42,11 @@ impl CipherFile {
         match read {
             Ok(()) => {
                 summary::mask(&mut old);
-                st.account(&s.key, first, n, &old, ents);
+                st.account(&s.key(), first, n, &old, ents);
             }
             // Past the end (new blocks): nothing counted there yet, unless
             // the read failed for another reason.
-            Err(_) if n <= first => st.account(&s.key, first, n, &[], ents),
+            Err(_) if n <= first => st.account(&s.key(), first, n, &[], ents),
             Err(_) => st.sigma = None,
         }
         st.patch(first, ents);
@@ -67,7 +67,7 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) => summary::make_dirty(&self.file, &s.key, id, size, st, summary::segs(a, b), grow),
+            Some(st) => summary::make_dirty(&self.file, &s.key(), id, size, st, summary::segs(a, b), grow),
             None => Ok(()),
         }
     }
@@ -79,7 +79,7 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) => summary::mark_tail(&self.file, &s.key, id, size, new_size, st),
+            Some(st) => summary::mark_tail(&self.file, &s.key(), id, size, new_size, st),
             None => Ok(()),
         }
     }
@@ -98,7 +98,7 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) if summary::needs_commit(st) => summary::commit_then(&self.file, &s.key, id, size, st, last),
+            Some(st) if summary::needs_commit(st) => summary::commit_then(&self.file, &s.key(), id, size, st, last),
             _ => Ok(false),
         }
     }
@@ -108,7 +108,7 @@ impl CipherFile {
     /// state to patch the nnode with; `None` without summaries.
     pub(crate) fn sum_fresh(&self, id: &[u8; 16]) -> Option<SumState> {
         let s = self.sh.sum.as_ref()?;
-        let st = SumState::fresh(&s.key, id);
+        let st = SumState::fresh(&s.key(), id);
         *s.st.lock().unwrap_or_else(|e| e.into_inner()) = Some(st.clone());
         Some(st)
     }
@@ -147,6 +147,29 @@ impl CipherFile {
         };
         drop(guard);
         r
+    }
+
+    /// The file's summary is now under `key` (a rekey to a new volume key
+    /// sealed it again on disk, [`crate::summary::commit`]): its state is
+    /// read back under that key, as at open. The caller makes sure no
+    /// request is in flight on the file (and committed it before).
+    pub fn rekey_summary(&self, key: &std::sync::Arc<warpfs_crypto::SummaryKey>) -> Result<(), ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(());
+        };
+        let (guard, st) = self.sh.lock.acquire(|_| Some(Want::whole()));
+        let fresh = match st.hdr {
+            Some(h) if h.summary => Some(summary::check(&self.file, key, &h.file_id, st.size)?.state),
+            _ => None,
+        };
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = fresh {
+            *g = Some(f);
+        }
+        *s.key.write().unwrap_or_else(|e| e.into_inner()) = key.clone();
+        drop(g);
+        drop(guard);
+        Ok(())
     }
 
     /// Flush data and entries to stable storage. A summary commit makes

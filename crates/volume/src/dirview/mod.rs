@@ -73,6 +73,11 @@ impl DirCache {
         m.insert(key, s);
     }
 
+    /// Forget every directory (the names moved to a new volume key).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
     /// Forget a directory (after rmdir: its inode number may be reused).
     pub(crate) fn forget(&self, dev: u64, ino: u64) {
         self.lock().remove(&(dev, ino));
@@ -281,12 +286,13 @@ impl Volume {
             ..View::default()
         };
         let ivs = v.ivs.clone();
+        let naming = self.naming();
         let mut read = sidecar_reader(dir);
         // Decode `bname` under each IV: (plaintext, index of the IV).
         let mut decode = |bname: &[u8]| -> Option<std::result::Result<(Vec<u8>, usize), String>> {
             let mut first_err = None;
             for (k, iv) in ivs.iter().enumerate() {
-                match names::decode_with(&self.names, iv, bname, |s| {
+                match names::decode_with(&naming.names, iv, bname, |s| {
                     read(s).map_err(std::io::Error::from_raw_os_error)
                 })? {
                     Ok(p) => return Some(Ok((p, k))),
@@ -409,7 +415,7 @@ impl Volume {
         let adir = self.dir(dir)?;
         let (state, st) = self.dir_state_st(&adir)?;
         if state.alts.is_empty() && state.marked.is_empty() && !synced::may_be_marked(name.as_bytes()) {
-            if let b @ BackingName::Short(_) = names::encode(&self.names, &state.primary, name)? {
+            if let b @ BackingName::Short(_) = names::encode(&self.naming().names, &state.primary, name)? {
                 return Ok(Resolved {
                     file: names::file_of(&b).to_string(),
                     adir,
@@ -426,7 +432,7 @@ impl Volume {
 
     fn resolve_in(&self, adir: Dir, state: &DirState, st: libc::stat, name: &OsStr) -> Result<Resolved> {
         let stamp = stamp_of(&st);
-        let encoded = names::encode(&self.names, &state.primary, name);
+        let encoded = names::encode(&self.naming().names, &state.primary, name);
         if let Ok(b) = &encoded {
             let file = names::file_of(b).to_string();
             if warpfs_backing::lstat(&adir.entry(file.as_ref())).is_ok() {

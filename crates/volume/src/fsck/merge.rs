@@ -225,7 +225,7 @@ fn move_entry(
     name: &OsStr,
     owns_sidecar: bool,
 ) -> crate::Result<()> {
-    let b = names::encode(&vol.names, iv, name)?;
+    let b = names::encode(&vol.naming().names, iv, name)?;
     let to = names::file_of(&b).to_string();
     let made = names::write_sidecar(dir, &b)?;
     // A bound symlink's target is sealed again for its new name (its old

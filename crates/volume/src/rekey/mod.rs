@@ -4,11 +4,13 @@
 //! unmounted volume and, inside the daemon, on a mounted one while reads
 //! and writes go on (`online.rs`).
 
+mod handover;
 mod journal;
 mod online;
 mod renames;
 mod volkey;
 
+pub use handover::Handover;
 pub use journal::{inspect, recover, Decisions, Found, Recovered, State, JOURNAL_PREFIX};
 pub use online::{Online, Request};
 pub use renames::PENDING_DIRIV;

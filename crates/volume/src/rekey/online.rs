@@ -28,6 +28,25 @@ pub enum Request {
         /// The rekey's ID, when the config has one.
         rekey_id: Option<[u8; 16]>,
     },
+    /// `volkey TARGET JOBS MAX_RATE REKEY_ID KEY`: a rekey to a new volume
+    /// key (FORMAT.md 10.5): `KEY` is the new volume key sealed under the
+    /// mount's control key (hex, `ControlKey::seal_key`); the content
+    /// moves to generation `TARGET`, made from it, as with `start`.
+    Volkey {
+        /// The key generation to move to.
+        target: u32,
+        /// Files moved at once.
+        jobs: usize,
+        /// Bytes per second, `None` for no limit.
+        max_rate: Option<u64>,
+        /// The rekey's ID (the config's `rekey_id`).
+        rekey_id: [u8; 16],
+        /// The new volume key, sealed.
+        key: String,
+    },
+    /// `names`: the content of a rekey to a new volume key has moved; move
+    /// every name while requests wait.
+    Names,
     /// `finish`: the config no longer names the old generation; drop it.
     Finish,
 }
@@ -49,6 +68,17 @@ impl Request {
                 }
                 s
             }
+            Request::Volkey {
+                target,
+                jobs,
+                max_rate,
+                rekey_id,
+                key,
+            } => {
+                let id: String = rekey_id.iter().map(|b| format!("{b:02x}")).collect();
+                format!("volkey {target} {jobs} {} {id} {key}", max_rate.unwrap_or(0))
+            }
+            Request::Names => "names".into(),
             Request::Finish => "finish".into(),
         }
     }
@@ -74,6 +104,14 @@ impl Request {
         };
         match w.as_slice() {
             ["finish"] => Ok(Request::Finish),
+            ["names"] => Ok(Request::Names),
+            ["volkey", target, jobs, rate, id, key] => Ok(Request::Volkey {
+                target: u32::try_from(num(target)?).map_err(|_| "key generation out of range".to_string())?,
+                jobs: (num(jobs)?.clamp(1, 256)) as usize,
+                max_rate: Some(num(rate)?).filter(|&r| r > 0),
+                rekey_id: hex(id)?,
+                key: key.to_string(),
+            }),
             ["start", target, jobs, rate, id @ ..] if id.len() <= 1 => Ok(Request::Start {
                 target: u32::try_from(num(target)?).map_err(|_| "key generation out of range".to_string())?,
                 jobs: (num(jobs)?.clamp(1, 256)) as usize,
@@ -251,14 +289,26 @@ impl Volume {
             Some(_) => return Err("the rekey has not finished".into()),
             None => return Err("no rekey was started on this mount".into()),
         }
+        if self.volkey_names_moved() == Some(false) {
+            return Err("the names of the rekey to a new volume key have not moved yet".into());
+        }
         if let Some(mut j) = job.take() {
             if let Some(h) = j.handle.take() {
                 let _ = h.join();
             }
         }
         self.keys.end_rekey();
+        self.volkey_end();
         *self.online.id() = None;
         Ok(())
+    }
+
+    /// Whether the rekey started on this mount has moved every file.
+    pub(crate) fn rekey_done(&self) -> bool {
+        self.online
+            .job()
+            .as_ref()
+            .is_some_and(|j| j.state.load(Ordering::Relaxed) == DONE)
     }
 
     /// Stop a running rekey between two segments and wait for it (at
@@ -293,6 +343,8 @@ impl Volume {
         let p = &j.progress;
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let error = j.error.lock().unwrap_or_else(|e| e.into_inner()).clone().or(refused);
+        let names = self.volkey_progress();
+        let n = |f: fn(&Progress) -> &std::sync::atomic::AtomicU64| names.as_ref().map_or(0, |p| l(f(p)));
         Some(
             serde_json::json!({
                 "state": state,
@@ -305,6 +357,11 @@ impl Volume {
                 "unreadable_blocks": l(&p.unreadable),
                 "seconds": j.started.elapsed().as_secs_f64(),
                 "error": error,
+                "volume_key": names.is_some(),
+                "names_moved": self.volkey_names_moved().unwrap_or(false),
+                "names": n(|p| &p.names_done),
+                "dirs": n(|p| &p.dirs_done),
+                "summaries": n(|p| &p.summaries),
             })
             .to_string(),
         )
@@ -342,6 +399,14 @@ mod tests {
                 max_rate: Some(1 << 20),
                 rekey_id: Some([0xa7; 16]),
             },
+            Request::Names,
+            Request::Volkey {
+                target: 4,
+                jobs: 1,
+                max_rate: None,
+                rekey_id: [3; 16],
+                key: "ab01".into(),
+            },
         ] {
             assert_eq!(Request::parse(r.encode().as_bytes()).unwrap(), r);
         }
@@ -365,6 +430,9 @@ mod tests {
             b"start 1 1 0 000102030405060708090a0b0c0d0e0f 00",
             b"start 1 1 0 +00102030405060708090a0b0c0d0e0f",
             b"stop",
+            b"volkey 1 1 0 000102030405060708090a0b0c0d0e0f",
+            b"volkey 1 1 0 00 ab",
+            b"names 1",
             b"\xff",
         ] {
             assert!(Request::parse(bad).is_err(), "{bad:?}");

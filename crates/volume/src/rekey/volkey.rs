@@ -2,9 +2,10 @@
 //! the content moves to the next key generation, made from the new key,
 //! with the in-place rekey of this module's parent; each file summary is
 //! sealed again under the new key; then every name, directory IV, symlink
-//! target and xattr is made again (`renames.rs`). Offline only: the
+//! target and xattr is made again (`renames.rs`). Offline here: the
 //! volume is opened for it alone, and refused by every other opener until
-//! the config records the end.
+//! the config records the end. On a mounted volume the mount runs the same
+//! parts (`handover.rs`).
 
 use super::renames::{migrate, NameKeys};
 use super::{content_files, run, Progress, RekeyOptions};
@@ -125,7 +126,12 @@ pub fn run_volume_rekey(
 /// `new` (and its old markers erased); one that already verifies under
 /// `new` is done; one that verifies under neither is left (it failed
 /// before) and logged.
-fn reseal_summaries(vol: &Volume, old: &SummaryKey, new: &SummaryKey, progress: &Progress) -> Result<(), String> {
+pub(super) fn reseal_summaries(
+    vol: &Volume,
+    old: &SummaryKey,
+    new: &SummaryKey,
+    progress: &Progress,
+) -> Result<(), String> {
     let root = &vol.root;
     let files = content_files(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
     for rel in files {

@@ -4,8 +4,9 @@
 //! follows its progress. Crash-safe and resumable either way: the config
 //! records the target first, every segment moves under an undo journal,
 //! and a rerun finishes what a killed run left. `--new-volume-key` draws a
-//! new volume key instead (offline only, `volkey.rs`), and a rerun
-//! finishes that too.
+//! new volume key instead (`volkey.rs`; on a mounted volume the daemon
+//! moves the content while it serves and the names while requests wait),
+//! and a rerun finishes that too.
 
 use super::exit::{CliError, ERROR};
 use super::PassArgs;
@@ -38,7 +39,8 @@ pub struct RekeyArgs {
     #[arg(long, value_name = "MB_PER_S")]
     max_rate: Option<f64>,
     /// Draw a new volume key and re-encrypt every file, name, directory IV,
-    /// symlink target and xattr under it (offline only): a copy of the
+    /// symlink target and xattr under it (on a mounted volume, the mount
+    /// does it: requests wait while the names move): a copy of the
     /// config from before, opened with any secret, no longer decrypts the
     /// volume. Every backing name changes. Keyslots whose secret is not
     /// given are dropped (see --keep).
@@ -178,7 +180,6 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
 
 /// `--new-volume-key`, or finishing one an earlier run left.
 fn volume_key(a: &RekeyArgs, conf: &Path, cfg: Config) -> Result<(), CliError> {
-    super::volkey::refuse_mounted(&a.cipherdir)?;
     let run = super::volkey::RunArgs {
         jobs: jobs(a),
         max_rate: max_rate(a)?,

@@ -3,12 +3,14 @@
 //! which slots keep the volume (the one that unlocked, and each whose
 //! secret is given now), the plan said before anything changes, the
 //! config written with the new key, then content, names and directory IVs
-//! moved offline with a progress bar; `warpfs rekey` finishes an
-//! interrupted one.
+//! moved with a progress bar: by this process on an unmounted volume, by
+//! the mount daemon on a mounted one (decision record 0092); `warpfs
+//! rekey` finishes an interrupted one.
 
 use super::exit::{CliError, ERROR, REKEY_UNFINISHED, USAGE, WRONG_PASSWORD};
 use super::password::Source;
 use super::unlock::Given;
+use crate::fuse::REKEY_XATTR;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{BufRead, IsTerminal, Write};
@@ -17,7 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use warpfs_config::{Config, Input, Opened, Slot, SlotKind};
 use warpfs_crypto::slotkeys::{RecoveryKey, SlotKey};
-use warpfs_volume::rekey::{self, Progress, RekeyOptions};
+use warpfs_crypto::ControlKey;
+use warpfs_volume::rekey::{self, Progress, RekeyOptions, Request};
 
 /// Which slots a volume-key rekey keeps, and how it asks.
 #[derive(Args, Debug, Clone, Default)]
@@ -203,21 +206,6 @@ fn describe(s: &Slot) -> String {
     }
 }
 
-/// Refuse a mounted volume: this rekey runs offline only.
-pub fn refuse_mounted(cipherdir: &Path) -> Result<(), CliError> {
-    if let Some(mnt) = super::mounted::mounted_at(cipherdir) {
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {mnt}: a rekey to a new volume key renames every entry and runs only on an \
-                 unmounted volume; unmount it first",
-                cipherdir.display()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Start a rekey to a new volume key of the volume at `cipherdir`, whose
 /// config at `path` was opened as `opened` with `given`; slot `remove`
 /// goes. Then run it to the end.
@@ -232,8 +220,11 @@ pub fn start(
     keep: &KeepArgs,
     run: &RunArgs,
 ) -> Result<(), CliError> {
-    refuse_mounted(cipherdir)?;
-    let _lock = super::lock::lock_for_rekey(cipherdir)?;
+    let mnt = mounted(cipherdir)?;
+    let _lock = match &mnt {
+        None => Some(super::lock::lock_for_rekey(cipherdir)?),
+        Some(_) => None,
+    };
     if cfg.rekey_target().is_some() {
         return Err(CliError::new(
             ERROR,
@@ -307,13 +298,20 @@ pub fn start(
     }
     eprintln!(
         "warpfs: this rekey draws a new volume key and re-encrypts {} file(s) ({:.1} MiB), {} name(s) and {} directory IV(s) \
-         in {}: every backing name changes, so a sync tool uploads the whole volume again. The volume cannot be \
-         mounted until it finishes; if it stops, warpfs rekey finishes it.",
+         in {}: every backing name changes, so a sync tool uploads the whole volume again. {}",
         survey.files,
         survey.bytes as f64 / (1 << 20) as f64,
         survey.names,
         survey.dirs,
-        cipherdir.display()
+        cipherdir.display(),
+        match &mnt {
+            None => "The volume cannot be mounted until it finishes; if it stops, warpfs rekey finishes it.".to_string(),
+            Some(m) => format!(
+                "It stays mounted at {}: reads and writes go on while the content moves; requests to the mount wait \
+                 while the names move. If it stops, warpfs rekey finishes it.",
+                m.display()
+            ),
+        }
     );
     eprintln!(
         "warpfs: keyslots kept: {}",
@@ -342,7 +340,10 @@ pub fn start(
         print_recovery(rk, id);
     }
     super::rekey_crash::kill_point("config:0");
-    finish(cipherdir, path, &mid, &new, opened.slot, run)
+    match mnt {
+        Some(m) => finish_online(&m, path, &mid, &new, opened.slot, run),
+        None => finish(cipherdir, path, &mid, &new, opened.slot, run),
+    }
 }
 
 /// Ask "Continue?" on a terminal; off a terminal `--yes` is needed.
@@ -393,10 +394,171 @@ pub struct RunArgs {
 /// Resume (or run) the volume-key rekey recorded in `cfg` (at `path`),
 /// opened as `opened` (the new key), holding the offline lock.
 pub fn resume(cipherdir: &Path, path: &Path, cfg: &Config, opened: &Opened, run: &RunArgs) -> Result<(), CliError> {
-    refuse_mounted(cipherdir)?;
+    if let Some(m) = mounted(cipherdir)? {
+        eprintln!(
+            "warpfs: finishing the unfinished rekey to a new volume key on the mount at {}",
+            m.display()
+        );
+        return finish_online(&m, path, cfg, &opened.key, opened.slot, run);
+    }
     let _lock = super::lock::lock_for_rekey(cipherdir)?;
     eprintln!("warpfs: finishing the unfinished rekey to a new volume key");
     finish(cipherdir, path, cfg, &opened.key, opened.slot, run)
+}
+
+/// Where `cipherdir` is mounted read-write and answers this user's control
+/// requests; `None` when it is not mounted.
+fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
+    let Some(m) = super::mounted::mount_of(cipherdir) else {
+        return Ok(None);
+    };
+    if m.read_only {
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
+                cipherdir.display(),
+                m.at
+            ),
+        ));
+    }
+    let at = PathBuf::from(&m.at);
+    if let Err(e) = super::ctl_client::get(&at, REKEY_XATTR) {
+        let why = if e.raw_os_error() == Some(libc::EPERM) {
+            "only root and the user the mount runs as may rekey it while it is mounted".to_string()
+        } else {
+            e.to_string()
+        };
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted at {}: {why}; or unmount it first",
+                cipherdir.display(),
+                m.at
+            ),
+        ));
+    }
+    Ok(Some(at))
+}
+
+/// Send control request `req` to the mount at `mnt`, proved with `control`.
+fn request(mnt: &Path, control: &ControlKey, req: &Request) -> Result<(), CliError> {
+    let v = req.encode();
+    let tag = control.tag(REKEY_XATTR.as_bytes(), v.as_bytes());
+    super::ctl_client::set(mnt, REKEY_XATTR, v.as_bytes(), Some(&tag)).map_err(|e| {
+        let why = if e.raw_os_error() == Some(libc::EPERM) {
+            "it takes one from root, or from the user it runs as with proof of the password (a mount of an older \
+             warpfs takes no rekey to a new volume key: unmount it)"
+                .to_string()
+        } else {
+            status_of(mnt)
+                .and_then(|s| s["error"].as_str().map(str::to_string))
+                .unwrap_or_else(|| e.to_string())
+        };
+        CliError::new(
+            REKEY_UNFINISHED,
+            format!(
+                "{}: the mount refused the rekey: {why}\nwarpfs: run warpfs rekey to finish it (unmounted, or \
+                 on this mount)",
+                mnt.display()
+            ),
+        )
+    })
+}
+
+fn status_of(mnt: &Path) -> Option<serde_json::Value> {
+    let b = super::ctl_client::get(mnt, REKEY_XATTR).ok()??;
+    serde_json::from_slice(&b).ok()
+}
+
+/// The rekey to a new volume key recorded in `cfg` (at `path`), on the
+/// volume mounted at `mnt`: the mount is handed the new key `new` and
+/// moves the content while it serves, then the names while requests
+/// wait; then the config records the end and the mount drops the old key.
+fn finish_online(
+    mnt: &Path,
+    path: &Path,
+    cfg: &Config,
+    new: &warpfs_crypto::MasterKey,
+    used: Option<u32>,
+    run: &RunArgs,
+) -> Result<(), CliError> {
+    let unfinished = |m: String| CliError::new(REKEY_UNFINISHED, m);
+    let old = cfg
+        .previous_key(new)?
+        .ok_or_else(|| unfinished("no rekey to a new volume key is under way".into()))?;
+    let (target, id) = match (cfg.rekey_target(), cfg.rekey_id()) {
+        (Some(t), Some(id)) => (t, id),
+        _ => return Err(unfinished("the config names no rekey target and ID".into())),
+    };
+    let (old_control, new_control) = (ControlKey::derive(&old), ControlKey::derive(new));
+    drop(old);
+    let start = Instant::now();
+    request(
+        mnt,
+        &old_control,
+        &Request::Volkey {
+            target,
+            jobs: run.jobs,
+            max_rate: run.max_rate,
+            rekey_id: id,
+            key: old_control.seal_key(new),
+        },
+    )?;
+    let bar = bar();
+    bar.set_message("content");
+    let last = loop {
+        let s = status_of(mnt).ok_or_else(|| {
+            unfinished(format!(
+                "{}: the mount's rekey status is gone (the mount ended?): run warpfs rekey to finish",
+                mnt.display()
+            ))
+        })?;
+        let n = |k: &str| s[k].as_u64().unwrap_or(0);
+        bar.set_length(n("bytes_total").max(1));
+        bar.set_position(n("bytes"));
+        match s["state"].as_str() {
+            Some("running") => std::thread::sleep(Duration::from_millis(200)),
+            Some("done") => break s,
+            other => {
+                bar.abandon();
+                return Err(unfinished(format!(
+                    "the mount's rekey {}: {}\nwarpfs: what was moved keeps its new key; run warpfs rekey to finish",
+                    other.unwrap_or("ended"),
+                    s["error"].as_str().unwrap_or("no reason given")
+                )));
+            }
+        }
+    };
+    bar.finish_and_clear();
+    eprintln!(
+        "warpfs: the content has moved; now every name moves (requests to the mount at {} wait until it ends)",
+        mnt.display()
+    );
+    request(mnt, &new_control, &Request::Names)?;
+    let after = status_of(mnt).unwrap_or(last.clone());
+    cfg.finish_volume_rekey(new, used)?.save_at(path)?;
+    if let Err(e) = request(mnt, &new_control, &Request::Finish) {
+        // The config is final; the mount only keeps the old key in memory
+        // until it unmounts.
+        eprintln!("warpfs: warning: the mount did not drop the old key: {}", e.msg);
+    }
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    if n(&last, "unreadable_blocks") > 0 {
+        eprintln!(
+            "warpfs: {} block(s) could not be decrypted and were left as they were (they read as errors)",
+            n(&last, "unreadable_blocks")
+        );
+    }
+    println!(
+        "rekeyed {} file(s), {} name(s) and {} directory IV(s) to a new volume key (key generation {target}) in {:.2} s, \
+         online",
+        n(&last, "files_moved"),
+        n(&after, "names"),
+        n(&after, "dirs"),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn finish(

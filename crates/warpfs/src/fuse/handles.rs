@@ -51,6 +51,31 @@ impl Handles {
         }
     }
 
+    /// Every backing name changed (a rekey to a new volume key): each open
+    /// directory's listing keeps its entries and their order (the
+    /// kernel's offsets into it), with each backing name made again by
+    /// `name(directory node, plaintext name)` where it can be.
+    pub fn relink(&self, mut name: impl FnMut(u64, &std::ffi::OsStr) -> Option<String>) {
+        let dirs = self.dirs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        for (fh, h) in map.iter_mut() {
+            let (Handle::Dir(list), Some((node, _))) = (&*h, dirs.get(fh)) else {
+                continue;
+            };
+            let new: Vec<DirEntry> = list
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    if let Some(c) = name(*node, &e.name) {
+                        e.cname = c;
+                    }
+                    e
+                })
+                .collect();
+            *h = Handle::Dir(Arc::new(new));
+        }
+    }
+
     /// Drop `fh`.
     pub fn remove(&self, fh: u64) -> Option<Handle> {
         self.listings.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);

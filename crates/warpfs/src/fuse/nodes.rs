@@ -321,6 +321,60 @@ impl Nodes {
         }
     }
 
+    /// Every backing name changed (a rekey to a new volume key moved the
+    /// names in place; node ids, the backing inode numbers, stay): each
+    /// name of each node is made again, from the root down, by
+    /// `name(parent's new backing path, plaintext name)`; a name it cannot
+    /// make is dropped (the next lookup finds the entry again).
+    pub fn relink(&self, mut name: impl FnMut(&std::path::Path, &OsStr) -> Option<String>) {
+        let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
+        for (&ino, n) in &t.nodes {
+            for l in &n.links {
+                let c = children.entry(l.parent).or_default();
+                if !c.contains(&ino) {
+                    c.push(ino);
+                }
+            }
+        }
+        let mut paths: HashMap<u64, PathBuf> = HashMap::from([(ROOT, PathBuf::new())]);
+        let mut made: HashMap<u64, Vec<Option<String>>> = HashMap::new();
+        let mut queue = std::collections::VecDeque::from([ROOT]);
+        while let Some(p) = queue.pop_front() {
+            let pp = paths[&p].clone();
+            for c in children.get(&p).into_iter().flatten() {
+                let Some(node) = t.nodes.get(c) else { continue };
+                for (i, l) in node.links.iter().enumerate().filter(|(_, l)| l.parent == p) {
+                    let new = name(&pp, &l.pname);
+                    made.entry(*c).or_insert_with(|| vec![None; node.links.len()])[i] = new.clone();
+                    if let Some(new) = new {
+                        if !paths.contains_key(c) {
+                            paths.insert(*c, pp.join(new));
+                            queue.push_back(*c);
+                        }
+                    }
+                }
+            }
+        }
+        let mut names = HashMap::new();
+        for (&ino, node) in t.nodes.iter_mut() {
+            let new = made.remove(&ino).unwrap_or_default();
+            let old = std::mem::take(&mut node.links);
+            node.links = old
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, mut l)| {
+                    l.cname = new.get(i)?.clone()?;
+                    Some(l)
+                })
+                .collect();
+            for l in &node.links {
+                names.insert((l.parent, l.cname.clone()), ino);
+            }
+        }
+        t.names = names;
+    }
+
     /// Where node `ino` lives now; `None` if it has no name left (unlinked) or is unknown.
     pub fn locate(&self, ino: u64) -> Option<Location> {
         if ino == ROOT {
@@ -354,6 +408,31 @@ impl Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relink_makes_every_name_again_from_the_root_down() {
+        let n = Nodes::new(7, 500);
+        n.remember(10, ROOT, "d-old", OsStr::new("d"), true);
+        n.remember(11, 10, "e-old", OsStr::new("e"), true);
+        n.remember(12, 11, "f-old", OsStr::new("f"), true);
+        // A hard link in the root, and a name that no longer resolves.
+        n.remember(12, ROOT, "g-old", OsStr::new("g"), false);
+        n.remember(13, ROOT, "gone-old", OsStr::new("gone"), true);
+        let mut seen = Vec::new();
+        n.relink(|dir, p| {
+            seen.push((dir.to_path_buf(), p.to_os_string()));
+            (p != "gone").then(|| format!("{}-new", p.to_string_lossy()))
+        });
+        assert_eq!(n.locate(12).unwrap().backing, PathBuf::from("g-new"));
+        assert_eq!(n.locate(11).unwrap().backing, PathBuf::from("d-new/e-new"));
+        assert!(n.locate(13).is_none(), "a name not made again is dropped");
+        // Each parent's new path was given for its children.
+        assert!(seen.contains(&(PathBuf::from("d-new/e-new"), "f".into())), "{seen:?}");
+        n.unlinked(ROOT, "g-new");
+        assert_eq!(n.locate(12).unwrap().backing, PathBuf::from("d-new/e-new/f-new"));
+        n.unlinked(11, "f-old");
+        assert!(n.locate(12).is_some(), "old names are gone from the index");
+    }
 
     #[test]
     fn locate_follows_parents_and_renames() {

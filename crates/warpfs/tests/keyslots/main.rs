@@ -8,7 +8,8 @@
 //! and finished by `warpfs rekey`.
 //! One test binary (`cargo test -p warpfs --test keyslots`): the shared
 //! helpers here, `slots.rs` (kinds, listing, tampering, conversion) and
-//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`) and
+//! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`),
+//! `online.rs` (the same on a mounted volume, files open and busy) and
 //! `tpm2.rs` (TPM2 slots against a software TPM) and `fido2.rs` (FIDO2
 //! slots through libfido2 and a test CTAP2 authenticator).
 
@@ -17,6 +18,7 @@
 mod common;
 
 mod fido2;
+mod online;
 mod revoke;
 mod slots;
 mod tpm2;

@@ -39,12 +39,46 @@ impl WarpFs {
                     rekey_id,
                 },
             ),
+            rekey::Request::Volkey {
+                target,
+                jobs,
+                max_rate,
+                rekey_id,
+                key,
+            } => self.vol.volkey_start(
+                &key,
+                target,
+                rekey::RekeyOptions {
+                    jobs,
+                    max_rate,
+                    on_event: self.rekey_hook.clone(),
+                    rekey_id: Some(rekey_id),
+                },
+            ),
+            rekey::Request::Names => {
+                let opts = rekey::RekeyOptions {
+                    on_event: self.rekey_hook.clone(),
+                    ..Default::default()
+                };
+                self.vol.volkey_names(&opts, |vol| self.relink(vol))
+            }
             rekey::Request::Finish => self.vol.rekey_finish(),
         });
         r.map_err(|m| {
             tracing::warn!("rekey request refused: {m}");
             Errno::from_i32(libc::EINVAL)
         })
+    }
+
+    /// Every backing name changed under the mount (a rekey to a new
+    /// volume key, while every request waits): the node table and the
+    /// open directories' listings take the new names.
+    fn relink(&self, vol: &warpfs_volume::Volume) {
+        self.nodes.relink(|dir, name| vol.backing_name_in(dir, name));
+        self.handles.relink(|node, name| {
+            let l = self.nodes.locate(node)?;
+            vol.backing_name_in(&l.backing, name)
+        });
     }
 
     /// The engine stats as JSON, with the transport serving the mount.
