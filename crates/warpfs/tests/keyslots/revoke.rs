@@ -8,7 +8,7 @@ use warpfs_crypto::slotkeys::SlotKey;
 
 /// Every key the volume key `k` gives for content (generations 0 to 3)
 /// and names: none may decrypt a block or a name of the volume at `dir`.
-fn nothing_decrypts(dir: &Path, k: &warpfs_crypto::MasterKey, old_ivs: &[[u8; 16]]) -> (u64, u64) {
+pub(crate) fn nothing_decrypts(dir: &Path, k: &warpfs_crypto::MasterKey, old_ivs: &[[u8; 16]]) -> (u64, u64) {
     use std::os::unix::fs::FileExt;
     let names = Subkeys::derive(k, 256).names;
     let content: Vec<_> = (0..4).map(|g| Subkeys::derive_gen(k, 256, g).content).collect();
@@ -86,7 +86,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
+pub(crate) fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
     let mut all = Vec::new();
     walk(dir, &mut all);
     all.iter()
@@ -96,7 +96,7 @@ fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
 }
 
 /// The secret of the slot that `key remove --rekey` takes away.
-enum Removed {
+pub(crate) enum Removed {
     /// A second password (its passfile).
     Password(PathBuf),
     /// A TPM2 slot sealed by this software TPM.
@@ -107,7 +107,7 @@ enum Removed {
 
 impl Removed {
     /// Its kind, for messages.
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Removed::Password(_) => "password",
             Removed::Tpm2(_) => "tpm2",
@@ -125,7 +125,7 @@ impl Removed {
     }
 
     /// `warpfs mount` of `v` with it and `extra` arguments.
-    fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
+    pub(crate) fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
         let mut a: Vec<OsString> = args!["mount", "--log-file", &v.logfile];
         a.extend(self.mount_args().into_iter().map(OsString::from));
         a.extend(extra.iter().map(OsString::from));
@@ -137,7 +137,7 @@ impl Removed {
     }
 
     /// The volume key that `cfg` gives for it, through the library.
-    fn open(&self, cfg: &Config) -> warpfs_crypto::MasterKey {
+    pub(crate) fn open(&self, cfg: &Config) -> warpfs_crypto::MasterKey {
         match self {
             Removed::Password(p) => {
                 let pw = fs::read_to_string(p).unwrap();
