@@ -5,10 +5,13 @@
 //! commands a security key with `hmac-secret` needs: authenticatorGetInfo,
 //! authenticatorMakeCredential (ES256, non-resident, `none` attestation),
 //! authenticatorGetAssertion (allow list, user presence, the hmac-secret
-//! extension), and authenticatorClientPIN getKeyAgreement (PIN/UV
-//! protocol 1: ECDH on P-256, AES-256-CBC, HMAC-SHA256), so libfido2 runs
-//! its real messages and its real key agreement against it. Every touch
-//! is given at once and counted. No PIN.
+//! extension), and authenticatorClientPIN getKeyAgreement and
+//! getPinToken (PIN/UV protocol 1: ECDH on P-256, AES-256-CBC,
+//! HMAC-SHA256), so libfido2 runs its real messages and its real key
+//! agreement against it. Every touch is given at once and counted. A PIN,
+//! when started with one ([`Authenticator::start_with_pin`]), is needed to
+//! make a credential; an assertion whose pinAuth verifies is user-verified
+//! (its hmac-secret from the credential's other random, as CTAP2 has it).
 
 mod cbor;
 
@@ -33,13 +36,18 @@ const ERR_INVALID_CBOR: u8 = 0x12;
 const ERR_MISSING_PARAMETER: u8 = 0x14;
 const ERR_UNSUPPORTED_ALGORITHM: u8 = 0x26;
 const ERR_NO_CREDENTIALS: u8 = 0x2e;
+const ERR_PIN_INVALID: u8 = 0x31;
 const ERR_PIN_AUTH_INVALID: u8 = 0x33;
+const ERR_PIN_NOT_SET: u8 = 0x35;
+const ERR_PIN_REQUIRED: u8 = 0x36;
 
 /// One credential the authenticator made.
 struct Credential {
     rp_id_hash: [u8; 32],
-    /// CredRandom (without user verification): the hmac-secret key.
+    /// CredRandom without user verification: the hmac-secret key.
     random: [u8; 32],
+    /// CredRandom with user verification (the PIN given).
+    random_uv: [u8; 32],
     signing: p256::ecdsa::SigningKey,
 }
 
@@ -49,6 +57,10 @@ struct State {
     agreement: p256::SecretKey,
     credentials: HashMap<Vec<u8>, Credential>,
     counter: u32,
+    /// LEFT(SHA-256(PIN), 16), when a PIN is set.
+    pin_hash: Option<[u8; 16]>,
+    /// The PIN token of this power-up.
+    pin_token: [u8; 32],
 }
 
 /// A running test authenticator; stopped and its socket removed on drop.
@@ -130,13 +142,52 @@ fn cbc(key: &[u8; 32], data: &[u8], encrypt: bool) -> Option<Vec<u8>> {
 }
 
 impl State {
-    fn new() -> State {
+    fn new(pin: Option<&str>) -> State {
         State {
             aaguid: random(),
             agreement: p256_key(),
             credentials: HashMap::new(),
             counter: 0,
+            pin_hash: pin.map(|p| Sha256::digest(p.as_bytes())[..16].try_into().expect("16 bytes")),
+            pin_token: random(),
         }
+    }
+
+    /// The shared secret of PIN/UV protocol 1 with the platform key `peer`.
+    fn shared(&self, peer: &p256::PublicKey) -> [u8; 32] {
+        let z = p256::ecdh::diffie_hellman(self.agreement.to_nonzero_scalar(), peer.as_affine());
+        Sha256::digest(z.raw_secret_bytes()).into()
+    }
+
+    /// Whether `req` is user-verified: its pinAuth (at key `at`, protocol
+    /// 1 at `at + 1`) is LEFT(HMAC(pinToken, cdh), 16); none: `false`.
+    fn verified(&self, req: &V, at: i64, cdh: &[u8]) -> Result<bool, u8> {
+        let Some(auth) = req.at(at).and_then(V::bytes) else {
+            return Ok(false);
+        };
+        let good = self.pin_hash.is_some()
+            && req.at(at + 1).and_then(V::int) == Some(1)
+            && auth.len() == 16
+            && hmac(&self.pin_token, cdh)[..16] == *auth;
+        if good {
+            Ok(true)
+        } else {
+            Err(ERR_PIN_AUTH_INVALID)
+        }
+    }
+
+    /// getPinToken: the PIN token, encrypted for the platform, when the
+    /// PIN hash it sends is the PIN's.
+    fn pin_token(&self, req: &V) -> Result<V, u8> {
+        let want = self.pin_hash.ok_or(ERR_PIN_NOT_SET)?;
+        let peer = req.at(3).and_then(public_of_cose).ok_or(ERR_MISSING_PARAMETER)?;
+        let enc = req.at(6).and_then(V::bytes).ok_or(ERR_MISSING_PARAMETER)?;
+        let shared = self.shared(&peer);
+        if cbc(&shared, enc, false).ok_or(ERR_INVALID_CBOR)? != want {
+            return Err(ERR_PIN_INVALID);
+        }
+        let token = cbc(&shared, &self.pin_token, true).ok_or(ERR_INVALID_CBOR)?;
+        Ok(V::M(vec![(V::I(2), V::B(token))]))
     }
 
     fn get_info(&self) -> Result<V, u8> {
@@ -150,7 +201,7 @@ impl State {
                     (V::t("rk"), V::Bool(false)),
                     (V::t("up"), V::Bool(true)),
                     (V::t("plat"), V::Bool(false)),
-                    (V::t("clientPin"), V::Bool(false)),
+                    (V::t("clientPin"), V::Bool(self.pin_hash.is_some())),
                 ]),
             ),
             (V::I(5), V::I(1200)),
@@ -173,13 +224,17 @@ impl State {
             return Err(ERR_UNSUPPORTED_ALGORITHM);
         }
         let hmac_ext = req.at(6).and_then(|e| e.field("hmac-secret")).and_then(V::boolean) == Some(true);
+        let uv = self.verified(req, 8, cdh)?;
+        if self.pin_hash.is_some() && !uv {
+            return Err(ERR_PIN_REQUIRED);
+        }
         touches.fetch_add(1, Ordering::SeqCst);
         let id = random::<32>().to_vec();
         let signing = p256::ecdsa::SigningKey::from(p256_key());
         let rp_id_hash: [u8; 32] = Sha256::digest(rp_id.as_bytes()).into();
         self.counter += 1;
         let mut auth = rp_id_hash.to_vec();
-        auth.push(0x01 | 0x40 | if hmac_ext { 0x80 } else { 0 });
+        auth.push(0x01 | if uv { 0x04 } else { 0 } | 0x40 | if hmac_ext { 0x80 } else { 0 });
         auth.extend_from_slice(&self.counter.to_be_bytes());
         auth.extend_from_slice(&self.aaguid);
         auth.extend_from_slice(&(id.len() as u16).to_be_bytes());
@@ -188,13 +243,12 @@ impl State {
         if hmac_ext {
             auth.extend(V::M(vec![(V::t("hmac-secret"), V::Bool(true))]).encode());
         }
-        let _ = cdh;
-        let random = random::<32>();
         self.credentials.insert(
             id,
             Credential {
                 rp_id_hash,
-                random,
+                random: random(),
+                random_uv: random(),
                 signing,
             },
         );
@@ -205,12 +259,11 @@ impl State {
         ]))
     }
 
-    fn hmac_secret(&self, cred: &Credential, ext: &V) -> Result<Vec<u8>, u8> {
+    fn hmac_secret(&self, cred: &Credential, ext: &V, uv: bool) -> Result<Vec<u8>, u8> {
         let peer = ext.at(1).and_then(public_of_cose).ok_or(ERR_INVALID_CBOR)?;
         let salt_enc = ext.at(2).and_then(V::bytes).ok_or(ERR_MISSING_PARAMETER)?;
         let salt_auth = ext.at(3).and_then(V::bytes).ok_or(ERR_MISSING_PARAMETER)?;
-        let z = p256::ecdh::diffie_hellman(self.agreement.to_nonzero_scalar(), peer.as_affine());
-        let shared: [u8; 32] = Sha256::digest(z.raw_secret_bytes()).into();
+        let shared = self.shared(&peer);
         if salt_auth.len() != 16 || hmac(&shared, salt_enc)[..16] != *salt_auth {
             return Err(ERR_PIN_AUTH_INVALID);
         }
@@ -218,7 +271,7 @@ impl State {
         let salts = salts.ok_or(ERR_INVALID_CBOR)?;
         let mut out = Vec::new();
         for salt in salts.chunks(32) {
-            out.extend_from_slice(&hmac(&cred.random, salt));
+            out.extend_from_slice(&hmac(if uv { &cred.random_uv } else { &cred.random }, salt));
         }
         cbc(&shared, &out, true).ok_or(ERR_INVALID_CBOR)
     }
@@ -241,20 +294,21 @@ impl State {
                 (c.rp_id_hash == rp_id_hash).then_some((*id, c))
             })
             .ok_or(ERR_NO_CREDENTIALS)?;
+        let uv = self.verified(req, 6, cdh)?;
         let up = req
             .at(5)
             .and_then(|o| o.field("up"))
             .and_then(V::boolean)
             .unwrap_or(true);
         let ext = match req.at(4).and_then(|e| e.field("hmac-secret")) {
-            Some(h) => Some(self.hmac_secret(cred, h)?),
+            Some(h) => Some(self.hmac_secret(cred, h, uv)?),
             None => None,
         };
         if up {
             touches.fetch_add(1, Ordering::SeqCst);
         }
         let mut auth = rp_id_hash.to_vec();
-        auth.push(u8::from(up) | if ext.is_some() { 0x80 } else { 0 });
+        auth.push(u8::from(up) | if uv { 0x04 } else { 0 } | if ext.is_some() { 0x80 } else { 0 });
         auth.extend_from_slice(&(self.counter + 1).to_be_bytes());
         if let Some(e) = ext {
             auth.extend(V::M(vec![(V::t("hmac-secret"), V::B(e))]).encode());
@@ -277,6 +331,7 @@ impl State {
     fn client_pin(&self, req: &V) -> Result<V, u8> {
         match (req.at(1).and_then(V::int), req.at(2).and_then(V::int)) {
             (Some(1), Some(2)) => Ok(V::M(vec![(V::I(1), cose_key(&self.agreement.public_key(), -25))])),
+            (Some(1), Some(5)) => self.pin_token(req),
             _ => Err(ERR_INVALID_COMMAND),
         }
     }
@@ -346,16 +401,26 @@ fn serve(mut s: UnixStream, state: &Mutex<State>, touches: &AtomicU32) {
 }
 
 impl Authenticator {
-    /// A new authenticator (no credentials) listening at `path`.
+    /// A new authenticator (no credentials, no PIN) listening at `path`.
     ///
     /// # Panics
     /// When the socket cannot be made.
     pub fn start(path: &Path) -> Authenticator {
+        Authenticator::start_as(path, None)
+    }
+
+    /// [`Authenticator::start`] with `pin` set: making a credential needs
+    /// it, an assertion with it is user-verified.
+    pub fn start_with_pin(path: &Path, pin: &str) -> Authenticator {
+        Authenticator::start_as(path, Some(pin))
+    }
+
+    fn start_as(path: &Path, pin: Option<&str>) -> Authenticator {
         let _ = std::fs::remove_file(path);
         let l = UnixListener::bind(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let stop = Arc::new(AtomicBool::new(false));
         let touches = Arc::new(AtomicU32::new(0));
-        let state = Arc::new(Mutex::new(State::new()));
+        let state = Arc::new(Mutex::new(State::new(pin)));
         let (st, t, state2) = (stop.clone(), touches.clone(), state.clone());
         let thread = std::thread::spawn(move || {
             for c in l.incoming() {

@@ -9,9 +9,10 @@
 //! One test binary (`cargo test -p warpfs --test keyslots`): the shared
 //! helpers here, `slots.rs` (kinds, listing, tampering, conversion) and
 //! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`),
-//! `online.rs` (the same on a mounted volume, files open and busy) and
-//! `tpm2.rs` (TPM2 slots against a software TPM) and `fido2.rs` (FIDO2
-//! slots through libfido2 and a test CTAP2 authenticator).
+//! `online.rs` (the same on a mounted volume, files open and busy),
+//! `tpm2.rs` (TPM2 slots against a software TPM), `fido2.rs` (FIDO2
+//! slots through libfido2 and a test CTAP2 authenticator) and
+//! `scenario.rs` (every kind on one volume, then one revoked).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
@@ -20,6 +21,7 @@ mod common;
 mod fido2;
 mod online;
 mod revoke;
+mod scenario;
 mod slots;
 mod tpm2;
 

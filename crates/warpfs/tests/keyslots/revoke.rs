@@ -96,7 +96,7 @@ pub(crate) fn ivs_of(dir: &Path) -> Vec<[u8; 16]> {
 }
 
 /// The secret of the slot that `key remove --rekey` takes away.
-enum Removed {
+pub(crate) enum Removed {
     /// A second password (its passfile).
     Password(PathBuf),
     /// A TPM2 slot sealed by this software TPM.
@@ -107,7 +107,7 @@ enum Removed {
 
 impl Removed {
     /// Its kind, for messages.
-    fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Removed::Password(_) => "password",
             Removed::Tpm2(_) => "tpm2",
@@ -125,7 +125,7 @@ impl Removed {
     }
 
     /// `warpfs mount` of `v` with it and `extra` arguments.
-    fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
+    pub(crate) fn mount(&self, v: &Volume, extra: &[&str]) -> Out {
         let mut a: Vec<OsString> = args!["mount", "--log-file", &v.logfile];
         a.extend(self.mount_args().into_iter().map(OsString::from));
         a.extend(extra.iter().map(OsString::from));
@@ -137,7 +137,7 @@ impl Removed {
     }
 
     /// The volume key that `cfg` gives for it, through the library.
-    fn open(&self, cfg: &Config) -> warpfs_crypto::MasterKey {
+    pub(crate) fn open(&self, cfg: &Config) -> warpfs_crypto::MasterKey {
         match self {
             Removed::Password(p) => {
                 let pw = fs::read_to_string(p).unwrap();
