@@ -32,7 +32,7 @@ fn clean_then_flipped_block_named_by_path() {
     assert_eq!((r.files, r.blocks, r.written), (1, 4, 4));
     assert_eq!(seen, (4 * 4096, 4 * 4096));
     let back = crate::names::encode(
-        &v.names,
+        &v.naming().names,
         &crate::diriv::read(&v.dir(std::path::Path::new("")).unwrap()).unwrap(),
         OsStr::new("f"),
     )
@@ -75,7 +75,7 @@ fn volume_with(dir: &Path, flags: &[warpfs_config::FeatureFlag]) -> Volume {
 /// The backing path of root entry `name`.
 fn backing(v: &Volume, name: &str) -> std::path::PathBuf {
     let iv = crate::diriv::read(&v.dir(Path::new("")).unwrap()).unwrap();
-    let b = crate::names::encode(&v.names, &iv, OsStr::new(name)).unwrap();
+    let b = crate::names::encode(&v.naming().names, &iv, OsStr::new(name)).unwrap();
     v.root().join(crate::names::file_of(&b))
 }
 

@@ -15,9 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The files a busy writer left (name → bytes) and what went wrong.
+type Left = (BTreeMap<String, Vec<u8>>, Vec<String>);
+
 /// Writes, reads back, renames and lists files under `busy/` until told
 /// to stop; returns every file it left and what went wrong.
-fn busy(dir: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(BTreeMap<String, Vec<u8>>, Vec<String>)> {
+fn busy(dir: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Left> {
     std::thread::spawn(move || {
         let (mut left, mut errors) = (BTreeMap::new(), Vec::new());
         let mut i = 0u32;
@@ -68,7 +71,7 @@ fn key_remove_rekey_on_a_mount_moves_every_key_while_files_stay_open_and_busy() 
     let mut head = vec![0u8; 4096];
     reader.read_exact(&mut head).unwrap();
     let mut writer = fs::OpenOptions::new()
-        .create(true)
+        .create_new(true)
         .read(true)
         .write(true)
         .open(v.p("d/w.bin"))
