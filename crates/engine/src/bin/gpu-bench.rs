@@ -1,7 +1,7 @@
 //! Mask throughput and per-batch latency of the backends, for
 //! `bench/gpu.sh`:
 //!
-//!     cargo run --release -p warpfs-engine --bin gpu-bench -- [--secs S] [--out DIR]
+//!     cargo run --release -p warpfs-engine --bin gpu-bench -- [--secs S] --out DIR
 //!
 //! For AES-256 and Twofish-256 masks (FORMAT.md 11) of 4 KiB, 64 KiB and
 //! 1 MiB and 1, 16, 256 and 4096
@@ -104,15 +104,21 @@ fn rows_of(name: &str, b: &dyn Backend, threads: usize, cipher: &str, key: &Mask
 
 fn main() {
     let mut secs = 0.3f64;
-    let mut out_dir = std::path::PathBuf::from("bench/results");
+    // No default: results go in a dated folder (bench/README.md), which
+    // bench/gpu.sh names.
+    let mut out_dir: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--secs" => secs = args.next().and_then(|s| s.parse().ok()).expect("--secs S"),
-            "--out" => out_dir = args.next().expect("--out DIR").into(),
+            "--out" => out_dir = Some(args.next().expect("--out DIR").into()),
             _ => panic!("unknown argument {a} (--secs S, --out DIR)"),
         }
     }
+    let Some(out_dir) = out_dir else {
+        eprintln!("gpu-bench: --out DIR is required (bash bench/gpu.sh writes bench/results/DATE-gpu)");
+        std::process::exit(2);
+    };
     let keys = [
         ("aes-256", MaskCipher::new(&[0x5c; 32], false).expect("key")),
         (
