@@ -11,6 +11,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// fstat(2) of an open descriptor.
+pub fn fstat(fd: &impl std::os::fd::AsRawFd) -> Result<libc::stat> {
+    // SAFETY: `stat` is plain old data; all zeros is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and out-pointer.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
 /// A backing directory beneath CIPHERDIR: an `O_PATH` descriptor (it reads
 /// nothing and never blocks) and its path for messages.
 #[derive(Debug)]
@@ -64,7 +73,7 @@ impl Dir {
 
     /// fstat of the directory itself.
     pub fn stat(&self) -> Result<libc::stat> {
-        crate::ops::fstat(&*self.fd)
+        fstat(&*self.fd)
     }
 
     /// Open the directory itself for reading (listing, fsync).

@@ -33,12 +33,12 @@ mod tests;
 mod xattr;
 
 pub use beneath::is_plain;
-pub use dir::{Dir, Loc, RawEntry};
+pub use dir::{fstat, Dir, Loc, RawEntry};
 pub use errno::{Errno, Result};
 pub use open::{check_type, create_file, open_file, read_small, set_noatime, Expect};
 pub use ops::{
-    access, chmod, euid, fstat, futimens, lchown, link, lstat, mkdir, mknod, nlink, readlink, rename, rmdir, symlink,
-    unlink, utimens, TimeSpec,
+    access, chmod, euid, futimens, lchown, link, lstat, mkdir, mknod, nlink, readlink, rename, rmdir, symlink, unlink,
+    utimens, TimeSpec,
 };
 pub use root::{is_plain_name, split_user_path, Root};
 pub use xattr::{lgetxattr, llistxattr, lremovexattr, lsetxattr};

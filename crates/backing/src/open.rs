@@ -89,7 +89,7 @@ pub fn open_file(l: &Loc, flags: i32, mode: u32, expect: Expect) -> Result<File>
     let before = crate::ops::lstat(l)?;
     check_type(&before, expect)?;
     let f = openat(l, flags & !(libc::O_CREAT | libc::O_EXCL), 0)?;
-    let st = crate::ops::fstat(&f)?;
+    let st = crate::dir::fstat(&f)?;
     if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino) {
         // Replaced between the two looks: what was checked is not what
         // was opened.

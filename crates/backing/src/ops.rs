@@ -16,15 +16,6 @@ pub fn lstat(l: &Loc) -> Result<libc::stat> {
     Ok(st)
 }
 
-/// fstat(2) of an open descriptor.
-pub fn fstat(fd: &impl std::os::fd::AsRawFd) -> Result<libc::stat> {
-    // SAFETY: `stat` is plain old data; all zeros is a valid value.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid fd and out-pointer.
-    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
-    Ok(st)
-}
-
 /// mknod(2): a special file (FIFO, socket, device) at `l`.
 pub fn mknod(l: &Loc, mode: u32, rdev: u64) -> Result<()> {
     let (fd, c) = l.at()?;

@@ -1,6 +1,7 @@
 //! The volume config: the validated `Config` and its accessors and
 //! summary. `flags` (feature flags and the version they imply),
-//! `validate` (checks of hostile values), `json` (the file's JSON model,
+//! `fields` (hostile strings shown, base64 fields, a wrapped key's JSON:
+//! below everything else), `validate` (checks of hostile values), `json` (the file's JSON model,
 //! load and write form), `create` (new configs, sealing the master key),
 //! `keys` (associated data, unlock, password change, key generations),
 //! `state` (a config's place in the key history) and `reverse` (reverse
@@ -13,12 +14,11 @@ use warpfs_crypto::kdf::{KdfParams, SALT_LEN};
 use warpfs_crypto::wrap::Wrapped;
 
 const KDF_ALGORITHM: &str = "argon2id";
-const WRAP_ALGORITHM: &str = "aes-256-gcm";
+use fields::WRAP_ALGORITHM;
 
 pub use flags::FeatureFlag;
 pub use state::KeyState;
 pub(crate) use validate::check_generations as check_gens;
-pub(crate) use validate::show;
 
 /// A loaded (validated) volume config. Holds no secret: the master key
 /// (the volume key) stays wrapped until [`Config::unlock`] or
@@ -182,6 +182,7 @@ impl fmt::Display for Config {
 }
 
 mod create;
+pub(crate) mod fields;
 mod flags;
 mod json;
 mod keys;

@@ -166,7 +166,7 @@ impl std::str::FromStr for ContentMode {
             let names: Vec<&str> = ALL.iter().map(|m| m.as_str()).collect();
             ConfigError::Unsupported(format!(
                 "content mode {} is not supported by this warpfs (supported: {})",
-                crate::config::show(s),
+                crate::config::fields::show(s),
                 names.join(", ")
             ))
         })

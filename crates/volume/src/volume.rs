@@ -1,7 +1,7 @@
 //! The `Volume`: an unlocked CIPHERDIR with its keys, ready for operations.
 
 use crate::dirfds::DirFds;
-use crate::dirview::DirCache;
+use crate::dirview::cache::DirCache;
 use crate::error::{Error, Result};
 use crate::files::FileTable;
 use crate::keysource::KeySource;

@@ -3,9 +3,10 @@
 //! 1 and 2 hold `kdf` and `wrapped_key`; format 3 holds `revision`, the
 //! `keyslots` and the `mac` instead (FORMAT.md 2.6).
 
+use super::fields::{decode_fixed, show, WrappedJson};
 use super::slots::{check_table, check_wrapped, Slot, SlotJson, SlotTable};
-use super::validate::{check_generations, check_kdf, check_key_bits, check_rekey_id, check_version_flags, show};
-use super::{Config, FeatureFlag, KeyStore, KDF_ALGORITHM, REKEY_ID_LEN, WRAP_ALGORITHM};
+use super::validate::{check_generations, check_kdf, check_key_bits, check_rekey_id, check_version_flags};
+use super::{Config, FeatureFlag, KeyStore, KDF_ALGORITHM, REKEY_ID_LEN};
 use crate::error::{ConfigError, Result};
 use crate::mode::ContentMode;
 use crate::{BLOCK_SIZE, FORMAT_NAME, FORMAT_VERSION, MAX_CONFIG_SIZE, V1_FEATURE_FLAGS};
@@ -75,52 +76,6 @@ struct KdfJson {
     iterations: u32,
     parallelism: u32,
     salt: String,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct WrappedJson {
-    algorithm: String,
-    nonce: String,
-    ciphertext: String,
-}
-
-impl WrappedJson {
-    pub(crate) fn of(w: &Wrapped) -> Self {
-        WrappedJson {
-            algorithm: WRAP_ALGORITHM.to_owned(),
-            nonce: B64.encode(w.nonce),
-            ciphertext: B64.encode(&w.ciphertext),
-        }
-    }
-
-    /// The wrapped key, checked (`field` names it in messages).
-    pub(crate) fn parse(&self, field: &str) -> Result<Wrapped> {
-        if self.algorithm != WRAP_ALGORITHM {
-            return Err(ConfigError::Unsupported(format!(
-                "key wrapping {} is not supported (only {WRAP_ALGORITHM})",
-                show(&self.algorithm)
-            )));
-        }
-        let nonce = decode_fixed::<WRAP_NONCE_LEN>(&format!("{field}.nonce"), &self.nonce)?;
-        let ct = decode_fixed::<WRAPPED_LEN>(&format!("{field}.ciphertext"), &self.ciphertext)?;
-        Ok(Wrapped {
-            nonce,
-            ciphertext: ct.to_vec(),
-        })
-    }
-}
-
-pub(crate) fn decode_fixed<const N: usize>(field: &str, s: &str) -> Result<[u8; N]> {
-    // Refuse absurd lengths before decoding.
-    if s.len() > 4 * N.div_ceil(3) {
-        return Err(ConfigError::parse(format!("{field} must be {N} bytes of base64")));
-    }
-    let v = B64
-        .decode(s)
-        .map_err(|_| ConfigError::parse(format!("{field} is not valid base64")))?;
-    v.try_into()
-        .map_err(|_| ConfigError::parse(format!("{field} must be {N} bytes of base64")))
 }
 
 impl Config {

@@ -6,8 +6,8 @@
 //! user's input becomes the slot key; an arm of [`Params`] ties it in
 //! (decision records 0082; `tpm2` 0084, `fido2` 0085).
 
+use super::fields::show;
 use super::mac::Fields;
-use super::validate::show;
 use crate::error::{ConfigError, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -351,7 +351,7 @@ pub(crate) struct SlotJson {
     fido2: Option<fido2::Fido2Json>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tpm2: Option<tpm2::Tpm2Json>,
-    wrapped_key: super::json::WrappedJson,
+    wrapped_key: super::fields::WrappedJson,
 }
 
 /// A slot's key derivation as written.
@@ -379,7 +379,7 @@ impl Slot {
             kdf: self.params.kdf_json(),
             fido2: self.params.fido2_json(),
             tpm2: self.params.tpm2_json(),
-            wrapped_key: super::json::WrappedJson::of(&self.wrapped),
+            wrapped_key: super::fields::WrappedJson::of(&self.wrapped),
         }
     }
 

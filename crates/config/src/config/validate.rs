@@ -1,20 +1,11 @@
 //! Checks of hostile config values: key size, key generations, version
-//! against flags, KDF strength; and the printable form of a hostile string.
+//! against flags, KDF strength.
 
 use super::flags::version_of;
-use super::FeatureFlag;
+use super::flags::FeatureFlag;
 use crate::error::{ConfigError, Result};
 use crate::mode::ContentMode;
 use warpfs_crypto::kdf::KdfParams;
-
-/// Printable form of a hostile string for an error message: escaped and cut.
-pub(crate) fn show(s: &str) -> String {
-    let mut out: String = s.chars().take(64).flat_map(char::escape_debug).collect();
-    if s.chars().count() > 64 {
-        out.push('…');
-    }
-    format!("\"{out}\"")
-}
 
 /// 128 or 256 bits; 256 only for XChaCha20 (FORMAT.md 15), which has no
 /// 128-bit key.

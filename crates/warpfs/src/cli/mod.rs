@@ -29,6 +29,7 @@ mod stats;
 mod tpm2;
 mod unlock;
 mod volkey;
+mod volkey_mount;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::ffi::OsString;

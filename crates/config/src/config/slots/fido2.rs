@@ -128,7 +128,7 @@ impl Fido2 {
         let f = Fido2 {
             rp_id: j.rp_id.clone(),
             credential,
-            salt: crate::config::json::decode_fixed::<FIDO2_SALT_LEN>("keyslots[].fido2.salt", &j.salt)?,
+            salt: crate::config::fields::decode_fixed::<FIDO2_SALT_LEN>("keyslots[].fido2.salt", &j.salt)?,
             user_verification: j.user_verification,
             device: j.device.clone(),
         };

@@ -4,9 +4,9 @@
 //! full strength.
 
 use super::{Input, SlotKdfJson};
-use crate::config::json::decode_fixed;
+use crate::config::fields::decode_fixed;
+use crate::config::fields::show;
 use crate::config::mac::Fields;
-use crate::config::validate::show;
 use crate::error::{ConfigError, Result};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;

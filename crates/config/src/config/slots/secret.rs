@@ -4,9 +4,10 @@
 //! 8) with the slot's own salt and parameters, bounds-checked as in 2.1.
 
 use super::{Input, SlotKdfJson, SlotKind};
-use crate::config::json::decode_fixed;
+use crate::config::fields::decode_fixed;
+use crate::config::fields::show;
 use crate::config::mac::Fields;
-use crate::config::validate::{check_kdf, show};
+use crate::config::validate::check_kdf;
 use crate::error::{ConfigError, Result};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;

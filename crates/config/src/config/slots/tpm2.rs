@@ -6,8 +6,8 @@
 //! this crate's: the caller's [`Unseal`] does it (decision record 0084).
 
 use super::Input;
+use crate::config::fields::show;
 use crate::config::mac::Fields;
-use crate::config::validate::show;
 use crate::error::{ConfigError, DeviceError, Result};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
