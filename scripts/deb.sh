@@ -159,6 +159,7 @@ WANT=(/usr/bin/warpfs /sbin/mount.warpfs /usr/share/man/man1/warpfs.1.gz
     /usr/share/bash-completion/completions/warpfs /usr/share/zsh/vendor-completions/_warpfs
     /usr/share/fish/vendor_completions.d/warpfs.fish
     /usr/share/doc/warpfs/examples/systemd/mnt-private.mount
+    /usr/share/doc/warpfs/examples/systemd/mnt-vault.mount
     /usr/share/doc/warpfs/examples/systemd/warpfs@.service /usr/share/doc/warpfs/CLI.md)
 # Minimal images tell dpkg not to install documentation (path-exclude in
 # /etc/dpkg/dpkg.cfg.d): such paths are checked in the package only.

@@ -141,6 +141,9 @@ if wf_is_root; then
     # keyctl: the user-service example (tests/daily/contrib.rs) reads the
     # password from the kernel keyring; dpkg-deb, man: scripts/deb.sh.
     pkgs+=(keyctl:keyutils dpkg-deb:dpkg man:man-db)
+    # systemd-analyze: the contrib units pass `systemd-analyze verify`
+    # (tests/daily/contrib.rs); systemd need not be running.
+    pkgs+=(systemd-analyze:systemd)
     # Hardware keyslots: the build links libtss2 (TPM2, found by pkg-config)
     # and libfido2 (FIDO2); the TPM2 tests start a software TPM (swtpm).
     pkgs+=(pkg-config:pkg-config libtss2-dev libfido2-dev swtpm:swtpm swtpm_setup:swtpm-tools)

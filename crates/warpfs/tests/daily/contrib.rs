@@ -1,16 +1,21 @@
-//! The examples in contrib/ work as written: the `.mount` unit's
+//! The examples in contrib/ work as written: the `.mount` units'
 //! `What=`/`Where=`/`Type=`/`Options=` go through `mount -t TYPE -o OPTIONS
-//! WHAT WHERE` (what systemd runs), the user service's `ExecStart=` and
-//! `ExecStop=` run with systemd's specifiers expanded and the password in
-//! the kernel keyring, and the fstab example's lines mount with `mount -a`.
-//! Only the example paths (/srv/..., /mnt/..., /etc/warpfs/...) are
-//! replaced by the test's. Against the build, `/usr/bin/warpfs` is the
-//! built binary and type `fuse.warpfs` becomes `fuse` with `BIN#WHAT` (see
-//! tests/fstab.rs); `WARPFS_INSTALLED_BIN` (scripts/deb.sh) runs them
-//! exactly.
+//! WHAT WHERE` as systemd runs it (no terminal, standard input
+//! /dev/null), the password-file unit and the TPM2 unit (a slot on a
+//! software TPM, no password anywhere); every unit is named after its
+//! `Where=` and passes `systemd-analyze verify`; the user service's
+//! `ExecStart=` and `ExecStop=` run with systemd's specifiers expanded and
+//! the password in the kernel keyring, and the fstab example's lines mount
+//! with `mount -a`. Only the example paths (/srv/..., /mnt/...,
+//! /etc/warpfs/...) are replaced by the test's, and the TPM2 unit's `tpm2`
+//! is given the software TPM's TCTI. Against the build, `/usr/bin/warpfs`
+//! is the built binary and type `fuse.warpfs` becomes `fuse` with
+//! `BIN#WHAT` (see tests/fstab.rs); `WARPFS_INSTALLED_BIN` (scripts/deb.sh)
+//! runs them exactly.
 
 use crate::common::*;
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -51,31 +56,194 @@ fn umount_and_wait(v: &Volume, at: &Path) {
     assert!(wait_pids_gone(&pids, T).is_empty(), "daemon still running");
 }
 
+/// `mount -t TYPE -o OPTIONS WHAT WHERE` as systemd runs it: standard
+/// input /dev/null ([`run_cmd`]) and no controlling terminal (a session of
+/// its own), so a password prompt, which reads /dev/tty, fails at once.
+fn mount_as_systemd(fstype: &str, opts: &str, what: &Path, at: &Path) -> Out {
+    let (t, src) = type_and_source(fstype, what);
+    let mut c = Command::new("mount");
+    c.args(["-t", &t, "-o", opts, &src, at.to_str().unwrap()]);
+    // SAFETY: setsid(2) is async-signal-safe and touches no memory.
+    unsafe {
+        c.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run_cmd(c, T)
+}
+
+/// A unit file of contrib/systemd/.
+fn unit_file(name: &str) -> String {
+    let p = Path::new(CONTRIB).join("systemd").join(name);
+    fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The unit name of a path, as `systemd-escape -p --suffix=SUFFIX` makes
+/// it: slashes trimmed, `/` as `-`, bytes other than ASCII letters,
+/// digits, `:`, `_` and `.` (and a leading `.`) as `\xNN`.
+fn path_unit_name(path: &str, suffix: &str) -> String {
+    let p = path.trim_matches('/');
+    let mut name = String::new();
+    if p.is_empty() {
+        name.push('-');
+    }
+    for (i, b) in p.bytes().enumerate() {
+        match b {
+            b'/' => name.push('-'),
+            b'.' if i == 0 => name.push_str("\\x2e"),
+            b if b.is_ascii_alphanumeric() || b":_.".contains(&b) => name.push(b as char),
+            b => name.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    format!("{name}.{suffix}")
+}
+
+/// systemd loads a mount or automount unit only when its file name is its
+/// escaped `Where=`.
+#[test]
+fn the_units_are_named_after_their_mountpoints() {
+    assert_eq!(path_unit_name("/mnt/private", "mount"), "mnt-private.mount");
+    assert_eq!(path_unit_name("/srv/a-b/.c", "mount"), "srv-a\\x2db-.c.mount");
+    let mut names: Vec<String> = fs::read_dir(Path::new(CONTRIB).join("systemd"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".mount") || n.ends_with(".automount"))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["mnt-private.automount", "mnt-private.mount", "mnt-vault.mount"],
+        "the units this test knows"
+    );
+    for n in &names {
+        let (_, suffix) = n.rsplit_once('.').unwrap();
+        let wher = unit_value(&unit_file(n), "Where");
+        assert_eq!(&path_unit_name(&wher, suffix), n, "{n}: Where={wher}");
+    }
+    assert_eq!(
+        unit_value(&unit_file("mnt-private.automount"), "Where"),
+        unit_value(&unit_file("mnt-private.mount"), "Where")
+    );
+}
+
 #[test]
 fn the_mount_unit_mounts_as_systemd_runs_it() {
     require_fuse!();
-    let dir = Path::new(CONTRIB).join("systemd");
-    let unit = fs::read_to_string(dir.join("mnt-private.mount")).unwrap();
-    let auto = fs::read_to_string(dir.join("mnt-private.automount")).unwrap();
-    let (what, wher, fstype, opts) = (
+    let unit = unit_file("mnt-private.mount");
+    let (what, fstype, opts) = (
         unit_value(&unit, "What"),
-        unit_value(&unit, "Where"),
         unit_value(&unit, "Type"),
         unit_value(&unit, "Options"),
     );
-    // systemd requires a mount unit's name to be its escaped mountpoint.
-    assert_eq!(
-        format!("{}.mount", wher.trim_start_matches('/').replace('/', "-")),
-        "mnt-private.mount"
-    );
-    assert_eq!(unit_value(&auto, "Where"), wher);
     let v = Volume::init(Mode::Gcm);
     let opts = opts.replace("/etc/warpfs/private.pass", v.passfile.to_str().unwrap());
     assert_ne!(what, v.cipher.to_str().unwrap());
-    let (t, src) = type_and_source(&fstype, &v.cipher);
-    run(&["mount", "-t", &t, "-o", &opts, &src, v.mnt.to_str().unwrap()]).expect_ok("the unit's mount");
+    mount_as_systemd(&fstype, &opts, &v.cipher, &v.mnt).expect_ok("the unit's mount");
     write_file(&v.p("via-systemd"), b"ok");
     umount_and_wait(&v, &v.mnt);
+}
+
+/// The TPM2 unit mounts with no password anywhere: its volume has a TPM2
+/// slot (sealed to PCR 7, as its comment says) on a software TPM and no
+/// password file, nothing can answer a prompt, and it mounts, twice, the
+/// file written through the first mount read through the second.
+#[test]
+fn the_tpm2_mount_unit_mounts_with_no_password_as_systemd_runs_it() {
+    require_fuse!();
+    let unit = unit_file("mnt-vault.mount");
+    let (what, fstype, opts) = (
+        unit_value(&unit, "What"),
+        unit_value(&unit, "Type"),
+        unit_value(&unit, "Options"),
+    );
+    assert!(
+        unit_value(&unit, "After")
+            .split_whitespace()
+            .any(|u| u == "tpm2.target"),
+        "ordered after the TPM is usable:\n{unit}"
+    );
+    assert!(unit.contains("warpfs key add --tpm2 --tpm2-pcrs 7"), "{unit}");
+    // tpm2 at the default TPM device, and no other source of the key.
+    let list: Vec<&str> = opts.split(',').collect();
+    assert!(list.contains(&"tpm2"), "Options={opts}");
+    for o in &list {
+        let key = o.split('=').next().unwrap();
+        assert!(
+            !["tpm2-tcti", "passfile", "extpass", "keyfile", "config"].contains(&key),
+            "Options={opts}"
+        );
+    }
+    let Some(tpm) = warpfs_testkit::swtpm::for_test() else {
+        return;
+    };
+    let v = Volume::init(Mode::Gcm);
+    run(&[
+        BIN,
+        "key",
+        "add",
+        "--passfile",
+        v.passfile.to_str().unwrap(),
+        "--tpm2",
+        "--tpm2-tcti",
+        &tpm.tcti_short(),
+        "--tpm2-pcrs",
+        "7",
+        v.cipher.to_str().unwrap(),
+    ])
+    .expect_ok("key add --tpm2");
+    fs::remove_file(&v.passfile).unwrap();
+    assert_ne!(what, v.cipher.to_str().unwrap());
+    // The only change to the unit's options: `tpm2` is given the software
+    // TPM's TCTI (the unit's TPM is the default, /dev/tpmrm0).
+    let tcti = format!("tpm2,tpm2-tcti={}", tpm.tcti_short());
+    let opts = list
+        .iter()
+        .map(|o| if *o == "tpm2" { tcti.as_str() } else { o })
+        .collect::<Vec<_>>()
+        .join(",");
+    mount_as_systemd(&fstype, &opts, &v.cipher, &v.mnt).expect_ok("the TPM2 unit's mount");
+    assert!(is_mounted(&v.mnt), "the TPM2 unit's mount is not live");
+    write_file(&v.p("via-tpm2"), b"unlocked by the TPM at boot");
+    umount_and_wait(&v, &v.mnt);
+    mount_as_systemd(&fstype, &opts, &v.cipher, &v.mnt).expect_ok("the TPM2 unit's mount, again");
+    assert_eq!(fs::read(v.p("via-tpm2")).unwrap(), b"unlocked by the TPM at boot");
+    umount_and_wait(&v, &v.mnt);
+}
+
+/// `systemd-analyze verify` loads each unit of contrib/systemd as systemd
+/// would and finds nothing wrong with it: no unknown or misspelt setting,
+/// no missing unit it requires, a name that matches `Where=`.
+#[test]
+fn the_units_pass_systemd_analyze_verify() {
+    if let Err(e) = Command::new("systemd-analyze").arg("--version").output() {
+        warpfs_testkit::skip(format!("systemd-analyze (package systemd) does not run: {e}"));
+        return;
+    }
+    let dir = Path::new(CONTRIB).join("systemd");
+    let mut found = 0;
+    for e in fs::read_dir(&dir).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if !(name.ends_with(".mount") || name.ends_with(".automount")) {
+            continue;
+        }
+        let mut c = Command::new("systemd-analyze");
+        c.args(["verify", "--man=no"]).arg(dir.join(&name));
+        let o = run_cmd(c, T);
+        // Its warnings about units of this system (not ours) are no
+        // concern of the example's.
+        let ours: Vec<&str> = o
+            .stdout
+            .lines()
+            .chain(o.stderr.lines())
+            .filter(|l| l.contains(&name))
+            .collect();
+        assert!(o.ok() && ours.is_empty(), "systemd-analyze verify {name}:\n{o}");
+        found += 1;
+    }
+    assert!(found >= 3, "no units in {}", dir.display());
 }
 
 /// Split an `ExecStart=` line as systemd does (words, double quotes) and
