@@ -159,9 +159,10 @@ struct RemoveArgs {
     #[command(flatten)]
     unlock: UnlockArgs,
     /// Also draw a new volume key and re-encrypt every file, name,
-    /// directory IV, symlink target and xattr under it (offline), so that a
-    /// copy of the config from before, opened with the removed secret,
-    /// decrypts nothing. Every backing name changes.
+    /// directory IV, symlink target and xattr under it, so that a copy of
+    /// the config from before, opened with the removed secret, decrypts
+    /// nothing. Every backing name changes. On a mounted volume the mount
+    /// does it (requests wait while the names move).
     #[arg(long)]
     rekey: bool,
     #[command(flatten)]
