@@ -20,8 +20,8 @@
 #      - tests/twofish.rs and the Twofish cases of io, namespace and faults
 #        (ENOSPC), each with speculation on and off;
 #      - every Twofish case of crash, power_loss (writes, rename, an
-#        interrupted rekey; each case forces speculation on, then off) and
-#        tests/rekey_twofish.rs;
+#        interrupted rekey; each case forces speculation on, then off),
+#        keyslots (revocation offline and online) and tests/rekey_twofish.rs;
 #      - pjdfstest on gcm-twofish, ctr-twofish and xts-twofish
 #        (scripts/pjdfstest.sh --cipher twofish);
 #      the #[ignore]d cases included (`-- --include-ignored twofish`: a
@@ -67,7 +67,8 @@ for transport in "${transports[@]}"; do
             -- --include-ignored twofish
     done
     run env WARPFS_TRANSPORT=$transport \
-        cargo test --release -p warpfs --test crash --test power_loss --test rekey_twofish --no-fail-fast \
+        cargo test --release -p warpfs --test crash --test power_loss --test keyslots --test rekey_twofish \
+        --no-fail-fast \
         -- --include-ignored twofish
     for mode in gcm ctr xts; do
         run env WARPFS_TRANSPORT=$transport bash scripts/pjdfstest.sh --mode $mode --cipher twofish

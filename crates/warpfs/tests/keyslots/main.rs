@@ -11,14 +11,16 @@
 //! `revoke.rs` (`--rekey`, killed rekeys, `rekey --new-volume-key`),
 //! `online.rs` (the same on a mounted volume, files open and busy),
 //! `tpm2.rs` (TPM2 slots against a software TPM), `fido2.rs` (FIDO2
-//! slots through libfido2 and a test CTAP2 authenticator) and
-//! `scenario.rs` (every kind on one volume, then one revoked).
+//! slots through libfido2 and a test CTAP2 authenticator),
+//! `scenario.rs` (every kind on one volume, then one revoked) and
+//! `modes.rs` (revocation offline and online in every content mode).
 
 #[macro_use]
 #[path = "../common/mod.rs"]
 mod common;
 
 mod fido2;
+mod modes;
 mod online;
 mod revoke;
 mod scenario;
@@ -40,7 +42,12 @@ pub(crate) const E_UNFINISHED: i32 = 14;
 
 /// A fresh volume (fast KDF) with `extra` init arguments; its recovery key.
 pub(crate) fn fresh(extra: &[&str]) -> (Volume, String) {
-    let v = Volume::blank(Mode::Gcm);
+    fresh_in(Mode::Gcm, extra)
+}
+
+/// [`fresh`] in content mode `mode` (its `--mode` and `--cipher`).
+pub(crate) fn fresh_in(mode: Mode, extra: &[&str]) -> (Volume, String) {
+    let v = Volume::blank(mode);
     let mut a = args![
         "init",
         "--passfile",
@@ -50,6 +57,7 @@ pub(crate) fn fresh(extra: &[&str]) -> (Volume, String) {
         "--kdf-iterations",
         "2"
     ];
+    a.extend(mode.init_args().into_iter().map(OsString::from));
     a.extend(extra.iter().map(OsString::from));
     a.push(v.cipher.clone().into());
     let o = warpfs(a);

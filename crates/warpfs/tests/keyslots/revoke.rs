@@ -76,7 +76,7 @@ pub(crate) fn nothing_decrypts(dir: &Path, k: &warpfs_crypto::MasterKey, old_ivs
     (blocks, checked_names)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         if p.symlink_metadata().unwrap().is_dir() {
