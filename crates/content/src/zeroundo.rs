@@ -11,6 +11,7 @@ use crate::header::{self, Header};
 use crate::layout::{block_count, block_len, data_offset, entry_offset, segment_end, NNODE_BLOCKS};
 use crate::Mode;
 use std::fs::File;
+use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use warpfs_crypto::{UndoKey, UNDO_TAG_LEN};
 
@@ -284,10 +285,29 @@ fn parse_done(body: &[u8]) -> Result<(u32, Vec<Vec<u8>>), Refused> {
 /// breaks the format, a tag that does not verify, a record out of its
 /// place or a done record that fits no step refuses the whole file.
 pub fn decode(b: &[u8], key: &UndoKey) -> Result<Vec<Loaded>, Refused> {
-    if b.len() < HEADER_LEN {
-        return Err(Refused(format!("it is not an undo file ({} bytes)", b.len())));
+    decode_from(&mut &b[..], key)
+}
+
+/// Read `n` bytes of `r` into `buf` (cleared first), fewer at its end.
+fn fill(r: &mut impl Read, buf: &mut Vec<u8>, n: usize) -> Result<(), Refused> {
+    buf.clear();
+    r.take(n as u64)
+        .read_to_end(buf)
+        .map(drop)
+        .map_err(|e| Refused(format!("cannot read it: {e}")))
+}
+
+/// [`decode`] reading the undo file from `r` one record at a time: a
+/// record is read (at most [`MAX_RECORD`] bytes) only once every record
+/// before it verified, so a file planted to be huge costs no more memory
+/// than one record.
+pub fn decode_from(r: &mut impl Read, key: &UndoKey) -> Result<Vec<Loaded>, Refused> {
+    let mut buf = Vec::new();
+    fill(r, &mut buf, HEADER_LEN)?;
+    if buf.len() < HEADER_LEN {
+        return Err(Refused(format!("it is not an undo file ({} bytes)", buf.len())));
     }
-    let head: [u8; HEADER_LEN] = b[..HEADER_LEN].try_into().expect("HEADER_LEN bytes");
+    let head: [u8; HEADER_LEN] = buf[..HEADER_LEN].try_into().expect("HEADER_LEN bytes");
     if head[..8] != MAGIC {
         return Err(Refused("it is not an undo file (bad magic)".into()));
     }
@@ -299,23 +319,31 @@ pub fn decode(b: &[u8], key: &UndoKey) -> Result<Vec<Loaded>, Refused> {
         return Err(Refused("reserved bytes are not zero".into()));
     }
     let mut out: Vec<Loaded> = Vec::new();
-    let mut at = HEADER_LEN;
     let mut seq = 0u32;
-    while b.len() - at >= REC_HEAD {
-        let r = &b[at..];
-        if r[..4] == [0; 4] {
+    let mut rec = Vec::new();
+    loop {
+        fill(r, &mut rec, REC_HEAD)?;
+        if rec.len() < REC_HEAD {
+            break; // cut short while written
+        }
+        if rec[..4] == [0; 4] {
             break; // not committed: fsck stopped while writing it
         }
-        if r[..4] != REC_MAGIC {
+        if rec[..4] != REC_MAGIC {
             return Err(Refused(format!("record {seq}: bad magic")));
         }
-        let total = u32::from_le_bytes([r[4], r[5], r[6], r[7]]) as usize;
+        let total = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]) as usize;
         if !(REC_HEAD + UNDO_TAG_LEN..=MAX_RECORD).contains(&total) {
             return Err(Refused(format!("record {seq}: impossible length {total}")));
         }
-        if r.len() < total {
+        let mut rest = Vec::new();
+        fill(r, &mut rest, total - REC_HEAD)?;
+        if rest.len() < total - REC_HEAD {
             break; // cut short while written
         }
+        rec.extend_from_slice(&rest);
+        drop(rest);
+        let r = &rec[..];
         let (signed, tag) = r[..total].split_at(total - UNDO_TAG_LEN);
         if !key.verify(&[&head, signed], tag) {
             return Err(Refused(format!(
@@ -355,7 +383,6 @@ pub fn decode(b: &[u8], key: &UndoKey) -> Result<Vec<Loaded>, Refused> {
             }
             k => return Err(Refused(format!("record {seq}: unknown kind {k}"))),
         }
-        at += total;
         seq += 1;
     }
     Ok(out)

@@ -272,3 +272,40 @@ proptest::proptest! {
         let _ = decode(&v, &key(1));
     }
 }
+
+/// Counts the bytes read through it.
+struct Counted<R>(R, u64);
+
+impl<R: std::io::Read> std::io::Read for Counted<R> {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(b)?;
+        self.1 += n as u64;
+        Ok(n)
+    }
+}
+
+#[test]
+fn an_endless_undo_file_is_refused_after_one_record_at_most() {
+    use std::io::Read;
+    let head = file_header(&[7; 16]);
+    let rec_head = |total: u32| {
+        let mut h = REC_MAGIC.to_vec();
+        h.extend_from_slice(&total.to_le_bytes());
+        h.extend_from_slice(&[0; 8]);
+        h
+    };
+    // After a good header, endless bytes: garbage; a record head claiming
+    // an impossible length; one claiming the largest length, whose tag
+    // cannot verify. Each is refused having read at most what it names.
+    let cases = [
+        ("garbage", vec![0xab_u8; 16], HEADER_LEN + REC_HEAD),
+        ("an impossible length", rec_head(u32::MAX), HEADER_LEN + REC_HEAD),
+        ("a largest record", rec_head(MAX_RECORD as u32), HEADER_LEN + MAX_RECORD),
+    ];
+    for (what, rest, most) in cases {
+        let endless = head.as_slice().chain(rest.as_slice()).chain(std::io::repeat(0x5c));
+        let mut r = Counted(endless, 0);
+        let e = decode_from(&mut r, &key(1)).unwrap_err();
+        assert!(r.1 <= most as u64, "{what}: read {} bytes before refusing ({e:?})", r.1);
+    }
+}

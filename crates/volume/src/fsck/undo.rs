@@ -7,7 +7,7 @@
 use crate::volume::Volume;
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -286,12 +286,9 @@ pub fn restore(vol: &Volume, path: Option<&Path>) -> Result<Restored, UndoError>
         file: mut f,
         path: p,
     } = open_undo(vol, path)?;
-    let mut b = Vec::new();
-    f.read_to_end(&mut b)
-        .map_err(|e| UndoError::Io(format!("{}: {e}", p.display())))?;
-    let loaded = zeroundo::decode(&b, &vol.undo_key())
+    // One record at a time: a planted huge file costs one record's memory.
+    let loaded = zeroundo::decode_from(&mut std::io::BufReader::new(&mut f), &vol.undo_key())
         .map_err(|e| UndoError::Refused(format!("{}: refused, nothing restored: {e}", p.display())))?;
-    drop(b);
     // Steps grouped by file, in the order fsck made them.
     let mut groups: Vec<Vec<&Loaded>> = Vec::new();
     for l in &loaded {
