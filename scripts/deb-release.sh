@@ -78,8 +78,10 @@ release_cleanup() {
 # mounted by it; NEW_DEB installed over it with the mount live: the running
 # daemon (of the replaced binary) keeps serving reads, writes, a new
 # directory and a rename, and this tree's command line reads its counters;
-# after an unmount, a remount runs the new binary, everything written reads
-# back and the new fsck finds the volume clean. Leaves nothing installed.
+# a revocation (`key remove --rekey`) is refused on the old daemon's mount
+# with the config untouched; after an unmount, a remount runs the new
+# binary, revokes on its mount, everything written reads back and the new
+# fsck finds the volume clean. Leaves nothing installed.
 release_upgrade_test() {
     local new_deb="$1" old_pid new_pid want t0=$SECONDS
     UPG="$(mktemp -d /tmp/warpfs-upgrade.XXXXXX)"
@@ -121,6 +123,19 @@ release_upgrade_test() {
     release_same "$UPG/a" "$UPG/mnt/a" "a file appended to after the upgrade, on the old daemon"
     /usr/bin/warpfs stats "$UPG/mnt" >/dev/null ||
         wf_die "$(/usr/bin/warpfs --version) cannot read the counters of the daemon of $want"
+    # Revocation on a mount needs the new daemon: refused while the old
+    # one serves, with the config untouched.
+    printf 'a password to revoke\n' >"$UPG/pass2"
+    /usr/bin/warpfs key add --passfile "$UPG/pass" --password --new-passfile "$UPG/pass2" "$UPG/cipher" >/dev/null ||
+        wf_die "key add beside the daemon of $want failed"
+    local conf out
+    conf="$(sha256sum <"$UPG/cipher/warpfs.conf")"
+    if out="$(/usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" 2 2>&1)"; then
+        wf_die "key remove --rekey went ahead on the mount of $want: $out"
+    fi
+    grep -q "older warpfs" <<<"$out" || wf_die "key remove --rekey on the mount of $want: $out"
+    [[ $(sha256sum <"$UPG/cipher/warpfs.conf") == "$conf" ]] ||
+        wf_die "key remove --rekey refused on the mount of $want but changed the config"
 
     wf_log "release upgrade: unmount, and mount again with the new binary"
     wf_unmount "$UPG/mnt" || wf_die "unmounting the old daemon's mount failed"
@@ -135,6 +150,11 @@ release_upgrade_test() {
     head -c 700000 /dev/urandom >"$UPG/c"
     cp "$UPG/c" "$UPG/mnt/d/c"
     release_same "$UPG/c" "$UPG/mnt/d/c" "a file written by the new daemon"
+    # The new daemon revokes while it serves.
+    /usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" 2 >/dev/null 2>&1 ||
+        wf_die "key remove --rekey on the new daemon's mount failed"
+    release_same "$UPG/a" "$UPG/mnt/a" "after revoking a slot on the mount"
+    release_same "$UPG/c" "$UPG/mnt/d/c" "after revoking a slot on the mount"
     wf_unmount "$UPG/mnt" || wf_die "unmounting the new daemon's mount failed"
     wf_stop_daemon "$new_pid"
     /usr/bin/warpfs fsck --passfile "$UPG/pass" "$UPG/cipher" >/dev/null ||

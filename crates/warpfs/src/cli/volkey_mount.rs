@@ -5,7 +5,7 @@
 //! goes (`RunArgs`) and its progress bar, which the offline run shares.
 
 use super::exit::{CliError, ERROR, REKEY_UNFINISHED};
-use crate::fuse::REKEY_XATTR;
+use crate::fuse::{CAPS, CAPS_XATTR, REKEY_XATTR};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -41,6 +41,23 @@ pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
             ERROR,
             format!(
                 "{} is mounted at {}: {why}; or unmount it first",
+                cipherdir.display(),
+                m.at
+            ),
+        ));
+    }
+    // A daemon of an older warpfs cannot take the new key: say so before
+    // the config changes.
+    let caps = super::ctl_client::get(&at, CAPS_XATTR)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if !String::from_utf8_lossy(&caps).split_whitespace().any(|c| c == CAPS) {
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{} is mounted at {} by an older warpfs, which cannot rekey to a new volume key while mounted: \
+                 unmount it (or remount it with this warpfs) first; nothing was changed",
                 cipherdir.display(),
                 m.at
             ),

@@ -29,4 +29,4 @@ pub use session::{mount_config, tune_bdi, MountOptions};
 pub use stop::stop_on_signals;
 pub use transport::Transport;
 pub use warp::cache::{self, Caches};
-pub use warp::{RekeyHook, WarpFs, REKEY_XATTR, STATS_XATTR};
+pub use warp::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};

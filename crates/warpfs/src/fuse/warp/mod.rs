@@ -37,6 +37,15 @@ pub const STATS_XATTR: &str = "trusted.warpfs.stats";
 /// reading it gives the progress as JSON. Root only, like the stats.
 pub const REKEY_XATTR: &str = "trusted.warpfs.rekey";
 
+/// The virtual extended attribute of the mount root that names what this
+/// daemon's control channel can do, one word each (`volume-key`: a rekey
+/// to a new volume key on the mount, `Request::Volkey`); a daemon of an
+/// older warpfs has none. `warpfs` asks before it changes the config.
+pub const CAPS_XATTR: &str = "trusted.warpfs.caps";
+
+/// What [`CAPS_XATTR`] says.
+pub const CAPS: &str = "volume-key";
+
 /// Told of every point of an online rekey (crash tests stop there).
 pub type RekeyHook = Arc<dyn Fn(rekey::Event) + Send + Sync>;
 

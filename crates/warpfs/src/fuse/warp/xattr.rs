@@ -1,7 +1,7 @@
 //! Extended attributes, the mount root's virtual attributes (engine stats,
 //! online rekey) and the control ioctls that reach them ([`crate::fuse::ctl`]).
 
-use super::{errno, WarpFs, REKEY_XATTR, STATS_XATTR};
+use super::{errno, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
 use crate::fuse::ctl;
 use crate::fuse::nodes::ROOT;
 use crate::fuse::ops::{OpResult, Xattr};
@@ -103,6 +103,9 @@ impl WarpFs {
         }
         if name == REKEY_XATTR.as_bytes() {
             return Some(self.vol.rekey_status().map(String::into_bytes).ok_or_else(nodata));
+        }
+        if name == CAPS_XATTR.as_bytes() {
+            return Some(Ok(CAPS.as_bytes().to_vec()));
         }
         None
     }
