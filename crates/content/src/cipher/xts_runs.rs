@@ -277,7 +277,7 @@ mod tests {
                         "{cipher:?} {len}: decryption differs (or a hole did not read as zeros)"
                     );
                     let took = device && !decline;
-                    let whole = (len / BLOCK_USIZE * BLOCK_USIZE) as usize;
+                    let whole = len / BLOCK_USIZE * BLOCK_USIZE;
                     assert_eq!(dev.runs.load(Relaxed) - runs, if took { 2 } else { 0 }, "{len}");
                     assert_eq!(
                         dev.bytes.load(Relaxed) - bytes,
