@@ -80,7 +80,10 @@
 #                 io/namespace/gpu mount tests with --engine opencl
 #                 --speculation on; no OpenCL platform = failure
 #   7b. gpu-xts   GPU XTS kernels on OpenCL (pocl), tests/gpu_xts.rs and
-#                 tests/gpu_xts_twofish.rs; no platform = failure
+#                 tests/gpu_xts_twofish.rs, and through real mounts
+#                 (tests/gpu_xts_mount.rs: xts, xts-twofish and a container
+#                 with --engine opencl, the device bytes asserted); no
+#                 platform = failure
 #                 (Twofish in steps 3 and dev-fuse: tests/twofish.rs and the
 #                 `twofish:` cases of io, namespace, crash, power_loss and
 #                 faults; the `all:` cases are #[ignore]d there and
@@ -258,9 +261,11 @@ step opencl env WARPFS_TEST_ENGINE=opencl WARPFS_TEST_SPECULATION=on WARPFS_REQU
     cargo test --release -p warpfs-engine -p warpfs --test gpu --test io --test namespace --no-fail-fast
 # gpu-xts: the XTS kernels (AES: IEEE 1619 vectors, xts-mode, the mount's
 # XTS; Twofish: the mount's XTS-Twofish and xts-mode over the twofish crate)
-# on pocl; built by step 3 already, so this is ~4 s. A missing platform fails.
-step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine --test gpu_xts --test gpu_xts_twofish \
-    --no-fail-fast
+# on pocl, then xts/xts-twofish mounts and a container with --engine opencl
+# (tests/gpu_xts_mount.rs, ~4 s); the kernels were built by step 3 already.
+# A missing platform fails.
+step gpu-xts env WARPFS_REQUIRE_OPENCL=1 cargo test --release -p warpfs-engine -p warpfs --test gpu_xts \
+    --test gpu_xts_twofish --test gpu_xts_mount --no-fail-fast
 # cuda: the CUDA tests are #[ignore]d (CI has no NVIDIA GPU); they run here
 # where nvidia-smi lists a GPU.
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then

@@ -10,11 +10,11 @@ use crate::{ContentError, Mode};
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 use warpfs_crypto::{file_block_tweak, poly1305_tag, GcmTagger, TagMask, XtsKey};
-use warpfs_keystream::{BlockReader, Inline, Keystream, OnDemand, Splitter};
+use warpfs_keystream::{BlockReader, Inline, Keystream, OnDemand, Splitter, XtsOffload};
 
-/// XTS requests of at least this many bytes are split across the
-/// splitter's threads (smaller ones cost less than a cross-CPU wake-up).
-pub const XTS_SPLIT_MIN: usize = 64 * 1024;
+mod xts_runs;
+
+pub use xts_runs::XTS_SPLIT_MIN;
 
 /// How a `gcm` layout's tags are made.
 enum Tagger {
@@ -38,6 +38,8 @@ pub struct Cipher {
     generation: u32,
     /// Where XTS runs of many blocks are spread (the engine's workers).
     split: Arc<dyn Splitter>,
+    /// Where long XTS runs go whole (a GPU's fused XTS kernels), if anywhere.
+    device: Option<Arc<dyn XtsOffload>>,
     #[cfg(feature = "bench-nocrypto")]
     copy_nonces: warpfs_keystream::NonceSource,
 }
@@ -90,6 +92,7 @@ impl Cipher {
             xts: None,
             generation: 0,
             split: Arc::new(Inline),
+            device: None,
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
@@ -106,6 +109,7 @@ impl Cipher {
             xts: Some(key),
             generation: 0,
             split: Arc::new(Inline),
+            device: None,
             #[cfg(feature = "bench-nocrypto")]
             copy_nonces: warpfs_keystream::NonceSource::new(),
         }
@@ -116,74 +120,6 @@ impl Cipher {
     pub fn with_generation(mut self, generation: u32) -> Self {
         self.generation = generation;
         self
-    }
-
-    /// Spread XTS runs of [`XTS_SPLIT_MIN`] bytes or more over `split`'s
-    /// threads (the engine's workers), the caller doing a share.
-    pub fn with_splitter(mut self, split: Arc<dyn Splitter>) -> Self {
-        self.split = split;
-        self
-    }
-
-    /// Blocks per part when `len` bytes of XTS are split: about four parts
-    /// per thread (caller included), at least 4 blocks; `None` when the
-    /// run is not split.
-    fn xts_part_blocks(&self, len: usize) -> Option<usize> {
-        let helpers = self.split.helpers();
-        if self.xts.is_none() || helpers == 0 || len < XTS_SPLIT_MIN {
-            return None;
-        }
-        let blocks = len.div_ceil(BLOCK_USIZE);
-        Some(blocks.div_ceil((helpers + 1) * 4).max(4))
-    }
-
-    /// `f(first block, bytes)` over the parts of `buf` (consecutive blocks
-    /// from `first`), on the splitter's threads when `buf` is big enough.
-    fn xts_parts(&self, first: u64, buf: &mut [u8], f: &(dyn Fn(u64, &mut [u8]) + Sync)) {
-        let Some(pb) = self.xts_part_blocks(buf.len()) else {
-            return f(first, buf);
-        };
-        let parts: Vec<std::sync::Mutex<&mut [u8]>> =
-            buf.chunks_mut(pb * BLOCK_USIZE).map(std::sync::Mutex::new).collect();
-        self.split.run(parts.len(), &|i| {
-            let mut p = parts[i].lock().unwrap_or_else(|e| e.into_inner());
-            f(first + (i * pb) as u64, &mut p);
-        });
-    }
-
-    /// Encrypt the blocks of `buf` (block `first` on, each 4096 bytes but a
-    /// shorter last one) and write their entries into `ents`; XTS runs of
-    /// [`XTS_SPLIT_MIN`] or more go to the splitter's threads.
-    pub(crate) fn seal_blocks(&self, file_id: &[u8; 16], first: u64, buf: &mut [u8], ents: &mut [u8]) {
-        let e = self.mode.entry_len();
-        if self.xts.is_some() && e == 0 {
-            return self.xts_parts(first, buf, &|x0, part| {
-                for (i, blk) in part.chunks_mut(BLOCK_USIZE).enumerate() {
-                    self.seal_block(file_id, x0 + i as u64, blk, &mut []);
-                }
-            });
-        }
-        for (i, blk) in buf.chunks_mut(BLOCK_USIZE).enumerate() {
-            self.seal_block(file_id, first + i as u64, blk, &mut ents[i * e..(i + 1) * e]);
-        }
-    }
-
-    /// Decrypt an XTS run (blocks `first` on, each 4096 bytes but a shorter
-    /// last one) in place, split as [`seal_blocks`](Self::seal_blocks).
-    /// Only for `xts` (no entries, nothing to fail).
-    pub(crate) fn open_xts_blocks(&self, file_id: &[u8; 16], first: u64, buf: &mut [u8]) {
-        debug_assert!(self.xts.is_some());
-        let on_demand = self.on_demand();
-        self.xts_parts(first, buf, &|x0, part| {
-            for (i, blk) in part.chunks_mut(BLOCK_USIZE).enumerate() {
-                let _ = self.open_block_quiet(on_demand, file_id, x0 + i as u64, &[], blk);
-            }
-        });
-    }
-
-    /// Whether an XTS run of `len` bytes would be split.
-    pub(crate) fn splits_xts(&self, len: usize) -> bool {
-        self.xts_part_blocks(len).is_some()
     }
 
     /// Key generation of this cipher's content key.
@@ -480,58 +416,6 @@ mod tests {
         let mut z = vec![0u8; 100];
         c.open_block(&*r, &id, 1, &[], &mut z, &|| "t".into()).unwrap();
         assert!(z.iter().any(|&x| x != 0));
-    }
-
-    /// A splitter that runs parts on fresh threads (in reverse, so parts
-    /// finish out of order) and counts the requests it got.
-    struct Threads(std::sync::atomic::AtomicUsize);
-
-    impl Splitter for Threads {
-        fn run(&self, parts: usize, f: &(dyn Fn(usize) + Sync)) {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            std::thread::scope(|s| {
-                for i in (0..parts).rev() {
-                    s.spawn(move || f(i));
-                }
-            });
-        }
-        fn helpers(&self) -> usize {
-            2
-        }
-    }
-
-    #[test]
-    fn split_xts_runs_equal_block_by_block_xts() {
-        for cipher in [warpfs_crypto::XtsCipher::Aes, warpfs_crypto::XtsCipher::Twofish] {
-            let key = ContentKey::new(&[5u8; 32]).unwrap();
-            let tagger = GcmTagger::new(&key);
-            let x = XtsKey::new(cipher, &[6u8; 64]).unwrap();
-            let t = Arc::new(Threads(Default::default()));
-            let c = Cipher::new_xts(x.clone(), Arc::new(Direct::new(key)), tagger).with_splitter(t.clone());
-            let id = [9u8; 16];
-            // Below the threshold, exactly at it, many parts, a short last block.
-            for (len, split) in [
-                (60 * 1024, false),
-                (64 * 1024, true),
-                (1 << 20, true),
-                (300 * 1024 + 123, true),
-            ] {
-                assert_eq!(c.splits_xts(len), split, "{len}");
-                let before = t.0.load(std::sync::atomic::Ordering::Relaxed);
-                let pt: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
-                let mut buf = pt.clone();
-                c.seal_blocks(&id, 3, &mut buf, &mut []);
-                let mut want = pt.clone();
-                for (i, blk) in want.chunks_mut(BLOCK_USIZE).enumerate() {
-                    x.encrypt_unit(&file_block_tweak(&id, 3 + i as u64), blk);
-                }
-                assert!(buf == want, "{cipher:?} {len}: split encryption differs");
-                c.open_xts_blocks(&id, 3, &mut buf);
-                assert!(buf == pt, "{cipher:?} {len}: split decryption differs");
-                let after = t.0.load(std::sync::atomic::Ordering::Relaxed);
-                assert_eq!(after - before, if split { 2 } else { 0 }, "{len}");
-            }
-        }
     }
 
     #[test]

@@ -168,11 +168,19 @@ impl Subkeys {
 
     /// [`xts_key`](Self::xts_key) of key generation `generation`.
     pub fn xts_key_gen(master: &MasterKey, key_bits: u32, cipher: XtsCipher, generation: u32) -> XtsKey {
+        let okm = Self::xts_key_bytes_gen(master, key_bits, generation);
+        XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
+    }
+
+    /// The raw bytes (Key1 ‖ Key2, 32 or 64 bytes, on locked pages zeroed
+    /// on drop) of the XTS key [`xts_key_gen`](Self::xts_key_gen) expands,
+    /// for a device that expands the key itself (the GPU XTS kernels).
+    pub fn xts_key_bytes_gen(master: &MasterKey, key_bits: u32, generation: u32) -> LockedBytes {
         let mut okm = LockedBytes::zeroed(2 * content_len(key_bits));
         Hkdf::<Sha256>::new(None, master.as_bytes())
             .expand(&gen_info(INFO_CONTENT_XTS, generation), &mut okm)
             .expect("HKDF-SHA256 output length is within bounds");
-        XtsKey::new(cipher, &okm).expect("XTS key length is 32 or 64")
+        okm
     }
 
     /// The raw bytes of the content key that [`derive`](Self::derive) puts

@@ -37,6 +37,7 @@ use crate::ahead::{AheadJob, AheadPool};
 use crate::backend::{Backend, CpuBackend};
 use crate::placement::{set_thread_cpus, set_thread_nice, thread_cpus};
 use crate::stats::{Stats, StatsSnapshot};
+use crate::xts_device::XtsDevicePort;
 use crate::EngineConfig;
 use keys::KeyTable;
 use queue::Sched;
@@ -99,6 +100,8 @@ pub struct Engine {
     ahead: Mutex<Option<AheadPool>>,
     /// See [`Engine::mask_cpus`].
     mask_cpus: Vec<usize>,
+    /// The device whole XTS requests go to (`attach_xts_device`).
+    xts: std::sync::OnceLock<Arc<dyn XtsDevicePort>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -190,6 +193,7 @@ impl Engine {
             workers: Mutex::new(Vec::new()),
             ahead: Mutex::new(ahead),
             mask_cpus,
+            xts: std::sync::OnceLock::new(),
         });
         for i in 0..threads {
             let sh = shared.clone();
@@ -301,6 +305,32 @@ impl Engine {
         self.shared.backend.is_device()
     }
 
+    /// Send whole XTS requests of at least the device's threshold to
+    /// `dev` (once, before any XTS cipher is made: at mount). Returns
+    /// false when one is attached already.
+    pub fn attach_xts_device(&self, dev: Arc<dyn XtsDevicePort>) -> bool {
+        self.xts.set(dev).is_ok()
+    }
+
+    /// Whether an XTS device is attached.
+    pub fn has_xts_device(&self) -> bool {
+        self.xts.get().is_some()
+    }
+
+    /// The attached XTS device's handle for `raw` (Key1 ‖ Key2) of
+    /// `cipher`; `None` without a device, or when it cannot take the key
+    /// (logged; that key's requests stay on the CPU).
+    pub fn xts_offload(
+        &self,
+        cipher: warpfs_crypto::XtsCipher,
+        raw: &[u8],
+    ) -> Option<Arc<dyn warpfs_keystream::XtsOffload>> {
+        let dev = self.xts.get()?;
+        dev.key(cipher, raw)
+            .map_err(|e| tracing::warn!("XTS device {}: {e}; this key's XTS stays on the cpu", dev.name()))
+            .ok()
+    }
+
     /// Backend name. The cpu backend's own name says which AES it runs;
     /// an engine that holds only Twofish or XChaCha20 keys names those
     /// instead (a volume of that cipher never touches AES).
@@ -370,6 +400,11 @@ impl Engine {
         s.read_ahead = self.read_ahead();
         if let Some(d) = self.shared.backend.device_counts() {
             (s.device_launches, s.device_masks, s.device_cpu_masks) = (d.launches, d.device_masks, d.cpu_masks);
+        }
+        if let Some(x) = self.xts.get() {
+            let c = x.counts();
+            s.xts_device = x.name();
+            (s.xts_device_requests, s.xts_device_bytes, s.xts_device_fallbacks) = (c.requests, c.bytes, c.fallbacks);
         }
         s
     }

@@ -35,6 +35,7 @@ mod read_window;
 mod split;
 mod stats;
 mod write_pool;
+mod xts_device;
 
 pub use ahead::AheadJob;
 pub use backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
@@ -50,3 +51,4 @@ pub use read_window::{ReadWindow, PRIORITY_READ_NEAR};
 pub use stats::{format_cpu_list, StatsSnapshot, BATCH_BUCKETS};
 pub use warpfs_crypto::Nonce;
 pub use write_pool::{NonceSupply, WritePool};
+pub use xts_device::{XtsCounts, XtsDevicePort};

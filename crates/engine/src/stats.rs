@@ -115,12 +115,16 @@ impl Stats {
             device_launches: 0,
             device_masks: 0,
             device_cpu_masks: 0,
+            xts_device: String::new(),
+            xts_device_requests: 0,
+            xts_device_bytes: 0,
+            xts_device_fallbacks: 0,
         }
     }
 }
 
 /// A copy of the engine's counters at one moment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatsSnapshot {
     /// Backend name (with the AES implementation).
     pub backend: String,
@@ -241,6 +245,19 @@ pub struct StatsSnapshot {
     /// masks too long for a launch, failed launches).
     #[serde(default)]
     pub device_cpu_masks: u64,
+    /// The device whole XTS requests go to (empty: none, all XTS on the cpu).
+    #[serde(default)]
+    pub xts_device: String,
+    /// XTS requests the device ran (`xts` volumes and containers with
+    /// `--engine opencl|cuda`).
+    #[serde(default)]
+    pub xts_device_requests: u64,
+    /// Bytes of those requests.
+    #[serde(default)]
+    pub xts_device_bytes: u64,
+    /// XTS requests handed to the device that it gave back to the cpu.
+    #[serde(default)]
+    pub xts_device_fallbacks: u64,
 }
 
 impl StatsSnapshot {
@@ -390,6 +407,13 @@ impl fmt::Display for StatsSnapshot {
             "  xts split: {} request(s), parts by workers {}, by the caller {}",
             self.split_requests, self.split_parts_workers, self.split_parts_caller
         )?;
+        if !self.xts_device.is_empty() {
+            writeln!(
+                f,
+                "  xts device {}: {} request(s), {} bytes, {} given back to the cpu",
+                self.xts_device, self.xts_device_requests, self.xts_device_bytes, self.xts_device_fallbacks
+            )?;
+        }
         write!(
             f,
             "  windows: resets {}, reused {}, defined {}; keys: {} software AES, {} AES-NI/VAES, {} Twofish, \

@@ -11,11 +11,13 @@
 
 pub mod direct;
 pub mod nonce;
+pub mod offload;
 pub mod reader;
 pub mod split;
 
 pub use direct::Direct;
 pub use nonce::{epoch_of, Clock, EpochPolicy, NonceSource, SystemClock};
+pub use offload::XtsOffload;
 pub use reader::{BlockReader, OnDemand};
 pub use split::{Inline, Splitter};
 pub use warpfs_crypto::{Nonce, TagMask};

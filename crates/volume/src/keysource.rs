@@ -87,8 +87,18 @@ impl KeySource {
                     keystream,
                     tagger,
                 );
-                // Big XTS requests are spread over the engine's workers.
+                // Big XTS requests are spread over the engine's workers,
+                // or run whole on its XTS device (`--engine opencl|cuda`),
+                // which gets the raw XTS key and expands it itself.
                 match engine {
+                    Some(e) if e.has_xts_device() => {
+                        let raw = Subkeys::xts_key_bytes_gen(&self.master, self.key_bits, g);
+                        let c = c.with_splitter(e.clone());
+                        match e.xts_offload(x, &raw) {
+                            Some(d) => c.with_xts_device(d),
+                            None => c,
+                        }
+                    }
                     Some(e) => c.with_splitter(e.clone()),
                     None => c,
                 }

@@ -381,6 +381,12 @@ impl Volume {
         self.mode
     }
 
+    /// Whether content is XTS (`xts`, `xts-twofish`: no masks, the data
+    /// itself goes to a device engine's XTS kernels).
+    pub fn is_xts(&self) -> bool {
+        self.mode == Mode::Xts
+    }
+
     /// The key generation new files get.
     pub fn generation(&self) -> u32 {
         self.keys.write_generation()

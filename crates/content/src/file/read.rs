@@ -256,9 +256,10 @@ impl CipherFile {
         }
         let label = || self.label();
         let id = &cx.id;
-        // An XTS run of full blocks under one key: split across the engine's workers.
+        // An XTS run of full blocks under one key: to the device or split
+        // across the engine's workers.
         let mc = cx.cipher(mid_first);
-        let split = mid_first < mid_end && std::ptr::eq(mc, cx.cipher(mid_end - 1)) && mc.splits_xts(me - ms);
+        let split = mid_first < mid_end && std::ptr::eq(mc, cx.cipher(mid_end - 1)) && mc.takes_xts_run(me - ms);
         if split {
             mc.open_xts_blocks(id, mid_first, &mut out[ms..me]);
         }

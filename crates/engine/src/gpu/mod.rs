@@ -22,12 +22,14 @@ mod tables;
 mod xts;
 mod xts_cuda;
 mod xts_keys;
+mod xts_route;
 
 pub use device::{MAX_BLOCKS, MAX_CONTEXTS, MAX_KEYS};
 pub use select::{select_backend, EngineKind, Selected};
 pub use xts::{XtsDevice, TF_KERNEL_SRC, XTS_CHUNK, XTS_GROUP, XTS_KERNEL_SRC};
 pub use xts_cuda::XtsCudaDevice;
 pub use xts_keys::XtsKeys;
+pub use xts_route::{XtsRoute, ENV_XTS_DEVICE_MIN, XTS_DEVICE_MIN};
 
 use crate::backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 use crate::MaskCipher;

@@ -48,6 +48,9 @@ pub struct Selected {
     pub backend: Box<dyn Backend>,
     /// Whether it is a device backend (speculation defaults to on).
     pub device: bool,
+    /// The engine running: `Cpu`, `OpenCl` or `Cuda` (never `Auto`); an
+    /// `xts` volume or a container opens its XTS kernels on the same kind.
+    pub kind: EngineKind,
     /// One line for the info log: which backend and why.
     pub note: String,
     /// One line for a warning when the asked-for engine is unavailable.
@@ -58,15 +61,22 @@ fn cpu(note: String, warning: Option<String>) -> Selected {
     Selected {
         backend: Box::new(CpuBackend),
         device: false,
+        kind: EngineKind::Cpu,
         note,
         warning,
     }
 }
 
 fn device(b: DeviceBackend, note: String) -> Selected {
+    let kind = if Backend::name(&b).starts_with("cuda") {
+        EngineKind::Cuda
+    } else {
+        EngineKind::OpenCl
+    };
     Selected {
         backend: Box::new(b),
         device: true,
+        kind,
         note,
         warning: None,
     }

@@ -338,8 +338,19 @@ impl XtsDevice {
             }
             Ok::<(), String>(())
         })();
+        let wipe = if dec {
+            // Plaintext leaves the device buffer with the request, even a
+            // failed one (in order: after the last read-back).
+            // SAFETY: a fill of the whole buffer this state owns.
+            cl("data buffer wipe", unsafe {
+                st.queue.enqueue_fill_buffer(&mut st.data, &[0u8], 0, st.cap, &[])
+            })
+            .map(|_| ())
+        } else {
+            Ok(())
+        };
         let fin = cl("clFinish", st.queue.finish());
-        res.and(fin)
+        res.and(wipe).and(fin)
     }
 }
 

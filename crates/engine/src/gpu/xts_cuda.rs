@@ -139,7 +139,6 @@ impl XtsCudaDevice {
         p: &Plan,
         data: &mut [u8],
     ) -> Result<(), String> {
-        use cudarc::driver::{LaunchConfig, PushKernelArg};
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         let s = st.stream.clone();
@@ -148,6 +147,27 @@ impl XtsCudaDevice {
         }
         let words: &[u32] = keys.words(dec);
         cu("key upload", s.memcpy_htod(words, &mut st.keys))?;
+        let r = Self::launches(st, &s, keys, dec, unit_size, first_unit, p, data);
+        if dec {
+            // Plaintext leaves the device buffer with the request, even a
+            // failed one (stream order: after the last read-back).
+            let _ = s.memset_zeros(&mut st.data);
+        }
+        r.and(cu("cuStreamSynchronize", s.synchronize()))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launches(
+        st: &mut CudaState,
+        s: &std::sync::Arc<cudarc::driver::CudaStream>,
+        keys: &XtsKeys,
+        dec: bool,
+        unit_size: usize,
+        first_unit: u128,
+        p: &Plan,
+        data: &mut [u8],
+    ) -> Result<(), String> {
+        use cudarc::driver::{LaunchConfig, PushKernelArg};
         let rounds = keys.rounds();
         let twofish = keys.cipher() == XtsCipher::Twofish;
         let dec_flag = u32::from(dec);
@@ -198,7 +218,7 @@ impl XtsCudaDevice {
             )?;
             off += len;
         }
-        cu("cuStreamSynchronize", s.synchronize())
+        Ok(())
     }
 }
 

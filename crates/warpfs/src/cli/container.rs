@@ -9,6 +9,10 @@ use crate::fuse::Transport;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use warpfs_config::KdfParams;
+use warpfs_crypto::keys::Subkeys;
+use warpfs_crypto::XtsCipher;
+use warpfs_engine::gpu::EngineKind;
+use warpfs_engine::XtsDevicePort;
 
 /// `warpfs container ...`.
 #[derive(Args, Debug)]
@@ -47,6 +51,13 @@ enum ContainerCmd {
         /// `warpfs mount`) [default: $WARPFS_TRANSPORT, else auto].
         #[arg(long, value_name = "auto|uring|dev", value_parser = parse_transport)]
         transport: Option<Transport>,
+        /// Where requests of 128 KiB or more are encrypted and decrypted:
+        /// cpu, or the XTS kernels of opencl, cuda, or auto (cuda if present,
+        /// else an OpenCL GPU, else cpu); the data crosses to the device. An
+        /// unavailable device falls back to cpu with a warning [default:
+        /// $WARPFS_ENGINE, else cpu].
+        #[arg(long, value_name = "cpu|opencl|cuda|auto", value_parser = parse_engine)]
+        engine: Option<EngineKind>,
     },
     /// Grow or shrink a closed container to --size (shrinking drops the end).
     Resize {
@@ -114,7 +125,8 @@ pub fn run(a: ContainerArgs) -> Result<(), CliError> {
             file,
             mountpoint,
             transport,
-        } => open(pass, file, mountpoint, transport),
+            engine,
+        } => open(pass, file, mountpoint, transport, engine),
     }
 }
 
@@ -122,15 +134,29 @@ fn parse_transport(s: &str) -> Result<Transport, String> {
     s.parse()
 }
 
-fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Transport>) -> Result<(), CliError> {
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
+}
+
+fn open(
+    pass: PassArgs,
+    file: PathBuf,
+    mountpoint: PathBuf,
+    transport: Option<Transport>,
+    engine: Option<EngineKind>,
+) -> Result<(), CliError> {
     let transport = Transport::resolve(transport).map_err(|e| CliError::new(USAGE, e))?;
+    let engine = super::xts_device::engine_kind(engine)?;
     let f = warpfs_backing::host::open_with(&file, std::fs::OpenOptions::new().read(true).write(true))
         .map_err(|e| err(format!("{}: {e}", file.display())))?;
     let cfg = image::read_header(&f).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
     let pw = pass.source().read("Password: ", false)?;
     let master = cfg.unlock(pw.bytes())?;
     drop(pw);
-    let img = Image::new(f, &cfg, &master).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    let mut img = Image::new(f, &cfg, &master).map_err(|e| CliError::new(super::exit::BAD_CONFIG, e))?;
+    // The device gets the raw XTS key after the fork (drivers start
+    // threads); only a device engine keeps it that long.
+    let raw = (engine != EngineKind::Cpu).then(|| Subkeys::xts_key_bytes_gen(&master, cfg.key_bits(), 0));
     drop(master);
     let mut config = fuser::Config::default();
     let name = warpfs_backing::host::canonicalize(&file).unwrap_or(file.clone());
@@ -145,12 +171,33 @@ fn open(pass: PassArgs, file: PathBuf, mountpoint: PathBuf, transport: Option<Tr
     let Some(ready) = super::daemon::daemonize("container")? else {
         return Ok(());
     };
+    // The XTS device's notes and warnings go to the system log.
+    if let Err(e) = super::logging::init(super::logging::Target::Syslog) {
+        ready.fail(&e);
+    }
     // Memory locks are not inherited across fork (non-dumpability is).
     if let Err(e) = warpfs_crypto::locked::lock_all() {
         eprintln!("warpfs: warning: cannot lock key memory in RAM ({e}); keys may be swapped out");
     }
+    let mut counted = None;
+    if let Some(raw) = &raw {
+        if let Some(route) = super::xts_device::open(engine) {
+            match route.key(XtsCipher::Aes, raw) {
+                Ok(d) => {
+                    img.use_xts_device(d);
+                    counted = Some(route);
+                }
+                Err(e) => tracing::warn!("XTS device: {e}; XTS runs on the cpu"),
+            }
+        }
+    }
+    drop(raw);
+    let mut fs = ContainerFs::new(img);
+    if let Some(route) = counted {
+        fs = fs.with_xts_device(Box::new(route));
+    }
     let ring = crate::fuse::uring::RingOptions::default();
-    let mut mounting = match crate::fuse::serve(ContainerFs::new(img), &mountpoint, &config, transport, ring) {
+    let mut mounting = match crate::fuse::serve(fs, &mountpoint, &config, transport, ring) {
         Ok(s) => s,
         Err(e) => ready.fail(&e),
     };

@@ -30,6 +30,7 @@ mod tpm2;
 mod unlock;
 mod volkey;
 mod volkey_mount;
+mod xts_device;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::ffi::OsString;

@@ -3,7 +3,9 @@
 //! the operations layer (`fuse::ops`), so on either transport.
 
 use super::image::Image;
-use crate::fuse::ops::{AttrOut, Ctx, DirAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr};
+use crate::fuse::ctl;
+use crate::fuse::ops::{AttrOut, Ctx, DirAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Xattr};
+use crate::fuse::STATS_XATTR;
 use fuser::{Errno, FileAttr, FileType, INodeNo, KernelConfig};
 use std::ffi::OsStr;
 use std::time::{Duration, SystemTime};
@@ -17,6 +19,8 @@ pub const VOLUME_NAME: &str = "volume";
 /// The container file system.
 pub struct ContainerFs {
     image: Image,
+    /// The XTS device the image's requests may run on (`--engine`).
+    xts: Option<Box<dyn warpfs_engine::XtsDevicePort>>,
     uid: u32,
     gid: u32,
     created: SystemTime,
@@ -29,10 +33,33 @@ impl ContainerFs {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Self {
             image,
+            xts: None,
             uid,
             gid,
             created: SystemTime::now(),
         }
+    }
+
+    /// Count what `dev` (the device the image's XTS key was handed to)
+    /// runs, for `warpfs stats`.
+    pub fn with_xts_device(mut self, dev: Box<dyn warpfs_engine::XtsDevicePort>) -> Self {
+        self.xts = Some(dev);
+        self
+    }
+
+    /// `warpfs stats` of a container: no keystream engine, only where its
+    /// XTS ran (the `xts_device*` fields; empty `xts_device`: the cpu).
+    fn stats_json(&self) -> Vec<u8> {
+        let mut s = warpfs_engine::StatsSnapshot {
+            backend: "container (XTS only, no keystream engine)".into(),
+            ..Default::default()
+        };
+        if let Some(x) = &self.xts {
+            let c = x.counts();
+            s.xts_device = x.name();
+            (s.xts_device_requests, s.xts_device_bytes, s.xts_device_fallbacks) = (c.requests, c.bytes, c.fallbacks);
+        }
+        s.to_json().into_bytes()
     }
 
     fn attr(&self, ino: u64) -> FileAttr {
@@ -145,6 +172,33 @@ impl Operations for ContainerFs {
             }
         }
         Ok(())
+    }
+
+    fn getxattr(&self, _: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
+        if ino == ROOT && name == STATS_XATTR {
+            return Xattr::fit(self.stats_json(), size);
+        }
+        Err(Errno::from_i32(libc::ENODATA))
+    }
+
+    /// The root's control ioctl, [`ctl::GET`] of the stats only (root and
+    /// the daemon's user, as on a volume).
+    fn ioctl(&self, ctx: &Ctx, ino: u64, _fh: u64, cmd: u32, input: &[u8], out_size: u32) -> OpResult<(i32, Vec<u8>)> {
+        if ino != ROOT || cmd != ctl::GET {
+            return Err(Errno::from_i32(libc::ENOTTY));
+        }
+        if !ctl::allowed(ctx.uid, cmd, || false) {
+            return Err(Errno::from_i32(libc::EPERM));
+        }
+        let req = ctl::parse(input).ok_or(Errno::from_i32(libc::EINVAL))?;
+        if req.name != STATS_XATTR {
+            return Err(Errno::from_i32(libc::EINVAL));
+        }
+        let v = self.stats_json();
+        if v.len() > out_size as usize {
+            return Err(Errno::from_i32(libc::ERANGE));
+        }
+        Ok((v.len() as i32, v))
     }
 
     fn fallocate(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {

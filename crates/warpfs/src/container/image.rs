@@ -6,10 +6,11 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use warpfs_config::{Config, ContentMode, KdfParams};
 use warpfs_crypto::keys::Subkeys;
 use warpfs_crypto::{MasterKey, XtsCipher, XtsKey};
+use warpfs_keystream::XtsOffload;
 
 /// Header magic.
 pub const MAGIC: &[u8; 8] = b"WRPFCTNR";
@@ -25,6 +26,9 @@ const SECTOR_USIZE: usize = SECTOR as usize;
 pub struct Image {
     file: File,
     key: XtsKey,
+    /// Where requests of many sectors run whole (`--engine opencl|cuda`:
+    /// a GPU's fused XTS kernels), if anywhere.
+    device: Option<Arc<dyn XtsOffload>>,
     /// Serialises read–modify–write of partial sectors against readers.
     lock: RwLock<()>,
 }
@@ -127,6 +131,7 @@ impl Image {
         Ok(Image {
             file,
             key: Subkeys::xts_key(master, cfg.key_bits(), XtsCipher::Aes),
+            device: None,
             lock: RwLock::new(()),
         })
     }
@@ -139,9 +144,30 @@ impl Image {
             .unwrap_or(0)
     }
 
+    /// Run requests of at least `device.min_bytes()` on `device` (its
+    /// handle for this image's XTS key); one it declines runs on the CPU.
+    pub fn use_xts_device(&mut self, device: Arc<dyn XtsOffload>) {
+        self.device = Some(device);
+    }
+
+    /// The device, when it takes a request of `len` bytes.
+    fn device_for(&self, len: usize) -> Option<&dyn XtsOffload> {
+        self.device.as_deref().filter(|d| len >= d.min_bytes())
+    }
+
     /// Read sectors `[first, first + buf.len()/4096)` into `buf` and decrypt.
     fn read_sectors(&self, first: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.file.read_exact_at(buf, HEADER + first * SECTOR)?;
+        if let Some(d) = self.device_for(buf.len()) {
+            // The kernels decrypt every sector: remember the zero ones.
+            let zero: Vec<bool> = buf.chunks(SECTOR_USIZE).map(|s| s.iter().all(|&b| b == 0)).collect();
+            if zero.contains(&false) && d.crypt(true, SECTOR_USIZE, [0; 16], first, buf) {
+                for (s, _) in buf.chunks_mut(SECTOR_USIZE).zip(&zero).filter(|(_, &z)| z) {
+                    s.fill(0);
+                }
+                return Ok(());
+            }
+        }
         for (i, s) in buf.chunks_mut(SECTOR_USIZE).enumerate() {
             if s.iter().any(|&b| b != 0) {
                 self.key.decrypt_unit(&tweak(first + i as u64), s);
@@ -186,8 +212,13 @@ impl Image {
             self.read_sectors(last - 1, &mut tmp[t..])?;
         }
         tmp[s..s + data.len()].copy_from_slice(data);
-        for (i, sec) in tmp.chunks_mut(SECTOR_USIZE).enumerate() {
-            self.key.encrypt_unit(&tweak(first + i as u64), sec);
+        let on_device = self
+            .device_for(tmp.len())
+            .is_some_and(|d| d.crypt(false, SECTOR_USIZE, [0; 16], first, &mut tmp));
+        if !on_device {
+            for (i, sec) in tmp.chunks_mut(SECTOR_USIZE).enumerate() {
+                self.key.encrypt_unit(&tweak(first + i as u64), sec);
+            }
         }
         self.file.write_all_at(&tmp, HEADER + first * SECTOR)
     }

@@ -86,8 +86,10 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     read_ahead: Option<u16>,
     /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
-    /// an OpenCL GPU, else cpu); an unavailable engine falls back to cpu with
-    /// a warning [default: $WARPFS_ENGINE, else cpu].
+    /// an OpenCL GPU, else cpu); on an xts volume, where XTS requests of 128
+    /// KiB or more run (the data crosses to the device). An unavailable
+    /// engine falls back to cpu with a warning [default: $WARPFS_ENGINE, else
+    /// cpu].
     #[arg(long, value_name = "cpu|opencl|cuda|auto", value_parser = parse_engine)]
     engine: Option<EngineKind>,
     /// Nice value of the keystream workers; lowering it needs root, otherwise
@@ -276,15 +278,7 @@ pub const ENV_ENGINE: &str = "WARPFS_ENGINE";
 /// The engine `--engine` or `WARPFS_ENGINE` asks for (cpu by default; an
 /// unparsable variable is a usage error).
 fn engine_kind(a: &MountArgs) -> Result<EngineKind, CliError> {
-    if let Some(k) = a.engine {
-        return Ok(k);
-    }
-    match std::env::var(ENV_ENGINE) {
-        Ok(v) if !v.trim().is_empty() => v
-            .parse()
-            .map_err(|e| CliError::new(super::exit::USAGE, format!("{ENV_ENGINE}: {e}"))),
-        _ => Ok(EngineKind::Cpu),
-    }
+    super::xts_device::engine_kind(a.engine)
 }
 
 /// The engine settings the arguments ask for (speculation: see `serve`).
@@ -350,6 +344,9 @@ fn serve(
         cfg.speculation_why = "auto: a device backend makes the masks".into();
     }
     let engine = Engine::with_backend(cfg, sel.backend).map_err(|e| format!("keystream engine: {e}"))?;
+    if sel.device && vol.is_xts() {
+        attach_xts_device(&engine, sel.kind);
+    }
     vol.use_engine(engine.clone())
         .map_err(|e| format!("keystream engine: {e}"))?;
     let c = engine.config();
@@ -376,6 +373,12 @@ fn serve(
     WarpFs::new(vol)
         .map(|fs| fs.with_rekey_hook(super::rekey_crash::kill_hook()))
         .map_err(|e| e.to_string())
+}
+
+fn attach_xts_device(engine: &Engine, kind: EngineKind) {
+    if let Some(r) = super::xts_device::open(kind) {
+        engine.attach_xts_device(std::sync::Arc::new(r));
+    }
 }
 
 fn cores() -> usize {
