@@ -4,8 +4,11 @@
 //! containers run long requests there (docs/decisions/0093).
 
 use super::exit::{CliError, USAGE};
-use super::mount::ENV_ENGINE;
 use warpfs_engine::gpu::{EngineKind, XtsRoute};
+
+/// Environment variable naming the engine when `--engine` is not given
+/// (mounts, containers and `warpfs speed`).
+pub const ENV_ENGINE: &str = "WARPFS_ENGINE";
 
 /// The engine `arg` (`--engine`) or `WARPFS_ENGINE` asks for (cpu by
 /// default; an unparsable variable is a usage error).

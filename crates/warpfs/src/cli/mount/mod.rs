@@ -9,6 +9,7 @@ mod mountpoint;
 
 use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
+pub use super::xts_device::ENV_ENGINE;
 use super::PassArgs;
 use crate::fuse::uring::RingOptions;
 use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
@@ -271,9 +272,6 @@ fn ring_options(a: &MountArgs) -> RingOptions {
 fn parse_engine(s: &str) -> Result<EngineKind, String> {
     s.parse()
 }
-
-/// Environment variable naming the engine when `--engine` is not given.
-pub const ENV_ENGINE: &str = "WARPFS_ENGINE";
 
 /// The engine `--engine` or `WARPFS_ENGINE` asks for (cpu by default; an
 /// unparsable variable is a usage error).
