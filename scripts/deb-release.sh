@@ -126,11 +126,13 @@ release_upgrade_test() {
     # Revocation on a mount needs the new daemon: refused while the old
     # one serves, with the config untouched.
     printf 'a password to revoke\n' >"$UPG/pass2"
-    /usr/bin/warpfs key add --passfile "$UPG/pass" --password --new-passfile "$UPG/pass2" "$UPG/cipher" >/dev/null ||
+    local conf out slot
+    out="$(/usr/bin/warpfs key add --passfile "$UPG/pass" --password --new-passfile "$UPG/pass2" "$UPG/cipher")" ||
         wf_die "key add beside the daemon of $want failed"
-    local conf out
+    slot="$(sed -n 's/^Added keyslot \([0-9]*\) .*/\1/p' <<<"$out")"
+    [[ -n $slot ]] || wf_die "key add did not name the slot it added: $out"
     conf="$(sha256sum <"$UPG/cipher/warpfs.conf")"
-    if out="$(/usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" 2 2>&1)"; then
+    if out="$(/usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" "$slot" 2>&1)"; then
         wf_die "key remove --rekey went ahead on the mount of $want: $out"
     fi
     grep -q "older warpfs" <<<"$out" || wf_die "key remove --rekey on the mount of $want: $out"
@@ -151,7 +153,7 @@ release_upgrade_test() {
     cp "$UPG/c" "$UPG/mnt/d/c"
     release_same "$UPG/c" "$UPG/mnt/d/c" "a file written by the new daemon"
     # The new daemon revokes while it serves.
-    /usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" 2 >/dev/null 2>&1 ||
+    /usr/bin/warpfs key remove --passfile "$UPG/pass" --rekey --yes "$UPG/cipher" "$slot" >/dev/null 2>&1 ||
         wf_die "key remove --rekey on the new daemon's mount failed"
     release_same "$UPG/a" "$UPG/mnt/a" "after revoking a slot on the mount"
     release_same "$UPG/c" "$UPG/mnt/d/c" "after revoking a slot on the mount"
