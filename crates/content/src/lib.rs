@@ -34,7 +34,7 @@ pub mod zeroundo;
 
 pub use cipher::Cipher;
 pub use error::ContentError;
-pub use file::CipherFile;
+pub use file::{CipherFile, Seek};
 pub use keyring::{IntoKeyring, Keyring};
 pub use layout::BLOCK;
 

@@ -10,6 +10,10 @@ use warpfs_content::{CipherFile, Keyring};
 /// A handle's view of an open regular file.
 pub type OpenFile = Arc<CipherFile>;
 
+/// What SEEK_DATA / SEEK_HOLE look for ([`CipherFile::seek`]), and a
+/// writable handle counted on an open file ([`CipherFile::writer`]).
+pub use warpfs_content::file::{Seek, Writer};
+
 /// A shared open file and whether its backing fd is writable.
 type Slot = (Weak<CipherFile>, bool);
 

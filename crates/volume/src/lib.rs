@@ -26,7 +26,7 @@ mod xattr;
 pub use attr::{Attr, Kind};
 pub use dirfds::DEFAULT_TTL as DIR_FD_TTL;
 pub use error::{Error, Result};
-pub use files::OpenFile;
+pub use files::{OpenFile, Seek, Writer};
 pub use meta::{StatFs, TimeSpec};
 pub use names::decode_with as decode_backing_name;
 pub use namespace::DirEntry;

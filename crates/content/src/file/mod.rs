@@ -3,8 +3,8 @@
 //! under a block range lock so reads of different blocks run together.
 //! This module holds the shared state, opening and the per-request key
 //! context; `read` (the read path), `write` (the write path), `size`
-//! (truncation, hole punching) and `sum` (the file summary and fsync)
-//! add the operations.
+//! (truncation, hole punching), `sum` (the file summary and fsync) and
+//! `seek` (SEEK_DATA / SEEK_HOLE) add the operations.
 
 use crate::cipher::Cipher;
 use crate::header::{self, Header};
@@ -15,6 +15,7 @@ use crate::summary::{self, SumState};
 use crate::sysio;
 use crate::{ContentError, Mode};
 use std::fs::File;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, RwLock};
 use warpfs_keystream::BlockReader;
 
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
     /// The file's summary (FORMAT.md 12), when the volume has summaries;
     /// `None` inside while the file has no header.
     pub(crate) sum: Option<Summ>,
+    /// Writable handles counted by [`CipherFile::writer`].
+    writers: AtomicUsize,
 }
 
 /// A file's summary key and state.
@@ -220,6 +223,7 @@ impl CipherFile {
                 label: Mutex::new(label),
                 lock: RangeLock::new(FileState { size, hdr }),
                 sum,
+                writers: AtomicUsize::new(0),
             }),
         })
     }
@@ -326,11 +330,16 @@ impl CipherFile {
 }
 
 mod read;
+mod seek;
 mod size;
 mod sum;
 mod write;
 
+pub use seek::{Seek, Writer};
+
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod seek_tests;
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@ use super::ops::{Ctx, DirAdd, DirPlusAdd, Operations, ReadOut, SetAttr, SetTime}
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -428,6 +429,15 @@ impl<T: Operations> Filesystem for DevFuse<T> {
         reply: ReplyEmpty,
     ) {
         empty(self.ops.fallocate(&ctx(req), ino.0, fh.0, offset, length, mode), reply)
+    }
+
+    fn lseek(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        // The kernel's loff_t as the ring carries it: a negative offset is
+        // one past any end (ENXIO).
+        match self.ops.lseek(&ctx(req), ino.0, fh.0, offset as u64, whence) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(e),
+        }
     }
 }
 

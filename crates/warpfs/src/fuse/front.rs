@@ -241,6 +241,10 @@ impl<T: Operations> Operations for Front<T> {
         let _g = self.req();
         self.inner.fallocate(ctx, ino, fh, offset, length, mode)
     }
+    fn lseek(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
+        let _g = self.req();
+        self.inner.lseek(ctx, ino, fh, offset, whence)
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 use warpfs_backing::Dir;
-use warpfs_volume::{DirEntry, OpenFile};
+use warpfs_volume::{DirEntry, OpenFile, Writer};
 
 /// What a handle refers to.
 #[derive(Clone)]
@@ -28,6 +28,9 @@ pub struct Handles {
     /// Directory handles: their node and the backing directory held open
     /// (its attributes answer after it was removed or renamed over).
     dirs: Mutex<HashMap<u64, (u64, Dir)>>,
+    /// File handles opened for writing: each counted on its file until
+    /// released (the kernel may hold data of such a file not yet written).
+    writers: Mutex<HashMap<u64, Writer>>,
 }
 
 impl Handles {
@@ -35,6 +38,17 @@ impl Handles {
     pub fn insert(&self, h: Handle) -> u64 {
         let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         self.map.write().unwrap_or_else(|e| e.into_inner()).insert(fh, h);
+        fh
+    }
+
+    /// Store a handle of open file `f`, opened for writing or not;
+    /// returns its fh.
+    pub fn insert_file(&self, f: OpenFile, writable: bool) -> u64 {
+        let w = writable.then(|| f.writer());
+        let fh = self.insert(Handle::File(f));
+        if let Some(w) = w {
+            self.writers.lock().unwrap_or_else(|e| e.into_inner()).insert(fh, w);
+        }
         fh
     }
 
@@ -80,6 +94,7 @@ impl Handles {
     pub fn remove(&self, fh: u64) -> Option<Handle> {
         self.listings.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         self.dirs.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
+        self.writers.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         self.map.write().unwrap_or_else(|e| e.into_inner()).remove(&fh)
     }
 

@@ -285,4 +285,10 @@ pub trait Operations: Send + Sync + 'static {
     fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
         nosys()
     }
+    /// lseek(2)'s SEEK_DATA / SEEK_HOLE (`whence`; the kernel answers the
+    /// other kinds itself) from `offset`: the offset found. ENOSYS makes
+    /// the kernel stop asking and treat every file as data.
+    fn lseek(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
+        nosys()
+    }
 }

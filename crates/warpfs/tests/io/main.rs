@@ -10,6 +10,7 @@ mod common;
 mod concurrent;
 mod direct;
 mod kernel;
+mod seek;
 mod sizes;
 mod writes;
 

@@ -66,6 +66,7 @@ pub mod op {
     pub const FALLOCATE: u32 = 43;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
+    pub const LSEEK: u32 = 46;
 }
 
 /// `fuse_setattr_in.valid` bits.
@@ -108,6 +109,7 @@ pub mod size {
     pub const CREATE_IN: usize = 16;
     pub const IOCTL_IN: usize = 32;
     pub const FALLOCATE_IN: usize = 32;
+    pub const LSEEK_IN: usize = 24;
 
     pub const ATTR: usize = 88;
     pub const ENTRY_OUT: usize = 40 + ATTR;

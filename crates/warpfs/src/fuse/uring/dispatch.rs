@@ -55,6 +55,7 @@ enum Out {
     Xattr(Xattr),
     Data(Vec<u8>),
     Ioctl(i32, Vec<u8>),
+    Offset(u64),
 }
 
 /// The read reply goes straight into the payload buffer.
@@ -186,6 +187,7 @@ pub fn handle<T: Operations>(
         } => ops
             .fallocate(&ctx, ino, fh, offset, length, mode)
             .map(|()| Out::Empty)?,
+        Req::Lseek { fh, offset, whence } => Out::Offset(ops.lseek(&ctx, ino, fh, offset, whence)?),
         Req::Destroy => Out::Empty,
         Req::Read { .. } | Req::ReadDir { .. } | Req::ReadDirPlus { .. } | Req::Other(_) => return Err(Errno::ENOSYS),
     };
@@ -239,6 +241,7 @@ fn encode(out: Out, payload: &mut [u8]) -> Result<usize, Malformed> {
         Out::Xattr(Xattr::Size(n)) => reply::xattr_size(&mut p, n)?,
         Out::Xattr(Xattr::Data(v)) | Out::Data(v) => p.raw(&v)?,
         Out::Ioctl(r, v) => reply::ioctl_out(&mut p, r, &v)?,
+        Out::Offset(o) => reply::lseek_out(&mut p, o)?,
     }
     Ok(p.at)
 }

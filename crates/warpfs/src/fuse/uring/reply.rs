@@ -119,6 +119,11 @@ pub fn ioctl_out(p: &mut Put<'_>, result: i32, data: &[u8]) -> Result<(), Malfor
     p.raw(data)
 }
 
+/// `struct fuse_lseek_out`.
+pub fn lseek_out(p: &mut Put<'_>, offset: u64) -> Result<(), Malformed> {
+    p.u64(offset)
+}
+
 /// A directory listing being packed into at most `limit` bytes.
 pub struct DirBuf<'a> {
     pub put: Put<'a>,

@@ -132,6 +132,11 @@ pub enum Req<'a> {
         length: u64,
         mode: i32,
     },
+    Lseek {
+        fh: u64,
+        offset: u64,
+        whence: i32,
+    },
     Destroy,
     /// An opcode the daemon does not serve (answered ENOSYS).
     Other(u32),
@@ -358,6 +363,14 @@ pub fn parse<'a>(hdr: &InHeader, op_in: &'a [u8], payload: &'a [u8]) -> Result<R
                 mode: h.i32(24)?,
             }
         }
+        op::LSEEK => {
+            let h = head(op_in, size::LSEEK_IN)?;
+            Req::Lseek {
+                fh: h.u64(0)?,
+                offset: h.u64(8)?,
+                whence: h.i32(16)?,
+            }
+        }
         op::DESTROY => Req::Destroy,
         other => Req::Other(other),
     })
@@ -428,6 +441,26 @@ mod tests {
                 flags: 2
             }
         );
+    }
+
+    #[test]
+    fn parses_lseek() {
+        // struct fuse_lseek_in: fh, offset, whence, padding.
+        let l = op_in(&[
+            (0, &7u64.to_le_bytes()),
+            (8, &(-1i64).to_le_bytes()),
+            (16, &4i32.to_le_bytes()),
+            (20, &0xffu32.to_le_bytes()),
+        ]);
+        assert_eq!(
+            parse(&hdr(op::LSEEK), &l, b"").unwrap(),
+            Req::Lseek {
+                fh: 7,
+                offset: u64::MAX,
+                whence: libc::SEEK_HOLE
+            }
+        );
+        assert!(parse(&hdr(op::LSEEK), &l[..23], b"").is_err(), "short per-op area");
     }
 
     #[test]

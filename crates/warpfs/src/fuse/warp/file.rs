@@ -1,11 +1,12 @@
-//! Files: open, create, read, write, flush, release, fsync, fallocate.
+//! Files: open, create, read, write, flush, release, fsync, fallocate,
+//! lseek (SEEK_DATA / SEEK_HOLE).
 
 use super::{errno, WarpFs};
 use crate::fuse::ahead::Found;
-use crate::fuse::handles::Handle;
 use crate::fuse::ops::{Ctx, Entry, OpResult, Opened, ReadOut};
 use fuser::Errno;
 use std::ffi::OsStr;
+use warpfs_volume::Seek;
 
 /// `FUSE_WRITE_KILL_SUIDGID` of a write request: the writer lacks
 /// CAP_FSETID.
@@ -14,9 +15,11 @@ const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 const FOPEN_KEEP_CACHE: u32 = 1 << 1;
 
 impl WarpFs {
-    fn opened(&self, f: warpfs_volume::OpenFile, flags: u32) -> Opened {
+    /// A handle of `f`, opened with `open_flags`, answered with FOPEN `flags`.
+    fn opened(&self, f: warpfs_volume::OpenFile, open_flags: i32, flags: u32) -> Opened {
+        let writable = open_flags & libc::O_ACCMODE != libc::O_RDONLY;
         Opened {
-            fh: self.handles.insert(Handle::File(f)),
+            fh: self.handles.insert_file(f, writable),
             flags,
         }
     }
@@ -57,7 +60,7 @@ impl WarpFs {
         } else {
             self.keep_cache(ino, &f)
         };
-        Ok(self.opened(f, keep))
+        Ok(self.opened(f, flags, keep))
     }
 
     pub(super) fn create(
@@ -93,7 +96,7 @@ impl WarpFs {
         }
         let e = self.entry(parent, &cname, name, &attr, true);
         self.seen.changed(e.attr.ino.0);
-        Ok((e, self.opened(f, 0)))
+        Ok((e, self.opened(f, flags, 0)))
     }
 
     pub(super) fn read(&self, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
@@ -170,5 +173,29 @@ impl WarpFs {
             _ => return Err(Errno::from_i32(libc::EOPNOTSUPP)),
         }
         .map_err(|e| Errno::from_i32(e.errno()))
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from the file's nonce entries. The kernel
+    /// sends FUSE_LSEEK without writing its dirty pages back first, so
+    /// while a writable handle of the file is open (write(2) or a shared
+    /// mapping may have left data in the page cache that the daemon has
+    /// not seen, and a size beyond the one it knows) an answer from the
+    /// entries could call that data a hole, and a copy by `cp` or `tar`
+    /// would lose it: such a call is refused with EOPNOTSUPP (both fall
+    /// back to reading the file). A writable handle's last dirty pages
+    /// are written back before its RELEASE arrives.
+    pub(super) fn lseek(&self, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
+        let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
+        let what = match whence {
+            libc::SEEK_DATA => Seek::Data,
+            libc::SEEK_HOLE => Seek::Hole,
+            _ => return Err(Errno::EINVAL),
+        };
+        if f.has_writers() {
+            return Err(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        f.seek(offset, what)
+            .map_err(|e| Errno::from_i32(e.errno()))?
+            .ok_or(Errno::from_i32(libc::ENXIO))
     }
 }

@@ -174,4 +174,8 @@ impl Operations for WarpFs {
         let _serving = self.vol.serving();
         WarpFs::fallocate(self, ctx, ino, fh, offset, length, mode)
     }
+    fn lseek(&self, _: &Ctx, _ino: u64, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
+        let _serving = self.vol.serving();
+        WarpFs::lseek(self, fh, offset, whence)
+    }
 }
