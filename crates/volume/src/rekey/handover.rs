@@ -50,6 +50,8 @@ impl Volume {
     /// with the same key (a `warpfs rekey` that finishes it), the
     /// rekey goes on where it is.
     pub fn volkey_start(&self, sealed: &str, target: u32, opts: RekeyOptions) -> Result<(), String> {
+        // Lock order: the handover, then the online job (in
+        // `rekey_start`); nothing takes them the other way round.
         let mut h = self.handover();
         let ks = self.keysource();
         let control = match h.as_ref() {

@@ -283,14 +283,16 @@ impl Volume {
     /// End a finished rekey: the previous key generation is dropped (the
     /// config no longer names it; `warpfs rekey` rewrote it first).
     pub fn rekey_finish(&self) -> Result<(), String> {
+        // The handover's lock is never taken while the job's is held
+        // (`volkey_start` takes them the other way round).
+        if self.volkey_names_moved() == Some(false) {
+            return Err("the names of the rekey to a new volume key have not moved yet".into());
+        }
         let mut job = self.online.job();
         match job.as_ref() {
             Some(j) if j.state.load(Ordering::Relaxed) == DONE => {}
             Some(_) => return Err("the rekey has not finished".into()),
             None => return Err("no rekey was started on this mount".into()),
-        }
-        if self.volkey_names_moved() == Some(false) {
-            return Err("the names of the rekey to a new volume key have not moved yet".into());
         }
         if let Some(mut j) = job.take() {
             if let Some(h) = j.handle.take() {
@@ -298,8 +300,9 @@ impl Volume {
             }
         }
         self.keys.end_rekey();
-        self.volkey_end();
         *self.online.id() = None;
+        drop(job);
+        self.volkey_end();
         Ok(())
     }
 
@@ -329,6 +332,9 @@ impl Volume {
     /// refused), `target`, `files`, `files_total`, `files_moved`, `bytes`,
     /// `bytes_total`, `unreadable_blocks`, `seconds`, `error`.
     pub fn rekey_status(&self) -> Option<String> {
+        // Before the job's lock: see `rekey_finish`.
+        let names = self.volkey_progress();
+        let names_moved = self.volkey_names_moved().unwrap_or(false);
         let job = self.online.job();
         let refused = self.online.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(j) = job.as_ref() else {
@@ -343,7 +349,6 @@ impl Volume {
         let p = &j.progress;
         let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let error = j.error.lock().unwrap_or_else(|e| e.into_inner()).clone().or(refused);
-        let names = self.volkey_progress();
         let n = |f: fn(&Progress) -> &std::sync::atomic::AtomicU64| names.as_ref().map_or(0, |p| l(f(p)));
         Some(
             serde_json::json!({
@@ -358,7 +363,7 @@ impl Volume {
                 "seconds": j.started.elapsed().as_secs_f64(),
                 "error": error,
                 "volume_key": names.is_some(),
-                "names_moved": self.volkey_names_moved().unwrap_or(false),
+                "names_moved": names_moved,
                 "names": n(|p| &p.names_done),
                 "dirs": n(|p| &p.dirs_done),
                 "summaries": n(|p| &p.summaries),

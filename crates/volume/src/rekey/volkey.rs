@@ -36,18 +36,31 @@ pub struct Survey {
     pub names: u64,
 }
 
-/// Count what a volume-key rekey of `root` will change, and refuse a
-/// volume it cannot do: a directory holding a copy of its IV (a sync
+/// Count what a volume-key rekey of `root` will change (on a mounted
+/// volume, as of a moment: entries made or removed meanwhile are counted
+/// or not), and refuse a volume it cannot do: a directory holding a copy of its IV (a sync
 /// conflict, FORMAT.md 13.2), whose entries only the copy decrypts.
 pub fn survey(root: &Root, mode: warpfs_config::ContentMode) -> Result<Survey, String> {
     let mode = crate::volume::content_mode(mode);
     let mut s = Survey::default();
     let e = |p: &Path, x: &dyn std::fmt::Display| format!("{}: {x}", root.shown(p).display());
     let mut dirs = vec![PathBuf::new()];
+    // On a mounted volume entries come and go while it counts: one gone
+    // (ENOENT) is not counted.
+    let gone = |x: &warpfs_backing::Errno| x.0 == libc::ENOENT;
     while let Some(d) = dirs.pop() {
+        let dir = match root.dir(&d) {
+            Ok(dir) => dir,
+            Err(x) if gone(&x) && !d.as_os_str().is_empty() => continue,
+            Err(x) => return Err(e(&d, &x)),
+        };
+        let list = match dir.list() {
+            Ok(l) => l,
+            Err(x) if gone(&x) && !d.as_os_str().is_empty() => continue,
+            Err(x) => return Err(e(&d, &x)),
+        };
         s.dirs += 1;
-        let dir = root.dir(&d).map_err(|x| e(&d, &x))?;
-        for ent in dir.list().map_err(|x| e(&d, &x))? {
+        for ent in list {
             let n = ent.name.as_encoded_bytes();
             if crate::synced::diriv_copy(n).is_some() {
                 return Err(e(
@@ -60,8 +73,12 @@ pub fn survey(root: &Root, mode: warpfs_config::ContentMode) -> Result<Survey, S
             if ours || crate::synced::is_foreign(n) {
                 continue;
             }
+            let st = match warpfs_backing::lstat(&dir.entry(&ent.name)) {
+                Ok(st) => st,
+                Err(x) if gone(&x) => continue,
+                Err(x) => return Err(e(&d, &x)),
+            };
             s.names += 1;
-            let st = warpfs_backing::lstat(&dir.entry(&ent.name)).map_err(|x| e(&d, &x))?;
             match st.st_mode & libc::S_IFMT {
                 libc::S_IFDIR => dirs.push(d.join(&ent.name)),
                 libc::S_IFREG => {
