@@ -162,14 +162,14 @@ impl Volume {
 }
 
 impl Volume {
-    /// Whether `name` in `dir` is a symlink whose rename or hard link makes
-    /// a new backing symlink (a new inode) in its place: the FUSE layer
-    /// then has the kernel look the entry up again.
+    /// Whether plaintext `name` in backing directory `dir` is a symlink
+    /// whose rename or hard link makes a new backing symlink (a new inode)
+    /// in its place: the FUSE layer then keeps its node for the new inode.
     pub fn moves_recreate(&self, dir: &std::path::Path, name: &std::ffi::OsStr) -> bool {
         self.bound_seals
             && self
-                .at(&dir.join(name))
-                .is_ok_and(|(d, n)| self.bound_symlink(&d.entry(&n)))
+                .resolve(dir, name)
+                .is_ok_and(|r| r.exists && self.bound_symlink(&r.adir.entry(r.file.as_ref())))
     }
 
     /// `link` of a bound symlink: a new symlink at `to` with the same
@@ -240,5 +240,33 @@ mod tests {
     fn associated_data_is_length_prefixed() {
         assert_eq!(ad(b"t", &[b"ab", b""]), b"t\x02\0\0\0ab\0\0\0\0".to_vec());
         assert_ne!(ad(b"t", &[b"a", b"b"]), ad(b"t", &[b"ab", b""]));
+    }
+
+    /// The FUSE layer asks by plaintext name, before the rename, whether
+    /// the entry will be a new backing inode after it.
+    #[test]
+    fn moves_recreate_names_bound_symlinks_by_their_plaintext_name() {
+        use crate::{Caller, Options};
+        use std::ffi::OsStr;
+        use std::path::Path;
+        use warpfs_config::{Config, ContentMode, KdfParams};
+        let t = tempfile::tempdir().unwrap();
+        let bound = [warpfs_config::FeatureFlag::BoundSeals];
+        let (cfg, master) =
+            Config::create_with_features(t.path(), b"pw", ContentMode::Gcm, 256, KdfParams::MIN, &bound).unwrap();
+        Volume::init_root(&warpfs_backing::Root::open(t.path()).unwrap()).unwrap();
+        let v = Volume::open(t.path(), &cfg, &master, Options::default()).unwrap();
+        let who = Caller { uid: 0, gid: 0 };
+        let root = Path::new("");
+        v.symlink(root, OsStr::new("s"), OsStr::new("target"), who).unwrap();
+        v.mkdir(root, OsStr::new("d"), 0o755, who).unwrap();
+        assert!(v.moves_recreate(root, OsStr::new("s")));
+        assert!(!v.moves_recreate(root, OsStr::new("d")));
+        assert!(!v.moves_recreate(root, OsStr::new("missing")));
+        let (before, _) = v.lookup(root, OsStr::new("s")).unwrap();
+        let ino = |c: &str| v.getattr(Path::new(c)).unwrap().ino;
+        let old = ino(&before);
+        let (_, to) = v.rename(root, OsStr::new("s"), root, OsStr::new("s2"), 0).unwrap();
+        assert_ne!(ino(&to), old, "a moved bound symlink is a new inode");
     }
 }

@@ -190,3 +190,46 @@ fn symlinks_and_xattrs_survive_renames_links_and_exchanges() {
     v.unmount();
     warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]).expect_ok("fsck after renames and links");
 }
+
+/// A moved symlink is a new backing inode (its target sealed for its new
+/// name), yet to the user it is the same inode: its number stays through
+/// renames and an exchange, and a symlink made meanwhile never reads as
+/// it. On a backing file system that hands a freed number out again
+/// (ext4 does), a new entry with the moved symlink's first number once
+/// took over its kernel inode and read the other target. With a cache
+/// timeout of 0 the kernel asks the daemon at every step, so each answer
+/// below is the daemon's, not one the kernel kept.
+#[test]
+fn a_moved_symlink_keeps_its_inode_number_and_its_target() {
+    use std::os::unix::fs::MetadataExt;
+    require_fuse!();
+    let mut v = Volume::init(Mode::Gcm);
+    v.mount_with(&["--cache-timeout", "0"]);
+    fs::create_dir(v.p("d")).unwrap();
+    symlink("target-a", v.p("a")).unwrap();
+    let ino = fs::symlink_metadata(v.p("a")).unwrap().ino();
+    fs::rename(v.p("a"), v.p("a2")).unwrap();
+    fs::rename(v.p("a2"), v.p("d/a")).unwrap();
+    assert_eq!(
+        fs::symlink_metadata(v.p("d/a")).unwrap().ino(),
+        ino,
+        "rename keeps the inode number"
+    );
+    // Many new symlinks, each moved once: whatever numbers the backing
+    // file system hands out, none becomes the moved symlink.
+    for i in 0..64 {
+        let (n, m) = (format!("n{i}"), format!("m{i}"));
+        symlink(format!("other-{i}"), v.p(&n)).unwrap();
+        fs::rename(v.p(&n), v.p(&m)).unwrap();
+        assert_eq!(fs::read_link(v.p(&m)).unwrap(), Path::new(&format!("other-{i}")));
+        assert_ne!(fs::symlink_metadata(v.p(&m)).unwrap().ino(), ino);
+        assert_eq!(fs::read_link(v.p("d/a")).unwrap(), Path::new("target-a"), "after {m}");
+    }
+    symlink("target-b", v.p("b")).unwrap();
+    let ino_b = fs::symlink_metadata(v.p("b")).unwrap().ino();
+    renameat2(&v.p("d/a"), &v.p("b"), libc::RENAME_EXCHANGE as libc::c_uint).unwrap();
+    assert_eq!(fs::read_link(v.p("b")).unwrap(), Path::new("target-a"));
+    assert_eq!(fs::read_link(v.p("d/a")).unwrap(), Path::new("target-b"));
+    assert_eq!(fs::symlink_metadata(v.p("b")).unwrap().ino(), ino);
+    assert_eq!(fs::symlink_metadata(v.p("d/a")).unwrap().ino(), ino_b);
+}

@@ -22,6 +22,7 @@ mod passwd;
 mod password;
 mod rekey;
 mod rekey_crash;
+mod rekey_online;
 mod reverse;
 mod setuid;
 mod speed;

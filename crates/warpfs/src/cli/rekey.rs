@@ -9,8 +9,8 @@
 //! and a rerun finishes that too.
 
 use super::exit::{CliError, ERROR};
+use super::rekey_online::{follow, refusal, send, Stopped};
 use super::PassArgs;
-use crate::fuse::REKEY_XATTR;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -164,16 +164,8 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     if a.new_volume_key || cfg.volume_rekey_under_way() {
         return volume_key(&a, &conf, cfg);
     }
-    match super::mounted::mount_of(&a.cipherdir) {
-        Some(m) if m.read_only => Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
-                a.cipherdir.display(),
-                m.at
-            ),
-        )),
-        Some(m) => online(&a, Path::new(&m.at)),
+    match super::rekey_online::mount_to_rekey(&a.cipherdir)? {
+        Some(m) => online(&a, &m),
         None => offline(&a),
     }
 }
@@ -262,40 +254,12 @@ fn report_unreadable(n: u64) {
     }
 }
 
-/// The daemon's rekey status, parsed.
-fn status(mnt: &Path) -> Result<Option<serde_json::Value>, CliError> {
-    let e = |e: &dyn std::fmt::Display| CliError::new(ERROR, format!("{}: {e}", mnt.display()));
-    match super::ctl_client::get(mnt, REKEY_XATTR) {
-        Ok(Some(b)) => serde_json::from_slice(&b).map(Some).map_err(|x| e(&x)),
-        Ok(None) => Ok(None),
-        Err(x) => Err(e(&format!(
-            "{x} (the mount ended? run warpfs rekey again to finish the rekey)"
-        ))),
-    }
-}
-
 /// The volume is mounted at `mnt`: its daemon moves every file while the
 /// mount serves; this process writes the config, starts, follows and ends.
 /// The daemon takes the start and the finish from root, and from the user
 /// it runs as when the request carries the tag that proves the password
 /// (HMAC under the master key's control key; `fuse::ctl`).
 fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
-    // Before the config changes: does the mount answer this user?
-    if let Err(e) = super::ctl_client::get(mnt, REKEY_XATTR) {
-        let why = if e.raw_os_error() == Some(libc::EPERM) {
-            "only root and the user the mount runs as may rekey it while it is mounted".to_string()
-        } else {
-            e.to_string()
-        };
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {}: {why}; or unmount it first",
-                a.cipherdir.display(),
-                mnt.display()
-            ),
-        ));
-    }
     let rate = max_rate(a)?;
     let (cfg, pw, master, target) = begin(a)?;
     let control = ControlKey::derive(&master);
@@ -310,9 +274,7 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
         max_rate: rate,
         rekey_id: cfg.rekey_id(),
     };
-    let start = start.encode();
-    let tag = control.tag(REKEY_XATTR.as_bytes(), start.as_bytes());
-    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, start.as_bytes(), Some(&tag)) {
+    if let Err(e) = send(mnt, &control, &start) {
         if e.raw_os_error() == Some(libc::EPERM) {
             return Err(CliError::new(
                 ERROR,
@@ -322,14 +284,9 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
                 ),
             ));
         }
-        let why = status(mnt)
-            .ok()
-            .flatten()
-            .and_then(|s| s["error"].as_str().map(str::to_string))
-            .unwrap_or_else(|| e.to_string());
         return Err(CliError::new(
             ERROR,
-            format!("{}: the mount refused the rekey: {why}", mnt.display()),
+            format!("{}: the mount refused the rekey: {}", mnt.display(), refusal(mnt, &e)),
         ));
     }
     eprintln!(
@@ -338,32 +295,23 @@ fn online(a: &RekeyArgs, mnt: &Path) -> Result<(), CliError> {
         mnt.display()
     );
     let bar = bar(0);
-    let last = loop {
-        let s = status(mnt)?.ok_or_else(|| CliError::new(ERROR, "the mount has no rekey status"))?;
-        let n = |k: &str| s[k].as_u64().unwrap_or(0);
-        bar.set_length(n("bytes_total"));
-        bar.set_position(n("bytes"));
-        match s["state"].as_str() {
-            Some("running") => std::thread::sleep(Duration::from_millis(200)),
-            Some("done") => break s,
-            other => {
-                bar.abandon();
-                let why = s["error"].as_str().unwrap_or("no reason given");
-                return Err(CliError::new(
-                    ERROR,
-                    format!(
-                        "the mount's rekey {}: {why}\nwarpfs: what was moved keeps its new key; run warpfs rekey again to finish",
-                        other.unwrap_or("ended")
-                    ),
-                ));
-            }
-        }
-    };
+    let last = follow(mnt, &bar).map_err(|stop| {
+        CliError::new(
+            ERROR,
+            match stop {
+                Stopped::Gone => format!(
+                    "{}: the mount's rekey status is gone (the mount ended?): run warpfs rekey again to finish the rekey",
+                    mnt.display()
+                ),
+                Stopped::Ended(state, why) => format!(
+                    "the mount's rekey {state}: {why}\nwarpfs: what was moved keeps its new key; run warpfs rekey again to finish"
+                ),
+            },
+        )
+    })?;
     bar.finish_and_clear();
     pw.set_generations_at(&cfg, &a.config.path(&a.cipherdir), target, None)?;
-    let finish = Request::Finish.encode();
-    let tag = control.tag(REKEY_XATTR.as_bytes(), finish.as_bytes());
-    if let Err(e) = super::ctl_client::set(mnt, REKEY_XATTR, finish.as_bytes(), Some(&tag)) {
+    if let Err(e) = send(mnt, &control, &Request::Finish) {
         // The config is final; the daemon only keeps the old key in memory
         // until it unmounts.
         eprintln!("warpfs: warning: the mount did not drop the old key: {e}");

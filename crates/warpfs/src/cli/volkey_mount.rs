@@ -5,47 +5,23 @@
 //! goes (`RunArgs`) and its progress bar, which the offline run shares.
 
 use super::exit::{CliError, ERROR, REKEY_UNFINISHED};
-use crate::fuse::{CAPS, CAPS_XATTR, REKEY_XATTR};
+use super::rekey_online::{follow, refusal, send, status, Stopped};
+use crate::fuse::{CAPS, CAPS_XATTR};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use warpfs_config::Config;
 use warpfs_crypto::ControlKey;
 use warpfs_volume::rekey::Request;
 
 /// Where `cipherdir` is mounted read-write and answers this user's control
-/// requests; `None` when it is not mounted.
+/// requests with a daemon that takes a new volume key; `None` when it is
+/// not mounted.
 pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
-    let Some(m) = super::mounted::mount_of(cipherdir) else {
+    let Some(at) = super::rekey_online::mount_to_rekey(cipherdir)? else {
         return Ok(None);
     };
-    if m.read_only {
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
-                cipherdir.display(),
-                m.at
-            ),
-        ));
-    }
-    let at = PathBuf::from(&m.at);
-    if let Err(e) = super::ctl_client::get(&at, REKEY_XATTR) {
-        let why = if e.raw_os_error() == Some(libc::EPERM) {
-            "only root and the user the mount runs as may rekey it while it is mounted".to_string()
-        } else {
-            e.to_string()
-        };
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {}: {why}; or unmount it first",
-                cipherdir.display(),
-                m.at
-            ),
-        ));
-    }
     // A daemon of an older warpfs cannot take the new key: say so before
     // the config changes.
     let caps = super::ctl_client::get(&at, CAPS_XATTR)
@@ -59,7 +35,7 @@ pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
                 "{} is mounted at {} by an older warpfs, which cannot rekey to a new volume key while mounted: \
                  unmount it (or remount it with this warpfs) first; nothing was changed",
                 cipherdir.display(),
-                m.at
+                at.display()
             ),
         ));
     }
@@ -68,17 +44,13 @@ pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
 
 /// Send control request `req` to the mount at `mnt`, proved with `control`.
 fn request(mnt: &Path, control: &ControlKey, req: &Request) -> Result<(), CliError> {
-    let v = req.encode();
-    let tag = control.tag(REKEY_XATTR.as_bytes(), v.as_bytes());
-    super::ctl_client::set(mnt, REKEY_XATTR, v.as_bytes(), Some(&tag)).map_err(|e| {
+    send(mnt, control, req).map_err(|e| {
         let why = if e.raw_os_error() == Some(libc::EPERM) {
             "it takes one from root, or from the user it runs as with proof of the password (a mount of an older \
              warpfs takes no rekey to a new volume key: unmount it)"
                 .to_string()
         } else {
-            status_of(mnt)
-                .and_then(|s| s["error"].as_str().map(str::to_string))
-                .unwrap_or_else(|| e.to_string())
+            refusal(mnt, &e)
         };
         CliError::new(
             REKEY_UNFINISHED,
@@ -89,11 +61,6 @@ fn request(mnt: &Path, control: &ControlKey, req: &Request) -> Result<(), CliErr
             ),
         )
     })
-}
-
-fn status_of(mnt: &Path) -> Option<serde_json::Value> {
-    let b = super::ctl_client::get(mnt, REKEY_XATTR).ok()??;
-    serde_json::from_slice(&b).ok()
 }
 
 /// The rekey to a new volume key recorded in `cfg` (at `path`), on the
@@ -132,36 +99,24 @@ pub(super) fn finish_online(
     )?;
     let bar = bar();
     bar.set_message("content");
-    let last = loop {
-        let s = status_of(mnt).ok_or_else(|| {
-            unfinished(format!(
+    let last = follow(mnt, &bar).map_err(|stop| {
+        unfinished(match stop {
+            Stopped::Gone => format!(
                 "{}: the mount's rekey status is gone (the mount ended?): run warpfs rekey to finish",
                 mnt.display()
-            ))
-        })?;
-        let n = |k: &str| s[k].as_u64().unwrap_or(0);
-        bar.set_length(n("bytes_total").max(1));
-        bar.set_position(n("bytes"));
-        match s["state"].as_str() {
-            Some("running") => std::thread::sleep(Duration::from_millis(200)),
-            Some("done") => break s,
-            other => {
-                bar.abandon();
-                return Err(unfinished(format!(
-                    "the mount's rekey {}: {}\nwarpfs: what was moved keeps its new key; run warpfs rekey to finish",
-                    other.unwrap_or("ended"),
-                    s["error"].as_str().unwrap_or("no reason given")
-                )));
-            }
-        }
-    };
+            ),
+            Stopped::Ended(state, why) => format!(
+                "the mount's rekey {state}: {why}\nwarpfs: what was moved keeps its new key; run warpfs rekey to finish"
+            ),
+        })
+    })?;
     bar.finish_and_clear();
     eprintln!(
         "warpfs: the content has moved; now every name moves (requests to the mount at {} wait until it ends)",
         mnt.display()
     );
     request(mnt, &new_control, &Request::Names)?;
-    let after = status_of(mnt).unwrap_or(last.clone());
+    let after = status(mnt).unwrap_or(last.clone());
     cfg.finish_volume_rekey(new, used)?.save_at(path)?;
     if let Err(e) = request(mnt, &new_control, &Request::Finish) {
         // The config is final; the mount only keeps the old key in memory

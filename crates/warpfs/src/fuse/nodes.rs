@@ -18,10 +18,19 @@
 //! entry (create, mkdir, mknod, symlink) whose number is still known here
 //! gets a new generation: the kernel then retires its old inode instead of
 //! sharing it (with its stale link count) with the new file.
+//!
+//! A symlink with a bound target is made anew when it moves (a rename, a
+//! volume-key rekey), so its backing number changes under a kernel inode
+//! that still stands for it, and the old number may go to another new
+//! entry at once. The moved entry keeps its node id (as a rename keeps an
+//! inode number): its new (device, inode) is an alias of that id, and a
+//! new entry given the held number gets a table id, until the kernel
+//! forgets the moved node (docs/decisions/0095-moved-entries-keep-their-node-id.md).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, RwLock};
 
 /// One name of an entry: (parent node, backing name, plaintext name).
@@ -54,15 +63,26 @@ pub struct Nodes {
     root_backing_ino: u64,
     root_dev: u64,
     other: Mutex<OtherDevices>,
+    /// Set once a node was rebacked ([`Nodes::rebacked`]): until then a
+    /// number of the root's device below `2^63` is its node id without
+    /// a look at the table.
+    any_rebacked: AtomicBool,
 }
 
 /// Node ids given to (device, inode) pairs that cannot keep their number:
-/// off the root's device, or `2^63` and above on it.
+/// off the root's device, `2^63` and above on it, or a number held by a
+/// moved entry; and the moved entries' aliases.
 #[derive(Default)]
 struct OtherDevices {
     ids: HashMap<(u64, u64), u64>,
     keys: HashMap<u64, (u64, u64)>,
     next: u64,
+    /// The new (device, inode) of an entry made anew for a move → the node
+    /// id it keeps.
+    moved: HashMap<(u64, u64), u64>,
+    /// A node id below `2^63` whose entry now lives in another backing
+    /// inode → that inode; its own number is not its node id meanwhile.
+    held: HashMap<u64, (u64, u64)>,
 }
 
 impl OtherDevices {
@@ -142,6 +162,7 @@ impl Nodes {
             root_backing_ino,
             root_dev,
             other: Mutex::default(),
+            any_rebacked: AtomicBool::new(false),
         }
     }
 
@@ -149,24 +170,44 @@ impl Nodes {
         self.other.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Node id of the backing inode `backing_ino` on device `dev`: on the
-    /// root's device and below `2^63` its number (the root's swapped with 1),
-    /// otherwise a number of its own from the table.
+    /// Node id of the backing inode `backing_ino` on device `dev`: the id
+    /// of the moved entry it now is, if any; else on the root's device and
+    /// below `2^63` its number (the root's swapped with 1) unless a moved
+    /// entry holds that number; otherwise a number of its own from the
+    /// table.
     pub fn node_id(&self, dev: u64, backing_ino: u64) -> u64 {
-        if dev == self.root_dev {
-            if backing_ino == self.root_backing_ino {
-                return ROOT;
+        let plain = self.plain_id(dev, backing_ino);
+        if !self.any_rebacked.load(Ordering::Acquire) {
+            if let Some(p) = plain {
+                return p;
             }
-            if backing_ino == ROOT && self.root_backing_ino < OTHER_DEVICE_BASE {
-                return self.root_backing_ino;
-            }
-            // Number 1 is taken by the root: when the root's own number
-            // cannot stand in for it, inode 1 goes to the table like 0.
-            if backing_ino != ROOT && backing_ino != 0 && backing_ino < OTHER_DEVICE_BASE {
-                return backing_ino;
-            }
+            return self.others().id((dev, backing_ino));
         }
-        self.others().id((dev, backing_ino))
+        let mut o = self.others();
+        let key = (dev, backing_ino);
+        if let Some(&id) = o.moved.get(&key).or_else(|| o.ids.get(&key)) {
+            return id;
+        }
+        match plain {
+            Some(p) if !o.held.contains_key(&p) => p,
+            _ => o.id(key),
+        }
+    }
+
+    /// The node id a backing inode has by its number alone, if it may.
+    fn plain_id(&self, dev: u64, backing_ino: u64) -> Option<u64> {
+        if dev != self.root_dev {
+            return None;
+        }
+        if backing_ino == self.root_backing_ino {
+            return Some(ROOT);
+        }
+        if backing_ino == ROOT && self.root_backing_ino < OTHER_DEVICE_BASE {
+            return Some(self.root_backing_ino);
+        }
+        // Number 1 is taken by the root: when the root's own number
+        // cannot stand in for it, inode 1 goes to the table like 0.
+        (backing_ino != ROOT && backing_ino != 0 && backing_ino < OTHER_DEVICE_BASE).then_some(backing_ino)
     }
 
     /// (device, backing inode number) of a node id (inverse of `node_id`);
@@ -176,6 +217,11 @@ impl Nodes {
         if node >= OTHER_DEVICE_BASE {
             return self.others().keys.get(&node).copied();
         }
+        if self.any_rebacked.load(Ordering::Acquire) {
+            if let Some(&k) = self.others().held.get(&node) {
+                return Some(k);
+            }
+        }
         let ino = if node == ROOT {
             self.root_backing_ino
         } else if node == self.root_backing_ino {
@@ -184,6 +230,57 @@ impl Nodes {
             node
         };
         Some((self.root_dev, ino))
+    }
+
+    /// Entries were made anew and now live in other backing inodes (bound
+    /// symlinks moved by a rename or a volume-key rekey): each (node,
+    /// device, inode) keeps its node id, since the kernel's inode still
+    /// stands for it, and the new inode is that id from now on. A node the
+    /// new inode's number named before, outside `moves`, is an earlier
+    /// entry's, gone since: it loses its names and gets a new generation
+    /// (see [`Nodes::renew`]). One call for entries moved together, so
+    /// that one taking another's old number is not taken for stale.
+    pub fn rebacked(&self, moves: &[(u64, u64, u64)]) {
+        if moves.is_empty() {
+            return;
+        }
+        self.any_rebacked.store(true, Ordering::Release);
+        let moving: Vec<u64> = moves.iter().map(|m| m.0).collect();
+        let mut stale = Vec::new();
+        {
+            let mut o = self.others();
+            for &(node, dev, ino) in moves.iter().filter(|m| m.0 != ROOT) {
+                let key = (dev, ino);
+                let before = o
+                    .moved
+                    .get(&key)
+                    .or_else(|| o.ids.get(&key))
+                    .copied()
+                    .or_else(|| self.plain_id(dev, ino).filter(|p| !o.held.contains_key(p)));
+                if before == Some(node) {
+                    continue;
+                }
+                if node >= OTHER_DEVICE_BASE {
+                    if let Some(old) = o.keys.insert(node, key) {
+                        if o.ids.get(&old) == Some(&node) {
+                            o.ids.remove(&old);
+                        }
+                    }
+                    o.ids.insert(key, node);
+                } else {
+                    if let Some(old) = o.held.insert(node, key) {
+                        if o.moved.get(&old) == Some(&node) {
+                            o.moved.remove(&old);
+                        }
+                    }
+                    o.moved.insert(key, node);
+                }
+                stale.extend(before.filter(|b| !moving.contains(b)));
+            }
+        }
+        for s in stale {
+            self.renew(s);
+        }
     }
 
     /// Record that the kernel was told `name` (backing `cname`) in `parent`
@@ -267,10 +364,16 @@ impl Nodes {
         if gone {
             t.drop_all_links(ino);
             t.nodes.remove(&ino);
-            if ino >= OTHER_DEVICE_BASE {
+            if ino >= OTHER_DEVICE_BASE || self.any_rebacked.load(Ordering::Acquire) {
                 let mut o = self.others();
-                if let Some(k) = o.keys.remove(&ino) {
-                    o.ids.remove(&k);
+                let key = o.keys.remove(&ino).or_else(|| o.held.remove(&ino));
+                if let Some(k) = key {
+                    if o.ids.get(&k) == Some(&ino) {
+                        o.ids.remove(&k);
+                    }
+                    if o.moved.get(&k) == Some(&ino) {
+                        o.moved.remove(&k);
+                    }
                 }
             }
         }
@@ -285,8 +388,9 @@ impl Nodes {
     }
 
     /// An entry moved (or two were exchanged). Each side is
-    /// (parent node, backing name, plaintext name).
-    pub fn renamed(&self, old: NameRef<'_>, new: NameRef<'_>, exchange: bool) {
+    /// (parent node, backing name, plaintext name). Returns the moved node
+    /// and the one the new name had (now at the old name if exchanged).
+    pub fn renamed(&self, old: NameRef<'_>, new: NameRef<'_>, exchange: bool) -> (Option<u64>, Option<u64>) {
         let ((parent, from, oldname), (newparent, to, newname)) = (old, new);
         let mut t = self.map.write().unwrap_or_else(|e| e.into_inner());
         let moved = t.drop_link(parent, from);
@@ -319,10 +423,11 @@ impl Nodes {
                 }
             }
         }
+        (moved, displaced)
     }
 
     /// Every backing name changed (a rekey to a new volume key moved the
-    /// names in place; node ids, the backing inode numbers, stay): each
+    /// names in place; node ids stay, see [`Nodes::rebacked`]): each
     /// name of each node is made again, from the root down, by
     /// `name(parent's new backing path, plaintext name)`; a name it cannot
     /// make is dropped (the next lookup finds the entry again).
@@ -373,6 +478,12 @@ impl Nodes {
             }
         }
         t.names = names;
+    }
+
+    /// Every node id the kernel holds (the root included).
+    pub fn known(&self) -> Vec<u64> {
+        let t = self.map.read().unwrap_or_else(|e| e.into_inner());
+        t.nodes.keys().copied().collect()
     }
 
     /// Where node `ino` lives now; `None` if it has no name left (unlinked) or is unknown.

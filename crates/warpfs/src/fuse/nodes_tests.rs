@@ -41,26 +41,100 @@ fn locate_follows_parents_and_renames() {
 
 /// A symlink moved by a rename is made anew (bound seals) and may get
 /// the number of an entry removed earlier whose inode the kernel still
-/// holds: after `renew` the new entry's lookup gives another
-/// generation, so the kernel does not take the old inode (and its
-/// cached target) for it.
+/// holds: the moved node keeps its id, and that stale node loses its
+/// names and gets another generation, so the kernel does not take the
+/// old inode (and its cached target) for anything.
 #[test]
-fn a_number_reused_by_a_recreated_symlink_gets_a_new_generation() {
+fn a_number_reused_by_a_recreated_symlink_retires_the_stale_node() {
     let n = Nodes::new(7, 500);
     let old = n.remember(40, ROOT, "gone", OsStr::new("gone"), true);
     n.unlinked(ROOT, "gone"); // removed; the kernel has not forgotten 40
     n.remember(41, ROOT, "s", OsStr::new("s"), true);
     // rename s -> t: the moved node follows, the new backing symlink is 40
-    n.renamed((ROOT, "s", OsStr::new("s")), (ROOT, "t", OsStr::new("t")), false);
-    n.renew(40);
-    let new = n.remember(40, ROOT, "t", OsStr::new("t"), false);
-    assert_ne!(new, old, "the reused number kept the old inode's generation");
-    assert_eq!(n.locate(40).unwrap().backing, PathBuf::from("t"));
-    // A number nobody knows, and the root, are left alone.
-    n.renew(99);
-    assert!(n.locate(99).is_none());
-    n.renew(ROOT);
+    let (moved, _) = n.renamed((ROOT, "s", OsStr::new("s")), (ROOT, "t", OsStr::new("t")), false);
+    assert_eq!(moved, Some(41));
+    n.rebacked(&[(41, 7, 40)]);
+    assert_eq!(n.node_id(7, 40), 41, "the moved symlink keeps its node");
+    assert_eq!(n.backing(41), Some((7, 40)));
+    assert_eq!(n.locate(41).unwrap().backing, PathBuf::from("t"));
+    // The stale node 40 took no name, and a new entry given 41 (freed by
+    // the move) is not the moved node.
+    assert!(n.locate(40).is_none());
+    let fresh = n.node_id(7, 41);
+    assert!(fresh >= OTHER_DEVICE_BASE, "41 is held by the moved symlink: {fresh}");
+    let g = n.remember(fresh, ROOT, "u", OsStr::new("u"), true);
+    assert_ne!(g, old);
+    assert_eq!(n.locate(41).unwrap().backing, PathBuf::from("t"));
+    // The root, and an empty batch, are left alone.
+    n.rebacked(&[(ROOT, 7, 99)]);
+    assert_eq!(n.node_id(7, 500), ROOT);
     assert_eq!(n.locate(ROOT).unwrap().plain, "/");
+}
+
+/// The failure a reused number used to cause: s1 moves twice (new backing
+/// inodes each time), then another symlink moved over a third is made
+/// anew with s1's first number. s1 must still read as s1, not as the
+/// other symlink.
+#[test]
+fn a_moved_symlinks_old_number_reused_by_another_move_leaves_it_alone() {
+    let n = Nodes::new(7, 500);
+    n.remember(10, ROOT, "d", OsStr::new("d"), true);
+    n.remember(21, ROOT, "s1", OsStr::new("s1"), true);
+    n.remember(22, ROOT, "s2", OsStr::new("s2"), true);
+    n.remember(23, ROOT, "s3", OsStr::new("s3"), true);
+    n.renamed((ROOT, "s1", OsStr::new("s1")), (ROOT, "s1r", OsStr::new("s1r")), false);
+    n.rebacked(&[(21, 7, 30)]);
+    n.renamed((ROOT, "s1r", OsStr::new("s1r")), (10, "s1", OsStr::new("s1")), false);
+    n.rebacked(&[(21, 7, 31)]);
+    // s2 over s3, made anew as inode 21 (s1's first number).
+    n.renamed((ROOT, "s2", OsStr::new("s2")), (ROOT, "s3", OsStr::new("s3")), false);
+    n.rebacked(&[(22, 7, 21)]);
+    assert_eq!(n.locate(21).unwrap().backing, PathBuf::from("d/s1"));
+    assert_eq!(n.backing(21), Some((7, 31)));
+    assert_eq!(n.backing(22), Some((7, 21)));
+    // A lookup of s3 finds inode 21: node 22, not s1's node.
+    assert_eq!(n.node_id(7, 21), 22);
+    n.remember(n.node_id(7, 21), ROOT, "s3", OsStr::new("s3"), false);
+    assert_eq!(n.locate(21).unwrap().backing, PathBuf::from("d/s1"));
+    assert_eq!(n.locate(22).unwrap().backing, PathBuf::from("s3"));
+    assert_eq!(n.node_id(7, 31), 21);
+    // Once the kernel forgets s1's node, its inode is its own number again
+    // and 21 is node 22's alias still.
+    n.forget(21, 1);
+    assert_eq!(n.node_id(7, 31), 31);
+    assert_eq!(n.node_id(7, 21), 22);
+    n.forget(22, 2);
+    assert_eq!(n.node_id(7, 21), 21);
+    assert_eq!(n.backing(22), Some((7, 22)));
+}
+
+/// Two symlinks exchanged are both made anew, and each may take the
+/// other's old number: in one batch neither is taken for stale.
+#[test]
+fn exchanged_symlinks_swapping_numbers_keep_their_nodes_and_names() {
+    let n = Nodes::new(7, 500);
+    n.remember(41, ROOT, "a", OsStr::new("a"), true);
+    n.remember(42, ROOT, "b", OsStr::new("b"), true);
+    let (m, d) = n.renamed((ROOT, "a", OsStr::new("a")), (ROOT, "b", OsStr::new("b")), true);
+    assert_eq!((m, d), (Some(41), Some(42)));
+    n.rebacked(&[(41, 7, 42), (42, 7, 41)]);
+    assert_eq!(n.locate(41).unwrap().backing, PathBuf::from("b"));
+    assert_eq!(n.locate(42).unwrap().backing, PathBuf::from("a"));
+    assert_eq!((n.node_id(7, 42), n.node_id(7, 41)), (41, 42));
+}
+
+/// A node off the root's device (a table id) moves its key.
+#[test]
+fn a_table_node_made_anew_moves_its_key() {
+    let n = Nodes::new(7, 500);
+    let id = n.node_id(9, 5);
+    n.remember(id, ROOT, "s", OsStr::new("s"), true);
+    n.rebacked(&[(id, 9, 6)]);
+    assert_eq!(n.node_id(9, 6), id);
+    assert_eq!(n.backing(id), Some((9, 6)));
+    assert_ne!(n.node_id(9, 5), id, "the old key is free");
+    n.forget(id, 1);
+    assert_ne!(n.node_id(9, 6), id);
 }
 
 #[test]

@@ -80,6 +80,11 @@ fn key_remove_rekey_on_a_mount_moves_every_key_while_files_stay_open_and_busy() 
     let mut listing = fs::read_dir(v.p("many")).unwrap();
     let first = listing.next().unwrap().unwrap().file_name();
     let held = fs::File::open(v.p("d/e")).unwrap();
+    // Symlinks the kernel holds: each is made anew under the new keys.
+    let links: Vec<u64> = ["link", "d/up"]
+        .iter()
+        .map(|l| std::os::unix::fs::MetadataExt::ino(&fs::symlink_metadata(v.p(l)).unwrap()))
+        .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let worker = busy(v.p("busy"), stop.clone());
     std::thread::sleep(Duration::from_millis(200));
@@ -149,6 +154,23 @@ fn key_remove_rekey_on_a_mount_moves_every_key_while_files_stay_open_and_busy() 
     let mut got = Vec::new();
     f.read_to_end(&mut got).unwrap();
     assert_eq!(got, big);
+    // The symlinks keep their inodes and targets, also beside new ones
+    // that may get the numbers their old backing symlinks had.
+    for i in 0..32 {
+        std::os::unix::fs::symlink(format!("new-{i}"), v.p(format!("busy/s{i}"))).unwrap();
+    }
+    for (l, (ino, target)) in ["link", "d/up"].iter().zip(links.iter().zip(["a.txt", "../a.txt"])) {
+        let m = fs::symlink_metadata(v.p(l)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::ino(&m), *ino, "{l} is the same inode");
+        assert_eq!(fs::read_link(v.p(l)).unwrap(), Path::new(target), "{l}");
+    }
+    for i in 0..32 {
+        assert_eq!(
+            fs::read_link(v.p(format!("busy/s{i}"))).unwrap(),
+            Path::new(&format!("new-{i}"))
+        );
+        fs::remove_file(v.p(format!("busy/s{i}"))).unwrap();
+    }
     drop((reader, writer, held, f));
     let check = |v: &Volume, ctx: &str| {
         for (n, body) in &left {
@@ -272,4 +294,29 @@ fn warpfs_rekey_on_the_mount_finishes_what_a_killed_warpfs_started() {
     assert_eq!(fs::read(v.p("slow.bin")).unwrap(), body);
     v.unmount();
     warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]).expect_ok("fsck");
+}
+
+/// A read-only mount refuses a revocation before anything changes: the
+/// config and every backing name stay, the slot stays, and the volume
+/// still opens with the password that was to be removed.
+#[test]
+fn key_remove_rekey_on_a_read_only_mount_is_refused_and_changes_nothing() {
+    require_fuse!();
+    let (mut v, gone, _) = revocable();
+    v.mount_with(&["-o", "ro"]);
+    let conf = fs::read(v.cipher.join("warpfs.conf")).unwrap();
+    let ivs = ivs_of(&v.cipher);
+    let o = remove_slot_2(&v);
+    o.expect_code(1, "key remove --rekey on a read-only mount");
+    assert!(o.stderr.contains("read-only"), "{o}");
+    assert_eq!(
+        fs::read(v.cipher.join("warpfs.conf")).unwrap(),
+        conf,
+        "config untouched"
+    );
+    assert_eq!(ivs_of(&v.cipher), ivs);
+    v.unmount();
+    let o = mount_with(&v, &["--passfile", gone.to_str().unwrap()]);
+    assert!(o.ok(), "the password to remove still mounts\n{o}");
+    v.unmount();
 }

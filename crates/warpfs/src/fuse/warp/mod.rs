@@ -208,22 +208,6 @@ impl WarpFs {
         Ok(())
     }
 
-    /// Have the kernel drop its dentries `(parent, name)`, once the request
-    /// being served has been answered (the kernel holds the directories'
-    /// locks until then, so this runs on its own thread).
-    fn inval_entries_later(&self, entries: Vec<(u64, std::ffi::OsString)>) {
-        let Some(n) = self.notifier.get().cloned() else {
-            return;
-        };
-        std::thread::spawn(move || {
-            for (parent, name) in entries {
-                if let Err(e) = n.inval_entry(INodeNo(parent), &name) {
-                    tracing::debug!("entry invalidation of {name:?} in {parent}: {e}");
-                }
-            }
-        });
-    }
-
     /// Invalidate the kernel's cached attributes of `ino` (not its pages).
     fn inval_attrs(&self, ino: u64) {
         if let Some(n) = self.notifier.get() {

@@ -83,33 +83,32 @@ impl WarpFs {
             _ => return Err(Errno::ENOENT),
         };
         let exchange = flags & RENAME_EXCHANGE != 0;
-        // A symlink with a bound target moves as a new backing symlink: its
-        // old node must not stand for the new inode (FORMAT.md 5.1).
+        // A symlink with a bound target moves as a new backing symlink: it
+        // keeps its node id, now standing for the new inode (FORMAT.md 5.1).
         let recreated =
             self.vol.moves_recreate(&p.backing, name) || (exchange && self.vol.moves_recreate(&np.backing, newname));
         let (from, to) = self
             .vol
             .rename(&p.backing, name, &np.backing, newname, flags)
             .map_err(errno)?;
-        self.nodes
+        let (moved, displaced) = self
+            .nodes
             .renamed((parent, &from, name), (newparent, &to, newname), exchange);
         if recreated {
-            // The new backing symlinks' numbers may be those of entries
-            // removed earlier that the kernel still holds.
-            let mut made = vec![np.backing.join(&to)];
+            let mut made = vec![(moved, np.backing.join(&to))];
             if exchange {
-                made.push(p.backing.join(&from));
+                made.push((displaced, p.backing.join(&from)));
             }
-            for b in made {
-                if let Ok(a) = self.vol.getattr(&b) {
-                    self.nodes.renew(self.nodes.node_id(a.dev, a.ino));
+            let mut moves = Vec::new();
+            for (node, b) in made {
+                let Ok(a) = self.vol.getattr(&b) else { continue };
+                match node {
+                    Some(node) => moves.push((node, a.dev, a.ino)),
+                    // Not known here: the next lookup finds it anew.
+                    None => self.nodes.renew(self.nodes.node_id(a.dev, a.ino)),
                 }
             }
-            let mut stale = vec![(newparent, newname.to_os_string())];
-            if exchange {
-                stale.push((parent, name.to_os_string()));
-            }
-            self.inval_entries_later(stale);
+            self.nodes.rebacked(&moves);
         }
         Ok(())
     }

@@ -72,13 +72,23 @@ impl WarpFs {
 
     /// Every backing name changed under the mount (a rekey to a new
     /// volume key, while every request waits): the node table and the
-    /// open directories' listings take the new names.
+    /// open directories' listings take the new names, and an entry made
+    /// anew (a symlink, its target sealed for its new name) keeps its node.
     fn relink(&self, vol: &warpfs_volume::Volume) {
         self.nodes.relink(|dir, name| vol.backing_name_in(dir, name));
         self.handles.relink(|node, name| {
             let l = self.nodes.locate(node)?;
             vol.backing_name_in(&l.backing, name)
         });
+        let mut moves = Vec::new();
+        for node in self.nodes.known() {
+            let Some(l) = self.nodes.locate(node) else { continue };
+            let Ok(a) = vol.getattr(&l.backing) else { continue };
+            if self.nodes.backing(node) != Some((a.dev, a.ino)) {
+                moves.push((node, a.dev, a.ino));
+            }
+        }
+        self.nodes.rebacked(&moves);
     }
 
     /// The engine stats as JSON, with the transport serving the mount.
