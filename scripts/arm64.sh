@@ -57,7 +57,7 @@ GNU=aarch64-unknown-linux-gnu
 MUSL=aarch64-unknown-linux-musl
 SYSROOT=/usr/aarch64-linux-gnu
 # The six suites CI runs under qemu (step unit).
-UNIT_CRATES=(warpfs-crypto warpfs-keystream warpfs-content warpfs-config warpfs-volume)
+UNIT_CRATES=(warpfs-crypto warpfs-keystream warpfs-content warpfs-config warpfs-volume warpfs-fuse)
 ENGINE_SUITES=(engine key_memory locked_masks)
 UNIT_SKIP=(raw_keys_and_device_tables_are_on_locked_pages)
 

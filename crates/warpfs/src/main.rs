@@ -3,7 +3,7 @@
 
 mod cli;
 mod container;
-mod fuse;
+use warpfs_fuse as fuse;
 
 fn main() {
     std::process::exit(cli::run());

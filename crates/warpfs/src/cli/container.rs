@@ -196,7 +196,7 @@ fn open(
     if let Some(route) = counted {
         fs = fs.with_xts_device(Box::new(route));
     }
-    let ring = crate::fuse::uring::RingOptions::default();
+    let ring = crate::fuse::transport::uring::RingOptions::default();
     let mut mounting = match crate::fuse::serve(fs, &mountpoint, &config, transport, ring) {
         Ok(s) => s,
         Err(e) => ready.fail(&e),

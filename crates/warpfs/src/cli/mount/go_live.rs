@@ -5,7 +5,7 @@
 
 use super::daily::MountExtra;
 use crate::cli::exit::{CliError, ERROR, MOUNT_FAILED};
-use crate::fuse::uring::RingOptions;
+use crate::fuse::transport::uring::RingOptions;
 use crate::fuse::{serve, stop_on_signals, tune_bdi, Front, Mounted, Transport, WarpFs};
 use std::path::Path;
 

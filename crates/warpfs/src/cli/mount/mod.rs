@@ -11,7 +11,7 @@ use super::exit::{CliError, ERROR, MOUNT_FAILED};
 use super::logging;
 pub use super::xts_device::ENV_ENGINE;
 use super::PassArgs;
-use crate::fuse::uring::RingOptions;
+use crate::fuse::transport::uring::RingOptions;
 use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
 use clap::Args;
 use std::path::PathBuf;

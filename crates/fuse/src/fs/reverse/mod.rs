@@ -1,11 +1,11 @@
 //! The FUSE side of a reverse view (`warpfs mount --reverse`): the
-//! operations layer ([`super::ops::Operations`]) over a
+//! operations layer ([`crate::ops::Operations`]) over a
 //! [`warpfs_volume::reverse::ReverseView`], read-only. The node table maps
 //! node numbers (the view's stable inode numbers) to view objects; open
 //! files and directory listings live in handles.
 
-use super::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs};
-use super::warp::attr::{kind as fuse_kind, to_fuse};
+use crate::fs::forward::attr::{kind as fuse_kind, to_fuse};
+use crate::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs};
 use fuser::{Errno, FileType, InitFlags, KernelConfig};
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -305,11 +305,11 @@ impl Operations for ReverseFs {
         self.node(ino).map(|_| ())
     }
 
-    fn getxattr(&self, _: &Ctx, _ino: u64, _name: &OsStr, _size: u32) -> OpResult<super::ops::Xattr> {
+    fn getxattr(&self, _: &Ctx, _ino: u64, _name: &OsStr, _size: u32) -> OpResult<crate::ops::Xattr> {
         Err(Errno::from_i32(libc::ENODATA))
     }
 
-    fn listxattr(&self, _: &Ctx, _ino: u64, size: u32) -> OpResult<super::ops::Xattr> {
-        super::ops::Xattr::fit(Vec::new(), size)
+    fn listxattr(&self, _: &Ctx, _ino: u64, size: u32) -> OpResult<crate::ops::Xattr> {
+        crate::ops::Xattr::fit(Vec::new(), size)
     }
 }

@@ -8,12 +8,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// The mountinfo text of this process's mount namespace.
-pub(crate) fn read() -> Option<String> {
+pub fn read() -> Option<String> {
     warpfs_backing::host::read_to_string("/proc/self/mountinfo").ok()
 }
 
 /// The "major:minor" device of the topmost mount at `mountpoint`.
-pub(crate) fn device_at(mountinfo: &str, mountpoint: &Path) -> Option<String> {
+pub fn device_at(mountinfo: &str, mountpoint: &Path) -> Option<String> {
     entries(mountinfo)
         .filter(|e| e.mount_point == mountpoint.as_os_str().as_bytes())
         .map(|e| e.dev.to_string())
@@ -22,12 +22,12 @@ pub(crate) fn device_at(mountinfo: &str, mountpoint: &Path) -> Option<String> {
 
 /// Whether device `dev` is mounted at `mountpoint` (at any depth of the
 /// stack there).
-pub(crate) fn is_mounted(mountinfo: &str, mountpoint: &Path, dev: &str) -> bool {
+pub fn is_mounted(mountinfo: &str, mountpoint: &Path, dev: &str) -> bool {
     entries(mountinfo).any(|e| e.dev == dev && e.mount_point == mountpoint.as_os_str().as_bytes())
 }
 
 /// One mount of the table, its paths unescaped.
-pub(crate) struct Entry<'a> {
+pub struct Entry<'a> {
     /// The device, "major:minor".
     pub dev: &'a str,
     /// Where it is mounted.
@@ -45,7 +45,7 @@ pub(crate) struct Entry<'a> {
 impl Entry<'_> {
     /// Read-only, by the mount's options or the file system's (as
     /// /proc/mounts shows `ro` for either).
-    pub(crate) fn read_only(&self) -> bool {
+    pub fn read_only(&self) -> bool {
         [self.mount_opts, self.super_opts]
             .iter()
             .any(|o| o.split(',').any(|x| x == "ro"))
@@ -54,7 +54,7 @@ impl Entry<'_> {
 
 /// Each well-formed line of `mountinfo` (`ID PARENT MAJ:MIN ROOT MOUNTPOINT
 /// OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS`); others are skipped.
-pub(crate) fn entries(mountinfo: &str) -> impl DoubleEndedIterator<Item = Entry<'_>> {
+pub fn entries(mountinfo: &str) -> impl DoubleEndedIterator<Item = Entry<'_>> {
     mountinfo.lines().filter_map(|l| {
         let mut f = l.split(' ');
         let dev = f.nth(2)?;

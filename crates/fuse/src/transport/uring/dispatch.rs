@@ -5,7 +5,7 @@
 use super::abi::{op, InHeader, Malformed, Put};
 use super::reply::{self, DirBuf};
 use super::request::{parse, Req};
-use crate::fuse::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Opened, Operations, ReadOut, Statfs, Xattr};
+use crate::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Opened, Operations, ReadOut, Statfs, Xattr};
 use fuser::{Errno, FileType};
 use std::ffi::OsStr;
 

@@ -11,7 +11,7 @@ use super::buf::Buf;
 use super::dispatch::{handle, Acl};
 use super::local_wake::{self, Waiter};
 use super::roam::{Batch, Roam};
-use crate::fuse::ops::Operations;
+use crate::ops::Operations;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! it wrote; anything short or unterminated is [`Malformed`].
 
 use super::abi::{fattr, op, size, InHeader, Le, Malformed, FSYNC_FDATASYNC, GETATTR_FH};
-use crate::fuse::ops::{SetAttr, SetTime};
+use crate::ops::{SetAttr, SetTime};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,11 +1,15 @@
-//! Which transport carries a mount's requests: `--transport auto|uring|dev`
-//! (default `$WARPFS_TRANSPORT`, else auto). FUSE over io_uring is offered
+//! The transports that carry a mount's requests ([`dev`]: fuser over
+//! /dev/fuse; [`uring`]: FUSE over io_uring), and which one serves:
+//! `--transport auto|uring|dev` (default `$WARPFS_TRANSPORT`, else auto). FUSE over io_uring is offered
 //! by the kernel only while the module parameter `enable_uring` is on.
 //! warpfs writes it only when the mount says `-o uring_enable`
 //! (`--uring-enable`), and then puts back the value it found when the
 //! daemon ends ([`ParamGuard`]), also after a signal; otherwise both `auto`
 //! and `uring` take the parameter as they find it
 //! (docs/decisions/0007-fuse-over-io-uring.md).
+
+pub mod dev;
+pub mod uring;
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -138,7 +142,7 @@ pub fn plan(t: Transport, param: &Path) -> Result<(bool, Option<String>), String
     if t == Transport::Dev {
         return Ok((false, None));
     }
-    let usable = super::uring::usable();
+    let usable = self::uring::usable();
     match (t, kernel_offers(param), usable) {
         (Transport::Uring, None, _) => Err(format!(
             "--transport uring: this kernel has no FUSE over io_uring ({} is missing; needs Linux 6.14+ with CONFIG_FUSE_IO_URING)",
@@ -206,7 +210,7 @@ mod tests {
         );
         // On: both take it (where this process can make a ring).
         std::fs::write(&p, "Y\n").unwrap();
-        if crate::fuse::uring::usable().is_ok() {
+        if crate::transport::uring::usable().is_ok() {
             assert_eq!(plan(Transport::Auto, &p).unwrap(), (true, None));
             assert_eq!(plan(Transport::Uring, &p).unwrap(), (true, None));
         }

@@ -171,8 +171,8 @@ impl Roam {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuse::uring::abi::op;
-    use crate::fuse::uring::local_wake::MAX_READ;
+    use crate::transport::uring::abi::op;
+    use crate::transport::uring::local_wake::MAX_READ;
 
     fn batch(ops: &[(u32, usize)]) -> Batch {
         let mut b = Batch::default();

@@ -4,7 +4,7 @@
 //! what the kernel keeps on /dev/fuse: the INIT handshake, FORGET and
 //! INTERRUPT, and every request when the ring could not start.
 
-use super::ops::{Ctx, DirAdd, DirPlusAdd, Operations, ReadOut, SetAttr, SetTime};
+use crate::ops::{Ctx, DirAdd, DirPlusAdd, Operations, ReadOut, SetAttr, SetTime};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -325,7 +325,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     }
 
     fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let mut add = |e: &super::ops::Entry, off: u64, name: &OsStr| {
+        let mut add = |e: &crate::ops::Entry, off: u64, name: &OsStr| {
             reply.add(e.attr.ino, off, name, &e.entry_ttl, &e.attr, Generation(e.generation))
         };
         let r = self
@@ -448,17 +448,17 @@ fn empty(r: Result<(), Errno>, reply: ReplyEmpty) {
     }
 }
 
-fn entry(r: Result<super::ops::Entry, Errno>, reply: ReplyEntry) {
+fn entry(r: Result<crate::ops::Entry, Errno>, reply: ReplyEntry) {
     match r {
         Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &e.attr, Generation(e.generation)),
         Err(e) => reply.error(e),
     }
 }
 
-fn xattr(r: Result<super::ops::Xattr, Errno>, reply: ReplyXattr) {
+fn xattr(r: Result<crate::ops::Xattr, Errno>, reply: ReplyXattr) {
     match r {
-        Ok(super::ops::Xattr::Size(n)) => reply.size(n),
-        Ok(super::ops::Xattr::Data(v)) => reply.data(&v),
+        Ok(crate::ops::Xattr::Size(n)) => reply.size(n),
+        Ok(crate::ops::Xattr::Data(v)) => reply.data(&v),
         Err(e) => reply.error(e),
     }
 }

@@ -2,9 +2,9 @@
 
 use super::attr::kind;
 use super::{errno, WarpFs};
-use crate::fuse::handles::Handle;
-use crate::fuse::nodes::ROOT;
-use crate::fuse::ops::{DirAdd, DirPlusAdd, OpResult, Opened};
+use crate::handles::Handle;
+use crate::nodes::ROOT;
+use crate::ops::{DirAdd, DirPlusAdd, OpResult, Opened};
 use fuser::{Errno, FileType};
 use std::ffi::OsStr;
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 //! lseek (SEEK_DATA / SEEK_HOLE).
 
 use super::{errno, WarpFs};
-use crate::fuse::ahead::Found;
-use crate::fuse::ops::{Ctx, Entry, OpResult, Opened, ReadOut};
+use crate::ahead::Found;
+use crate::ops::{Ctx, Entry, OpResult, Opened, ReadOut};
 use fuser::Errno;
 use std::ffi::OsStr;
 use warpfs_volume::Seek;

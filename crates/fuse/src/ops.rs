@@ -1,8 +1,9 @@
 //! The operations layer: what a FUSE file system answers, as plain Rust
 //! calls and results, independent of the transport that carried the request
-//! (`devfuse`: fuser over /dev/fuse; `uring`: FUSE over io_uring). Each
-//! transport parses a request, calls one method of [`Operations`] and
-//! encodes its result; the file systems (`warp::WarpFs`, the container's
+//! (`transport::dev`: fuser over /dev/fuse; `transport::uring`: FUSE over
+//! io_uring). Each transport parses a request, calls one method of
+//! [`Operations`] and encodes its result; the file systems
+//! (`fs::forward::WarpFs`, `fs::reverse::ReverseFs`, the container's
 //! `ContainerFs`) implement the trait once for both.
 
 use fuser::{Errno, FileAttr, FileType, KernelConfig};

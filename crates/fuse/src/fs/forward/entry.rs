@@ -3,7 +3,7 @@
 
 use super::attr::to_fuse;
 use super::{errno, WarpFs};
-use crate::fuse::ops::{AttrOut, Ctx, Entry, OpResult, SetAttr, SetTime, Statfs};
+use crate::ops::{AttrOut, Ctx, Entry, OpResult, SetAttr, SetTime, Statfs};
 use fuser::{Errno, InitFlags, KernelConfig};
 use std::ffi::OsStr;
 use std::sync::atomic::Ordering;

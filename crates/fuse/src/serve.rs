@@ -4,10 +4,10 @@
 //! stopped, the file system's `destroy`. Used by `warpfs mount` and
 //! `warpfs container open`.
 
-use super::devfuse::{DevFuse, RingOffer};
 use super::ops::Operations;
+use super::transport::dev::{DevFuse, RingOffer};
+use super::transport::uring::{Acl, Ring, RingOptions};
 use super::transport::{self, ParamGuard, Transport, DEV, ENABLE_URING, URING};
-use super::uring::{Acl, Ring, RingOptions};
 use fuser::{Notifier, Session, SessionACL, SessionUnmounter};
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -134,7 +134,7 @@ impl<T: Operations> Mounting<T> {
             match Ring::start(session.as_fd(), ops.clone(), acl, ring_options) {
                 Ok(r) => ring = Some(r),
                 // Unmounted already: the session ends at once, as on /dev/fuse.
-                Err(e) if e == super::uring::GONE => tracing::info!("{e}"),
+                Err(e) if e == super::transport::uring::GONE => tracing::info!("{e}"),
                 Err(e) if t == Transport::Uring => {
                     return Err(format!("--transport uring: the ring did not start: {e}"))
                 }

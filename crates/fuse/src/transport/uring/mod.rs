@@ -20,7 +20,7 @@ mod roam;
 
 pub use dispatch::Acl;
 
-use crate::fuse::ops::Operations;
+use crate::ops::Operations;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -49,7 +49,7 @@ pub struct RingOptions {
     /// Let a thread leave its CPU while it serves large writes ([`roam`]).
     pub roam: bool,
     /// `-o uring_enable`: turn the kernel's `enable_uring` on for this
-    /// mount, and back at its end (`crate::fuse::transport::enable`).
+    /// mount, and back at its end (`crate::transport::enable`).
     pub enable_param: bool,
 }
 

@@ -1,5 +1,5 @@
 //! The warpfs file system behind the transports: the operations layer
-//! ([`super::ops::Operations`]) over an unlocked volume. One file per group
+//! ([`crate::ops::Operations`]) over an unlocked volume. One file per group
 //! of operations: entries and attributes ([`entry`]), names ([`names`]),
 //! files ([`file`]), directories ([`dir`]), extended attributes and the
 //! control channel ([`xattr`]); [`impl_ops`] binds them to the trait.
@@ -13,10 +13,10 @@ mod impl_ops;
 mod names;
 mod xattr;
 
-use super::ahead::Ahead;
-use super::handles::Handles;
-use super::nodes::{Location, Nodes};
-use super::ops::{Ctx, Entry};
+use crate::ahead::Ahead;
+use crate::handles::Handles;
+use crate::nodes::{Location, Nodes};
+use crate::ops::{Ctx, Entry};
 use attr::to_fuse;
 use cache::{Caches, Seen};
 use fuser::{Errno, INodeNo};

@@ -1,10 +1,10 @@
 //! Extended attributes, the mount root's virtual attributes (engine stats,
-//! online rekey) and the control ioctls that reach them ([`crate::fuse::ctl`]).
+//! online rekey) and the control ioctls that reach them ([`crate::ctl`]).
 
 use super::{errno, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
-use crate::fuse::ctl;
-use crate::fuse::nodes::ROOT;
-use crate::fuse::ops::{OpResult, Xattr};
+use crate::ctl;
+use crate::nodes::ROOT;
+use crate::ops::{OpResult, Xattr};
 use fuser::Errno;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -1,7 +1,7 @@
 //! Names: mknod, mkdir, symlink, link, unlink, rmdir, rename.
 
 use super::{errno, WarpFs};
-use crate::fuse::ops::{Ctx, Entry, OpResult};
+use crate::ops::{Ctx, Entry, OpResult};
 use fuser::Errno;
 use std::ffi::OsStr;
 

@@ -5,8 +5,8 @@
 //! rekey to a new volume key runs in while it holds every other off.
 
 use super::WarpFs;
-use crate::fuse::nodes::ROOT;
-use crate::fuse::ops::{
+use crate::nodes::ROOT;
+use crate::ops::{
     AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
 };
 use fuser::KernelConfig;

@@ -3,7 +3,7 @@
 //! listings, each write bounds-checked ([`Put`]).
 
 use super::abi::{size, Malformed, Put};
-use crate::fuse::ops::{AttrOut, Entry, Opened, Statfs};
+use crate::ops::{AttrOut, Entry, Opened, Statfs};
 use fuser::{FileAttr, FileType};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -163,7 +163,7 @@ impl DirBuf<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuse::ops::Entry;
+    use crate::ops::Entry;
     use fuser::INodeNo;
 
     fn file_attr(ino: u64) -> FileAttr {

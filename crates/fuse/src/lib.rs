@@ -1,0 +1,30 @@
+//! warpfs layer 2 (`warpfs-fuse`): the FUSE frontend. Turns kernel requests
+//! into volume calls: inode table, file handles, attribute/entry caching,
+//! errno mapping. No crypto. The file systems ([`fs`]: forward and reverse)
+//! answer through the operations layer ([`ops`]); two transports carry the
+//! requests ([`transport`]: fuser over /dev/fuse and FUSE over io_uring);
+//! [`serve`] runs a mount on either. `crates/warpfs` holds the command line.
+
+mod ahead;
+pub mod ctl;
+mod front;
+pub mod fs;
+mod handles;
+pub mod idle;
+pub mod mountinfo;
+mod nodes;
+pub mod ops;
+pub mod remount;
+mod serve;
+mod session;
+mod stop;
+pub mod transport;
+mod unmount;
+
+pub use front::Front;
+pub use fs::forward::cache::{self, Caches};
+pub use fs::forward::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
+pub use serve::{serve, Mounted};
+pub use session::{mount_config, tune_bdi, MountOptions};
+pub use stop::stop_on_signals;
+pub use transport::Transport;
