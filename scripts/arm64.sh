@@ -18,8 +18,8 @@
 #             set here, so no .cargo/config is needed.
 #   2. gnu    cargo build --release of the workspace for
 #             aarch64-unknown-linux-gnu (warpfs without LEFT_OUT_FEATURES).
-#   3. unit   the crypto, keystream, engine, content, config and volume
-#             test suites under qemu-aarch64, release (CI: this step alone).
+#   3. unit   the crypto, keystream, engine, content, config, volume and
+#             FUSE frontend test suites under qemu-aarch64, release (CI: this step alone).
 #             Not run: the engine's gpu, gpu_xts and gpu_xts_twofish suites
 #             (OpenCL/CUDA: no GPU platform under qemu-user; CI runs them on
 #             x86-64), and key_memory::raw_keys_and_device_tables_are_on_locked_pages

@@ -18,6 +18,8 @@ pub mod remount;
 mod serve;
 mod session;
 mod stop;
+#[cfg(test)]
+mod testvol;
 pub mod transport;
 mod unmount;
 

@@ -236,3 +236,6 @@ impl WarpFs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

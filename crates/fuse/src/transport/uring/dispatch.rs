@@ -245,3 +245,7 @@ fn encode(out: Out, payload: &mut [u8]) -> Result<usize, Malformed> {
     }
     Ok(p.at)
 }
+
+#[cfg(test)]
+#[path = "dispatch_tests.rs"]
+mod tests;
