@@ -6,9 +6,8 @@
 
 use super::idle::Activity;
 use super::ops::{
-    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
+    Attr, AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Init, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
 };
-use fuser::{FileAttr, KernelConfig};
 use std::ffi::OsStr;
 use std::sync::Arc;
 
@@ -44,9 +43,9 @@ impl<T: Operations> Front<T> {
         }
     }
 
-    fn attr(&self, mut a: FileAttr) -> FileAttr {
+    fn attr(&self, mut a: Attr) -> Attr {
         // A negative entry (node 0) carries no owner.
-        if let (Some((uid, gid)), true) = (self.owner, a.ino.0 != 0) {
+        if let (Some((uid, gid)), true) = (self.owner, a.ino != 0) {
             a.uid = uid;
             a.gid = gid;
         }
@@ -72,8 +71,8 @@ impl<T: Operations> Front<T> {
 }
 
 impl<T: Operations> Operations for Front<T> {
-    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
-        self.inner.init(config)
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
+        self.inner.init(init)
     }
     fn destroy(&self) {
         self.inner.destroy()
@@ -250,22 +249,22 @@ impl<T: Operations> Operations for Front<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fuser::{FileType, INodeNo};
+    use crate::ops::{Errno, FileKind};
     use std::time::{Duration, SystemTime};
 
     /// A file system of one node (1), owned by 7:8, that opens everything.
     struct One;
 
-    fn attr(ino: u64) -> FileAttr {
-        FileAttr {
-            ino: INodeNo(ino),
+    fn attr(ino: u64) -> Attr {
+        Attr {
+            ino,
             size: 0,
             blocks: 0,
             atime: SystemTime::UNIX_EPOCH,
             mtime: SystemTime::UNIX_EPOCH,
             ctime: SystemTime::UNIX_EPOCH,
             crtime: SystemTime::UNIX_EPOCH,
-            kind: FileType::RegularFile,
+            kind: FileKind::RegularFile,
             perm: 0o644,
             nlink: 1,
             uid: 7,
@@ -339,7 +338,7 @@ mod tests {
         struct Refuses;
         impl Operations for Refuses {
             fn open(&self, _: &Ctx, _: u64, _: i32) -> OpResult<Opened> {
-                Err(fuser::Errno::EACCES)
+                Err(Errno::EACCES)
             }
         }
         let r = Front::new(Refuses, Some(act.clone()), None);

@@ -27,6 +27,6 @@ pub use front::Front;
 pub use fs::forward::cache::{self, Caches};
 pub use fs::forward::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
 pub use serve::{serve, Mounted};
-pub use session::{mount_config, tune_bdi, MountOptions};
+pub use session::{mount_config, tune_bdi, MountConfig, MountOption, MountOptions};
 pub use stop::stop_on_signals;
 pub use transport::Transport;

@@ -6,9 +6,11 @@
 //! (`fs::forward::WarpFs`, `fs::reverse::ReverseFs`, the container's
 //! `ContainerFs`) implement the trait once for both.
 
-use fuser::{Errno, FileAttr, FileType, KernelConfig};
+mod types;
+
 use std::ffi::OsStr;
 use std::time::{Duration, SystemTime};
+pub use types::{Attr, Errno, FileKind, Init, Notify};
 
 /// Result of an operation: the value, or the errno for the kernel.
 pub type OpResult<T> = Result<T, Errno>;
@@ -24,7 +26,7 @@ pub struct Ctx {
 /// A looked-up or new entry.
 #[derive(Debug, Clone)]
 pub struct Entry {
-    pub attr: FileAttr,
+    pub attr: Attr,
     pub generation: u64,
     /// How long the kernel may keep the name → node binding.
     pub entry_ttl: Duration,
@@ -36,15 +38,15 @@ impl Entry {
     /// A negative entry: "no such name", cached for `ttl` (node id 0).
     pub fn negative(ttl: Duration) -> Self {
         Entry {
-            attr: FileAttr {
-                ino: fuser::INodeNo(0),
+            attr: Attr {
+                ino: 0,
                 size: 0,
                 blocks: 0,
                 atime: SystemTime::UNIX_EPOCH,
                 mtime: SystemTime::UNIX_EPOCH,
                 ctime: SystemTime::UNIX_EPOCH,
                 crtime: SystemTime::UNIX_EPOCH,
-                kind: FileType::RegularFile,
+                kind: FileKind::RegularFile,
                 perm: 0,
                 nlink: 0,
                 uid: 0,
@@ -63,7 +65,7 @@ impl Entry {
 /// Attributes with their cache timeout.
 #[derive(Debug, Clone)]
 pub struct AttrOut {
-    pub attr: FileAttr,
+    pub attr: Attr,
     pub ttl: Duration,
 }
 
@@ -122,7 +124,7 @@ impl Xattr {
         } else if v.len() <= size as usize {
             Ok(Xattr::Data(v))
         } else {
-            Err(Errno::from_i32(libc::ERANGE))
+            Err(Errno::ERANGE)
         }
     }
 }
@@ -142,7 +144,7 @@ pub trait ReadOut {
 
 /// Adds one directory entry to a reply; `true` when it did not fit (the
 /// listing stops there).
-pub type DirAdd<'a> = dyn FnMut(u64, u64, FileType, &OsStr) -> bool + 'a;
+pub type DirAdd<'a> = dyn FnMut(u64, u64, FileKind, &OsStr) -> bool + 'a;
 /// Adds one directory entry with its attributes; `true` when it did not fit.
 pub type DirPlusAdd<'a> = dyn FnMut(&Entry, u64, &OsStr) -> bool + 'a;
 
@@ -155,8 +157,9 @@ fn nosys<T>() -> OpResult<T> {
 /// it serves.
 #[allow(unused_variables)]
 pub trait Operations: Send + Sync + 'static {
-    /// Negotiate with the kernel (on /dev/fuse, before any other request).
-    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
+    /// Negotiate with the kernel (on /dev/fuse, before any other request):
+    /// ask for capabilities and set limits in `init`.
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
         Ok(())
     }
     /// The session ended (after the last request of every transport).

@@ -4,11 +4,12 @@
 //! stopped, the file system's `destroy`. Used by `warpfs mount` and
 //! `warpfs container open`.
 
-use super::ops::Operations;
+use super::ops::{Notify, Operations};
 use super::transport::dev::{DevFuse, RingOffer};
 use super::transport::uring::{Acl, Ring, RingOptions};
 use super::transport::{self, ParamGuard, Transport, DEV, ENABLE_URING, URING};
-use fuser::{Notifier, Session, SessionACL, SessionUnmounter};
+use fuser::{INodeNo, Notifier, Session, SessionACL, SessionUnmounter};
+use std::ffi::OsStr;
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -93,10 +94,20 @@ pub fn serve<T: Operations>(
     })
 }
 
+/// Invalidations through fuser's notifier on /dev/fuse.
+impl Notify for Notifier {
+    fn inval_inode(&self, ino: u64, off: i64, len: i64) -> std::io::Result<()> {
+        Notifier::inval_inode(self, INodeNo(ino), off, len)
+    }
+    fn inval_entry(&self, parent: u64, name: &OsStr) -> std::io::Result<()> {
+        Notifier::inval_entry(self, INodeNo(parent), name)
+    }
+}
+
 impl<T: Operations> Mounting<T> {
     /// Sends invalidations to the kernel (always over /dev/fuse).
-    pub fn notifier(&self) -> Notifier {
-        self.session.notifier()
+    pub fn notifier(&self) -> Box<dyn Notify> {
+        Box::new(self.session.notifier())
     }
 
     /// Unmounts from another thread (the signal handler).

@@ -1,6 +1,10 @@
 //! Mount options → fuser configuration, and the mount's read-ahead.
 
-use fuser::{Config, MountOption, SessionACL};
+use fuser::{Config, SessionACL};
+
+/// A mount's configuration (fuser's, which the mount lifecycle hands to
+/// its session) and its options.
+pub use fuser::{Config as MountConfig, MountOption};
 use std::path::Path;
 
 /// What `mount -o` and the thread count ask for.

@@ -2,14 +2,16 @@
 //! fuser parsed to the operations layer ([`Operations`]) and encodes the
 //! result with fuser's reply types. With FUSE over io_uring it still serves
 //! what the kernel keeps on /dev/fuse: the INIT handshake, FORGET and
-//! INTERRUPT, and every request when the ring could not start.
+//! INTERRUPT, and every request when the ring could not start. The
+//! operations layer's own types (errnos, attributes, the INIT negotiation)
+//! are converted to and from fuser's here.
 
-use crate::ops::{Ctx, DirAdd, DirPlusAdd, Operations, ReadOut, SetAttr, SetTime};
+use crate::ops::{Attr, Ctx, DirAdd, DirPlusAdd, Errno, FileKind, Init, Operations, ReadOut, SetAttr, SetTime};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    AccessFlags, BsdFileFlags, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -112,7 +114,9 @@ impl ReadOut for DevRead<'_> {
 impl<T: Operations> Filesystem for DevFuse<T> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let ops = Arc::get_mut(&mut self.ops).ok_or_else(|| std::io::Error::other("file system shared before INIT"))?;
-        ops.init(config)?;
+        let mut init = init_offer(config);
+        ops.init(&mut init)?;
+        init_apply(&init, config);
         let offered = config.capabilities().contains(InitFlags::FUSE_OVER_IO_URING);
         self.ring.offered.store(offered, Ordering::Relaxed);
         if self.ring.want && offered && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_ok() {
@@ -128,12 +132,12 @@ impl<T: Operations> Filesystem for DevFuse<T> {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.ops.lookup(&ctx(req), parent.0, name) {
-            Ok(e) if e.entry_ttl == e.attr_ttl || e.attr.ino.0 == 0 => {
-                reply.entry(&e.entry_ttl, &e.attr, Generation(e.generation))
+            Ok(e) if e.entry_ttl == e.attr_ttl || e.attr.ino == 0 => {
+                reply.entry(&e.entry_ttl, &attr(&e.attr), Generation(e.generation))
             }
             // fuser has one timeout for both: the shorter.
-            Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &e.attr, Generation(e.generation)),
-            Err(e) => reply.error(e),
+            Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &attr(&e.attr), Generation(e.generation)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -143,8 +147,8 @@ impl<T: Operations> Filesystem for DevFuse<T> {
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.ops.getattr(&ctx(req), ino.0, fh.map(|f| f.0)) {
-            Ok(a) => reply.attr(&a.ttl, &a.attr),
-            Err(e) => reply.error(e),
+            Ok(a) => reply.attr(&a.ttl, &attr(&a.attr)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -176,8 +180,8 @@ impl<T: Operations> Filesystem for DevFuse<T> {
             fh: fh.map(|f| f.0),
         };
         match self.ops.setattr(&ctx(req), ino.0, &set) {
-            Ok(a) => reply.attr(&a.ttl, &a.attr),
-            Err(e) => reply.error(e),
+            Ok(a) => reply.attr(&a.ttl, &attr(&a.attr)),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -188,7 +192,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         match self.ops.readlink(&ctx(req), ino.0) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -238,7 +242,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.ops.open(&ctx(req), ino.0, flags.0) {
             Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::from_bits_retain(o.flags)),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -261,7 +265,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
             };
             if let Err(e) = self.ops.read(&ctx(req), ino.0, fh.0, offset, size, &mut out) {
                 if let Some(r) = out.reply.take() {
-                    r.error(e);
+                    r.error(errno(e));
                 }
             }
         })
@@ -281,7 +285,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     ) {
         match self.ops.write(&ctx(req), ino.0, fh.0, offset, data, write_flags.bits()) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -309,31 +313,38 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.ops.opendir(&ctx(req), ino.0, flags.0) {
             Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::from_bits_retain(o.flags)),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let mut add = |ino: u64, off: u64, kind, name: &OsStr| reply.add(INodeNo(ino), off, kind, name);
+        let mut add = |ino: u64, off: u64, k: FileKind, name: &OsStr| reply.add(INodeNo(ino), off, kind(k), name);
         let r = self
             .ops
             .readdir(&ctx(req), ino.0, fh.0, offset, &mut add as &mut DirAdd<'_>);
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
     fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let mut add = |e: &crate::ops::Entry, off: u64, name: &OsStr| {
-            reply.add(e.attr.ino, off, name, &e.entry_ttl, &e.attr, Generation(e.generation))
+            reply.add(
+                INodeNo(e.attr.ino),
+                off,
+                name,
+                &e.entry_ttl,
+                &attr(&e.attr),
+                Generation(e.generation),
+            )
         };
         let r = self
             .ops
             .readdirplus(&ctx(req), ino.0, fh.0, offset, &mut add as &mut DirPlusAdd<'_>);
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -350,7 +361,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -392,12 +403,12 @@ impl<T: Operations> Filesystem for DevFuse<T> {
         match self.ops.create(&ctx(req), parent.0, name, mode, umask, flags) {
             Ok((e, o)) => reply.created(
                 &e.entry_ttl.min(e.attr_ttl),
-                &e.attr,
+                &attr(&e.attr),
                 Generation(e.generation),
                 FileHandle(o.fh),
                 FopenFlags::from_bits_retain(o.flags),
             ),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -414,7 +425,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
     ) {
         match self.ops.ioctl(&ctx(req), ino.0, fh.0, cmd, in_data, out_size) {
             Ok((result, out)) => reply.ioctl(result, &out),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -436,7 +447,7 @@ impl<T: Operations> Filesystem for DevFuse<T> {
         // one past any end (ENXIO).
         match self.ops.lseek(&ctx(req), ino.0, fh.0, offset as u64, whence) {
             Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno(e)),
         }
     }
 }
@@ -444,14 +455,14 @@ impl<T: Operations> Filesystem for DevFuse<T> {
 fn empty(r: Result<(), Errno>, reply: ReplyEmpty) {
     match r {
         Ok(()) => reply.ok(),
-        Err(e) => reply.error(e),
+        Err(e) => reply.error(errno(e)),
     }
 }
 
 fn entry(r: Result<crate::ops::Entry, Errno>, reply: ReplyEntry) {
     match r {
-        Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &e.attr, Generation(e.generation)),
-        Err(e) => reply.error(e),
+        Ok(e) => reply.entry(&e.entry_ttl.min(e.attr_ttl), &attr(&e.attr), Generation(e.generation)),
+        Err(e) => reply.error(errno(e)),
     }
 }
 
@@ -459,6 +470,204 @@ fn xattr(r: Result<crate::ops::Xattr, Errno>, reply: ReplyXattr) {
     match r {
         Ok(crate::ops::Xattr::Size(n)) => reply.size(n),
         Ok(crate::ops::Xattr::Data(v)) => reply.data(&v),
-        Err(e) => reply.error(e),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// fuser's errno for ours (the same number).
+fn errno(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e.code())
+}
+
+fn kind(k: FileKind) -> FileType {
+    match k {
+        FileKind::NamedPipe => FileType::NamedPipe,
+        FileKind::CharDevice => FileType::CharDevice,
+        FileKind::BlockDevice => FileType::BlockDevice,
+        FileKind::Directory => FileType::Directory,
+        FileKind::RegularFile => FileType::RegularFile,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Socket => FileType::Socket,
+    }
+}
+
+fn attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime,
+        mtime: a.mtime,
+        ctime: a.ctime,
+        crtime: a.crtime,
+        kind: kind(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+        flags: a.flags,
+    }
+}
+
+/// What the kernel offered at INIT, for the file system.
+fn init_offer(config: &KernelConfig) -> Init {
+    Init::new(config.capabilities().bits())
+}
+
+/// fuser's flags for the capabilities the file system asked for (the same
+/// bits: fuser's `InitFlags` mirror the kernel's).
+fn init_flags(init: &Init) -> InitFlags {
+    InitFlags::from_bits_retain(init.wanted())
+}
+
+/// What the file system asked for at INIT, into fuser's answer. A limit
+/// fuser refuses (out of its range) leaves fuser's default.
+fn init_apply(init: &Init, config: &mut KernelConfig) {
+    let _ = config.add_capabilities(init_flags(init));
+    if let Some(v) = init.max_write {
+        let _ = config.set_max_write(v);
+    }
+    if let Some(v) = init.max_readahead {
+        let _ = config.set_max_readahead(v);
+    }
+    if let Some(v) = init.max_background {
+        let _ = config.set_max_background(v);
+    }
+    if let Some(v) = init.congestion_threshold {
+        let _ = config.set_congestion_threshold(v);
+    }
+    if let Some(v) = init.time_gran {
+        let _ = config.set_time_granularity(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn errnos_keep_their_number() {
+        let named = [
+            (Errno::EPERM, fuser::Errno::EPERM),
+            (Errno::ENOENT, fuser::Errno::ENOENT),
+            (Errno::EIO, fuser::Errno::EIO),
+            (Errno::EBADF, fuser::Errno::EBADF),
+            (Errno::EACCES, fuser::Errno::EACCES),
+            (Errno::EEXIST, fuser::Errno::EEXIST),
+            (Errno::ENOTDIR, fuser::Errno::ENOTDIR),
+            (Errno::EISDIR, fuser::Errno::EISDIR),
+            (Errno::EINVAL, fuser::Errno::EINVAL),
+            (Errno::ERANGE, fuser::Errno::ERANGE),
+            (Errno::EROFS, fuser::Errno::EROFS),
+            (Errno::ENOSYS, fuser::Errno::ENOSYS),
+            (Errno::ENOTEMPTY, fuser::Errno::ENOTEMPTY),
+            (Errno::EOPNOTSUPP, fuser::Errno::EOPNOTSUPP),
+        ];
+        for (ours, theirs) in named {
+            assert_eq!(errno(ours), theirs, "{ours:?}");
+            assert_eq!(Errno::from_i32(theirs.code()), ours);
+        }
+        // Any number goes through unchanged, and both sides refuse the
+        // same non-numbers.
+        for n in [1, libc::EXDEV, libc::ENODATA, 4095] {
+            assert_eq!(errno(Errno::from_i32(n)).code(), n);
+        }
+        for n in [0, -libc::ENOENT] {
+            assert_eq!(errno(Errno::from_i32(n)), fuser::Errno::from_i32(n));
+        }
+    }
+
+    #[test]
+    fn attributes_go_to_fuser_field_by_field() {
+        let kinds = [
+            (FileKind::NamedPipe, FileType::NamedPipe),
+            (FileKind::CharDevice, FileType::CharDevice),
+            (FileKind::BlockDevice, FileType::BlockDevice),
+            (FileKind::Directory, FileType::Directory),
+            (FileKind::RegularFile, FileType::RegularFile),
+            (FileKind::Symlink, FileType::Symlink),
+            (FileKind::Socket, FileType::Socket),
+        ];
+        for (i, (ours, theirs)) in kinds.into_iter().enumerate() {
+            let i = i as u32;
+            let a = Attr {
+                ino: 0x1_0000_0001 + u64::from(i),
+                size: 1 << 40 | 3,
+                blocks: 17 + u64::from(i),
+                atime: UNIX_EPOCH + Duration::new(11, 1),
+                mtime: UNIX_EPOCH + Duration::new(12, 2),
+                ctime: UNIX_EPOCH + Duration::new(13, 3),
+                crtime: UNIX_EPOCH - Duration::new(14, 4),
+                kind: ours,
+                perm: 0o4755,
+                nlink: 3 + i,
+                uid: 1000 + i,
+                gid: 2000 + i,
+                rdev: 0x0803 + i,
+                blksize: 4096 + i,
+                flags: 5 + i,
+            };
+            let f = attr(&a);
+            assert_eq!(f.ino, INodeNo(a.ino));
+            assert_eq!(f.size, a.size);
+            assert_eq!(f.blocks, a.blocks);
+            assert_eq!(f.atime, a.atime);
+            assert_eq!(f.mtime, a.mtime);
+            assert_eq!(f.ctime, a.ctime);
+            assert_eq!(f.crtime, a.crtime);
+            assert_eq!(f.kind, theirs);
+            assert_eq!(f.perm, a.perm);
+            assert_eq!(f.nlink, a.nlink);
+            assert_eq!(f.uid, a.uid);
+            assert_eq!(f.gid, a.gid);
+            assert_eq!(f.rdev, a.rdev);
+            assert_eq!(f.blksize, a.blksize);
+            assert_eq!(f.flags, a.flags);
+        }
+    }
+
+    #[test]
+    fn init_flags_are_fusers_bit_for_bit() {
+        let named = [
+            (Init::FUSE_ATOMIC_O_TRUNC, InitFlags::FUSE_ATOMIC_O_TRUNC),
+            (Init::FUSE_BIG_WRITES, InitFlags::FUSE_BIG_WRITES),
+            (Init::FUSE_DO_READDIRPLUS, InitFlags::FUSE_DO_READDIRPLUS),
+            (Init::FUSE_READDIRPLUS_AUTO, InitFlags::FUSE_READDIRPLUS_AUTO),
+            (Init::FUSE_ASYNC_DIO, InitFlags::FUSE_ASYNC_DIO),
+            (Init::FUSE_WRITEBACK_CACHE, InitFlags::FUSE_WRITEBACK_CACHE),
+            (Init::FUSE_PARALLEL_DIROPS, InitFlags::FUSE_PARALLEL_DIROPS),
+            (Init::FUSE_CACHE_SYMLINKS, InitFlags::FUSE_CACHE_SYMLINKS),
+            (Init::FUSE_HANDLE_KILLPRIV_V2, InitFlags::FUSE_HANDLE_KILLPRIV_V2),
+            (Init::FUSE_OVER_IO_URING, InitFlags::FUSE_OVER_IO_URING),
+        ];
+        for (ours, theirs) in named {
+            let mut i = Init::new(InitFlags::all().bits());
+            i.want(ours);
+            assert_eq!(init_flags(&i), theirs, "{ours:#x}");
+        }
+        // What the forward file system asks of a kernel that offers all
+        // but the writeback cache: the same set on fuser's side.
+        let mut i = Init::new((InitFlags::all() - InitFlags::FUSE_WRITEBACK_CACHE).bits());
+        i.want(
+            Init::FUSE_WRITEBACK_CACHE
+                | Init::FUSE_PARALLEL_DIROPS
+                | Init::FUSE_BIG_WRITES
+                | Init::FUSE_ATOMIC_O_TRUNC
+                | Init::FUSE_DO_READDIRPLUS
+                | Init::FUSE_READDIRPLUS_AUTO
+                | Init::FUSE_HANDLE_KILLPRIV_V2
+                | Init::FUSE_CACHE_SYMLINKS,
+        );
+        let want = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_BIG_WRITES
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            | InitFlags::FUSE_CACHE_SYMLINKS;
+        assert_eq!(init_flags(&i).bits(), want.bits());
     }
 }

@@ -5,7 +5,7 @@ use super::exit::{CliError, ERROR, USAGE};
 use super::PassArgs;
 use crate::container::fs::ContainerFs;
 use crate::container::image::{self, Image, HEADER, SECTOR};
-use crate::fuse::Transport;
+use crate::fuse::{MountConfig, MountOption, Transport};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use warpfs_config::KdfParams;
@@ -158,13 +158,13 @@ fn open(
     // threads); only a device engine keeps it that long.
     let raw = (engine != EngineKind::Cpu).then(|| Subkeys::xts_key_bytes_gen(&master, cfg.key_bits(), 0));
     drop(master);
-    let mut config = fuser::Config::default();
+    let mut config = MountConfig::default();
     let name = warpfs_backing::host::canonicalize(&file).unwrap_or(file.clone());
     config.mount_options = vec![
-        fuser::MountOption::FSName(name.to_string_lossy().replace(',', "_")),
-        fuser::MountOption::Subtype("warpfs-container".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::RW,
+        MountOption::FSName(name.to_string_lossy().replace(',', "_")),
+        MountOption::Subtype("warpfs-container".into()),
+        MountOption::DefaultPermissions,
+        MountOption::RW,
     ];
     config.n_threads = Some(2);
 

@@ -181,7 +181,7 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     };
     let mut config = crate::fuse::mount_config(&mo, &plaindir);
     for o in config.mount_options.iter_mut() {
-        if let fuser::MountOption::Subtype(s) = o {
+        if let crate::fuse::MountOption::Subtype(s) = o {
             *s = "warpfs-reverse".into();
         }
     }
@@ -223,7 +223,7 @@ fn serve(
     fs: ReverseFs,
     plaindir: &Path,
     mountpoint: &Path,
-    config: &fuser::Config,
+    config: &crate::fuse::MountConfig,
     (transport, ring): (Transport, RingOptions),
     mut ready: Option<Ready>,
 ) -> Result<(), CliError> {

@@ -4,9 +4,10 @@
 
 use super::image::Image;
 use crate::fuse::ctl;
-use crate::fuse::ops::{AttrOut, Ctx, DirAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Xattr};
+use crate::fuse::ops::{
+    Attr, AttrOut, Ctx, DirAdd, Entry, Errno, FileKind, Init, OpResult, Opened, Operations, ReadOut, SetAttr, Xattr,
+};
 use crate::fuse::STATS_XATTR;
-use fuser::{Errno, FileAttr, FileType, INodeNo, KernelConfig};
 use std::ffi::OsStr;
 use std::time::{Duration, SystemTime};
 
@@ -62,14 +63,14 @@ impl ContainerFs {
         s.to_json().into_bytes()
     }
 
-    fn attr(&self, ino: u64) -> FileAttr {
+    fn attr(&self, ino: u64) -> Attr {
         let (kind, perm, size, nlink) = if ino == ROOT {
-            (FileType::Directory, 0o700, 0, 2)
+            (FileKind::Directory, 0o700, 0, 2)
         } else {
-            (FileType::RegularFile, 0o600, self.image.size(), 1)
+            (FileKind::RegularFile, 0o600, self.image.size(), 1)
         };
-        FileAttr {
-            ino: INodeNo(ino),
+        Attr {
+            ino,
             size,
             blocks: size.div_ceil(512),
             atime: self.created,
@@ -100,9 +101,9 @@ fn io_errno(e: std::io::Error) -> Errno {
 }
 
 impl Operations for ContainerFs {
-    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
-        let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_readahead(1 << 20);
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
+        init.max_write = Some(1 << 20);
+        init.max_readahead = Some(1 << 20);
         Ok(())
     }
 
@@ -162,9 +163,9 @@ impl Operations for ContainerFs {
             return Err(Errno::ENOTDIR);
         }
         let entries = [
-            (ROOT, FileType::Directory, "."),
-            (ROOT, FileType::Directory, ".."),
-            (VOLUME, FileType::RegularFile, VOLUME_NAME),
+            (ROOT, FileKind::Directory, "."),
+            (ROOT, FileKind::Directory, ".."),
+            (VOLUME, FileKind::RegularFile, VOLUME_NAME),
         ];
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
             if add(*ino, (i + 1) as u64, *kind, OsStr::new(name)) {

@@ -1,6 +1,6 @@
 //! Volume attributes → FUSE attributes.
 
-use fuser::{FileAttr, FileType, INodeNo};
+use crate::ops::{Attr as FuseAttr, FileKind};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use warpfs_volume::{Attr, Kind};
 
@@ -13,22 +13,22 @@ fn time((s, ns): (i64, u32)) -> SystemTime {
 }
 
 /// FUSE file type of a volume kind.
-pub fn kind(k: Kind) -> FileType {
+pub fn kind(k: Kind) -> FileKind {
     match k {
-        Kind::File => FileType::RegularFile,
-        Kind::Dir => FileType::Directory,
-        Kind::Symlink => FileType::Symlink,
-        Kind::Fifo => FileType::NamedPipe,
-        Kind::Socket => FileType::Socket,
-        Kind::CharDev => FileType::CharDevice,
-        Kind::BlockDev => FileType::BlockDevice,
+        Kind::File => FileKind::RegularFile,
+        Kind::Dir => FileKind::Directory,
+        Kind::Symlink => FileKind::Symlink,
+        Kind::Fifo => FileKind::NamedPipe,
+        Kind::Socket => FileKind::Socket,
+        Kind::CharDev => FileKind::CharDevice,
+        Kind::BlockDev => FileKind::BlockDevice,
     }
 }
 
 /// FUSE attributes for node `ino`.
-pub fn to_fuse(ino: u64, a: &Attr) -> FileAttr {
-    FileAttr {
-        ino: INodeNo(ino),
+pub fn to_fuse(ino: u64, a: &Attr) -> FuseAttr {
+    FuseAttr {
+        ino,
         size: a.size,
         blocks: a.blocks,
         atime: time(a.atime),

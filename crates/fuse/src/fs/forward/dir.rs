@@ -4,8 +4,7 @@ use super::attr::kind;
 use super::{errno, WarpFs};
 use crate::handles::Handle;
 use crate::nodes::ROOT;
-use crate::ops::{DirAdd, DirPlusAdd, OpResult, Opened};
-use fuser::{Errno, FileType};
+use crate::ops::{DirAdd, DirPlusAdd, Errno, FileKind, OpResult, Opened};
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -61,8 +60,8 @@ impl WarpFs {
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
-                0 => add(ino, 1, FileType::Directory, OsStr::new(".")),
-                1 => add(ROOT, 2, FileType::Directory, OsStr::new("..")),
+                0 => add(ino, 1, FileKind::Directory, OsStr::new(".")),
+                1 => add(ROOT, 2, FileKind::Directory, OsStr::new("..")),
                 _ => {
                     let e = &list[i - 2];
                     add(self.nodes.node_id(e.dev, e.ino), (i + 1) as u64, kind(e.kind), &e.name)

@@ -3,8 +3,7 @@
 
 use super::attr::to_fuse;
 use super::{errno, WarpFs};
-use crate::ops::{AttrOut, Ctx, Entry, OpResult, SetAttr, SetTime, Statfs};
-use fuser::{Errno, InitFlags, KernelConfig};
+use crate::ops::{AttrOut, Ctx, Entry, Errno, Init, OpResult, SetAttr, SetTime, Statfs};
 use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
 use std::time::UNIX_EPOCH;
@@ -30,11 +29,11 @@ fn time_spec(t: Option<SetTime>) -> warpfs_volume::TimeSpec {
 }
 
 impl WarpFs {
-    pub(super) fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
+    pub(super) fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
         let writeback = if self.writeback_cache {
-            InitFlags::FUSE_WRITEBACK_CACHE
+            Init::FUSE_WRITEBACK_CACHE
         } else {
-            InitFlags::empty()
+            0
         };
         // No FUSE_ASYNC_DIO: with it the kernel completes an asynchronous
         // direct write (io_submit, io_uring) that does not extend the file
@@ -44,34 +43,33 @@ impl WarpFs {
         // bytes. Without it such a write is sent synchronously and the
         // page cache is invalidated after it (docs/decisions/0087).
         let want = writeback
-            | InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_BIG_WRITES
-            | InitFlags::FUSE_ATOMIC_O_TRUNC
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
-            | InitFlags::FUSE_HANDLE_KILLPRIV_V2
+            | Init::FUSE_PARALLEL_DIROPS
+            | Init::FUSE_BIG_WRITES
+            | Init::FUSE_ATOMIC_O_TRUNC
+            | Init::FUSE_DO_READDIRPLUS
+            | Init::FUSE_READDIRPLUS_AUTO
+            | Init::FUSE_HANDLE_KILLPRIV_V2
             | if self.caches.symlinks {
-                InitFlags::FUSE_CACHE_SYMLINKS
+                Init::FUSE_CACHE_SYMLINKS
             } else {
-                InitFlags::empty()
+                0
             };
-        let have = config.capabilities();
-        let _ = config.add_capabilities(want & have);
+        let got = init.want(want);
         // With it the kernel marks the super block SB_NOSEC, remembers per
         // inode that a file has no privileges to drop, and stops asking
         // for `security.capability` before every write(2) (one round trip
         // each); in exchange the daemon drops set-user-ID and
         // set-group-ID itself (docs/decisions/
         // 0003-fuse-handle-killpriv-v2.md).
-        self.killpriv = (want & have).contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2);
+        self.killpriv = got & Init::FUSE_HANDLE_KILLPRIV_V2 != 0;
         tracing::info!(
             "the kernel offers FUSE_HANDLE_KILLPRIV_V2: {}; set-id bits are dropped by the {}",
-            have.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2),
+            init.offers(Init::FUSE_HANDLE_KILLPRIV_V2),
             if self.killpriv { "daemon" } else { "kernel" }
         );
-        let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_readahead(1 << 20);
-        let _ = config.set_max_background(64);
+        init.max_write = Some(1 << 20);
+        init.max_readahead = Some(1 << 20);
+        init.max_background = Some(64);
         Ok(())
     }
 

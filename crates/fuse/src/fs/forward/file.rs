@@ -3,8 +3,7 @@
 
 use super::{errno, WarpFs};
 use crate::ahead::Found;
-use crate::ops::{Ctx, Entry, OpResult, Opened, ReadOut};
-use fuser::Errno;
+use crate::ops::{Ctx, Entry, Errno, OpResult, Opened, ReadOut};
 use std::ffi::OsStr;
 use warpfs_volume::Seek;
 
@@ -95,7 +94,7 @@ impl WarpFs {
                 .map_err(errno)?;
         }
         let e = self.entry(parent, &cname, name, &attr, true);
-        self.seen.changed(e.attr.ino.0);
+        self.seen.changed(e.attr.ino);
         Ok((e, self.opened(f, flags, 0)))
     }
 

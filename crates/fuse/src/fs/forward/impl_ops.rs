@@ -7,9 +7,8 @@
 use super::WarpFs;
 use crate::nodes::ROOT;
 use crate::ops::{
-    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
+    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Errno, Init, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs, Xattr,
 };
-use fuser::KernelConfig;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
@@ -19,8 +18,8 @@ fn is_control(ino: u64, name: &OsStr) -> bool {
 }
 
 impl Operations for WarpFs {
-    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
-        WarpFs::init(self, config)
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
+        WarpFs::init(self, init)
     }
     fn destroy(&self) {
         WarpFs::destroy(self)
@@ -94,7 +93,7 @@ impl Operations for WarpFs {
         // Nothing to do at close: with `noflush` the kernel learns that
         // from the first ENOSYS and stops asking.
         if self.caches.noflush {
-            Err(fuser::Errno::ENOSYS)
+            Err(Errno::ENOSYS)
         } else {
             Ok(())
         }

@@ -16,10 +16,9 @@ mod xattr;
 use crate::ahead::Ahead;
 use crate::handles::Handles;
 use crate::nodes::{Location, Nodes};
-use crate::ops::{Ctx, Entry};
+use crate::ops::{Ctx, Entry, Errno, Notify};
 use attr::to_fuse;
 use cache::{Caches, Seen};
-use fuser::{Errno, INodeNo};
 use std::ffi::OsStr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
@@ -77,7 +76,7 @@ pub struct WarpFs {
     seen: Seen,
     /// The session's notifier, once mounted: tells the kernel its cached
     /// attributes are stale after the daemon changed a mode on its own.
-    notifier: Arc<OnceLock<fuser::Notifier>>,
+    notifier: Arc<OnceLock<Box<dyn Notify>>>,
     /// The transport serving the mount ("io_uring" or "/dev/fuse"), for
     /// the stats; set once the session runs.
     transport: OnceLock<(&'static str, String)>,
@@ -122,8 +121,8 @@ impl WarpFs {
     }
 
     /// Where the mount puts the session's notifier once the session exists
-    /// (`fuser::Session::notifier`).
-    pub fn notifier_slot(&self) -> Arc<OnceLock<fuser::Notifier>> {
+    /// (`Mounting::notifier`).
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Box<dyn Notify>>> {
         self.notifier.clone()
     }
 
@@ -211,7 +210,7 @@ impl WarpFs {
     /// Invalidate the kernel's cached attributes of `ino` (not its pages).
     fn inval_attrs(&self, ino: u64) {
         if let Some(n) = self.notifier.get() {
-            if let Err(e) = n.inval_inode(INodeNo(ino), -1, 0) {
+            if let Err(e) = n.inval_inode(ino, -1, 0) {
                 tracing::debug!("attribute invalidation of inode {ino}: {e}");
             }
         }

@@ -1,8 +1,7 @@
 //! Names: mknod, mkdir, symlink, link, unlink, rmdir, rename.
 
 use super::{errno, WarpFs};
-use crate::ops::{Ctx, Entry, OpResult};
-use fuser::Errno;
+use crate::ops::{Ctx, Entry, Errno, OpResult};
 use std::ffi::OsStr;
 
 /// `RENAME_EXCHANGE` of renameat2(2).

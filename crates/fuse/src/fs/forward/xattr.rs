@@ -4,8 +4,7 @@
 use super::{errno, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
 use crate::ctl;
 use crate::nodes::ROOT;
-use crate::ops::{OpResult, Xattr};
-use fuser::Errno;
+use crate::ops::{Errno, OpResult, Xattr};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;

@@ -5,8 +5,10 @@
 //! files and directory listings live in handles.
 
 use crate::fs::forward::attr::{kind as fuse_kind, to_fuse};
-use crate::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, OpResult, Opened, Operations, ReadOut, SetAttr, Statfs};
-use fuser::{Errno, FileType, InitFlags, KernelConfig};
+use crate::ops::{
+    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Errno, FileKind, Init, OpResult, Opened, Operations, ReadOut, SetAttr,
+    Statfs,
+};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -113,17 +115,14 @@ fn rofs<T>() -> OpResult<T> {
 }
 
 impl Operations for ReverseFs {
-    fn init(&mut self, config: &mut KernelConfig) -> std::io::Result<()> {
-        let want = InitFlags::FUSE_PARALLEL_DIROPS
-            | InitFlags::FUSE_ASYNC_DIO
-            | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO;
-        let have = config.capabilities();
-        let _ = config.add_capabilities(want & have);
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
+        init.want(
+            Init::FUSE_PARALLEL_DIROPS | Init::FUSE_ASYNC_DIO | Init::FUSE_DO_READDIRPLUS | Init::FUSE_READDIRPLUS_AUTO,
+        );
         // The ring transport's buffers are sized for 1 MiB requests.
-        let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_readahead(1 << 20);
-        let _ = config.set_max_background(64);
+        init.max_write = Some(1 << 20);
+        init.max_readahead = Some(1 << 20);
+        init.max_background = Some(64);
         Ok(())
     }
 
@@ -230,8 +229,8 @@ impl Operations for ReverseFs {
         let mut i = offset as usize;
         while i < list.len() + 2 {
             let full = match i {
-                0 => add(ino, 1, FileType::Directory, OsStr::new(".")),
-                1 => add(1, 2, FileType::Directory, OsStr::new("..")),
+                0 => add(ino, 1, FileKind::Directory, OsStr::new(".")),
+                1 => add(1, 2, FileKind::Directory, OsStr::new("..")),
                 _ => {
                     let e = &list[i - 2];
                     add(e.ino, (i + 1) as u64, fuse_kind(e.kind), OsStr::new(&e.name))
@@ -256,7 +255,7 @@ impl Operations for ReverseFs {
                 // "." and "..": attributes the kernel does not keep.
                 let node = if i == 0 { ino } else { 1 };
                 let mut e = Self::entry(&self.view.attr(&self.node(node)?).map_err(errno)?);
-                e.attr.ino = fuser::INodeNo(node);
+                e.attr.ino = node;
                 e.entry_ttl = Duration::ZERO;
                 e.attr_ttl = Duration::ZERO;
                 add(&e, (i + 1) as u64, OsStr::new(if i == 0 { "." } else { ".." }))

@@ -5,8 +5,9 @@
 use super::abi::{op, InHeader, Malformed, Put};
 use super::reply::{self, DirBuf};
 use super::request::{parse, Req};
-use crate::ops::{AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Opened, Operations, ReadOut, Statfs, Xattr};
-use fuser::{Errno, FileType};
+use crate::ops::{
+    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Errno, FileKind, Opened, Operations, ReadOut, Statfs, Xattr,
+};
 use std::ffi::OsStr;
 
 /// Whose requests are served: everyone's (`allow_other`), or only the
@@ -216,7 +217,7 @@ fn read_into<T: Operations>(ops: &T, ctx: &Ctx, ino: u64, req: Req<'_>, payload:
         limit,
     };
     if kind == 1 {
-        let mut add = |ino: u64, off: u64, k: FileType, name: &OsStr| d.add(ino, off, k, name);
+        let mut add = |ino: u64, off: u64, k: FileKind, name: &OsStr| d.add(ino, off, k, name);
         ops.readdir(ctx, ino, fh, offset, &mut add as &mut DirAdd<'_>)?;
     } else {
         let mut add = |e: &Entry, off: u64, name: &OsStr| d.add_plus(e, off, name);

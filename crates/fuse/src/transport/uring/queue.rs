@@ -11,7 +11,7 @@ use super::buf::Buf;
 use super::dispatch::{handle, Acl};
 use super::local_wake::{self, Waiter};
 use super::roam::{Batch, Roam};
-use crate::ops::Operations;
+use crate::ops::{Errno, Operations};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -187,7 +187,7 @@ fn serve<T: Operations>(ops: &T, acl: Acl, s: &mut Slot) -> Option<u32> {
     }))
     .unwrap_or_else(|_| {
         tracing::error!("request {} (opcode {}) panicked: answered EIO", inh.unique, inh.opcode);
-        Err(fuser::Errno::EIO)
+        Err(Errno::EIO)
     });
     let (err, len) = match res {
         Ok(n) => (0, n),

@@ -3,22 +3,21 @@
 //! listings, each write bounds-checked ([`Put`]).
 
 use super::abi::{size, Malformed, Put};
-use crate::ops::{AttrOut, Entry, Opened, Statfs};
-use fuser::{FileAttr, FileType};
+use crate::ops::{Attr, AttrOut, Entry, FileKind, Opened, Statfs};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// `S_IF*` bits of a file type.
-pub fn type_bits(k: FileType) -> u32 {
+pub fn type_bits(k: FileKind) -> u32 {
     match k {
-        FileType::NamedPipe => libc::S_IFIFO,
-        FileType::CharDevice => libc::S_IFCHR,
-        FileType::BlockDevice => libc::S_IFBLK,
-        FileType::Directory => libc::S_IFDIR,
-        FileType::RegularFile => libc::S_IFREG,
-        FileType::Symlink => libc::S_IFLNK,
-        FileType::Socket => libc::S_IFSOCK,
+        FileKind::NamedPipe => libc::S_IFIFO,
+        FileKind::CharDevice => libc::S_IFCHR,
+        FileKind::BlockDevice => libc::S_IFBLK,
+        FileKind::Directory => libc::S_IFDIR,
+        FileKind::RegularFile => libc::S_IFREG,
+        FileKind::Symlink => libc::S_IFLNK,
+        FileKind::Socket => libc::S_IFSOCK,
     }
 }
 
@@ -43,11 +42,11 @@ fn valid(d: Duration) -> (u64, u32) {
 }
 
 /// `struct fuse_attr`.
-fn attr(p: &mut Put<'_>, a: &FileAttr) -> Result<(), Malformed> {
+fn attr(p: &mut Put<'_>, a: &Attr) -> Result<(), Malformed> {
     let (at, atn) = epoch(a.atime);
     let (mt, mtn) = epoch(a.mtime);
     let (ct, ctn) = epoch(a.ctime);
-    for v in [a.ino.0, a.size, a.blocks, at, mt, ct] {
+    for v in [a.ino, a.size, a.blocks, at, mt, ct] {
         p.u64(v)?;
     }
     let mode = type_bits(a.kind) | u32::from(a.perm);
@@ -61,7 +60,7 @@ fn attr(p: &mut Put<'_>, a: &FileAttr) -> Result<(), Malformed> {
 pub fn entry_out(p: &mut Put<'_>, e: &Entry) -> Result<(), Malformed> {
     let (es, ens) = valid(e.entry_ttl);
     let (as_, ans) = valid(e.attr_ttl);
-    p.u64(e.attr.ino.0)?;
+    p.u64(e.attr.ino)?;
     p.u64(e.generation)?;
     p.u64(es)?;
     p.u64(as_)?;
@@ -131,7 +130,7 @@ pub struct DirBuf<'a> {
 }
 
 impl DirBuf<'_> {
-    fn dirent(&mut self, ino: u64, off: u64, kind: FileType, name: &OsStr) -> Result<(), Malformed> {
+    fn dirent(&mut self, ino: u64, off: u64, kind: FileKind, name: &OsStr) -> Result<(), Malformed> {
         self.put.u64(ino)?;
         self.put.u64(off)?;
         self.put.u32(name.len() as u32)?;
@@ -145,7 +144,7 @@ impl DirBuf<'_> {
     }
 
     /// Add a `struct fuse_dirent`; `true` when it did not fit.
-    pub fn add(&mut self, ino: u64, off: u64, kind: FileType, name: &OsStr) -> bool {
+    pub fn add(&mut self, ino: u64, off: u64, kind: FileKind, name: &OsStr) -> bool {
         let n = (size::DIRENT + name.len()).next_multiple_of(8);
         !self.fits(n) || self.dirent(ino, off, kind, name).is_err()
     }
@@ -156,7 +155,7 @@ impl DirBuf<'_> {
         if !self.fits(n) {
             return true;
         }
-        entry_out(&mut self.put, e).is_err() || self.dirent(e.attr.ino.0, off, e.attr.kind, name).is_err()
+        entry_out(&mut self.put, e).is_err() || self.dirent(e.attr.ino, off, e.attr.kind, name).is_err()
     }
 }
 
@@ -164,12 +163,11 @@ impl DirBuf<'_> {
 mod tests {
     use super::*;
     use crate::ops::Entry;
-    use fuser::INodeNo;
 
-    fn file_attr(ino: u64) -> FileAttr {
+    fn file_attr(ino: u64) -> Attr {
         let mut e = Entry::negative(Duration::ZERO).attr;
-        e.ino = INodeNo(ino);
-        e.kind = FileType::Directory;
+        e.ino = ino;
+        e.kind = FileKind::Directory;
         e.perm = 0o755;
         e.mtime = UNIX_EPOCH + Duration::new(5, 7);
         e.atime = UNIX_EPOCH - Duration::new(1, 0) + Duration::new(0, 250);
@@ -212,11 +210,11 @@ mod tests {
             put: Put { buf: &mut b, at: 0 },
             limit: 64,
         };
-        assert!(!d.add(1, 1, FileType::Directory, OsStr::new(".")));
+        assert!(!d.add(1, 1, FileKind::Directory, OsStr::new(".")));
         assert_eq!(d.put.at, 32);
-        assert!(!d.add(2, 2, FileType::RegularFile, OsStr::new("12345678")));
+        assert!(!d.add(2, 2, FileKind::RegularFile, OsStr::new("12345678")));
         assert_eq!(d.put.at, 64);
-        assert!(d.add(3, 3, FileType::RegularFile, OsStr::new("x")), "full");
+        assert!(d.add(3, 3, FileKind::RegularFile, OsStr::new("x")), "full");
         assert_eq!(d.put.at, 64, "a refused entry writes nothing");
         let r = super::super::abi::Le(&b);
         assert_eq!(r.u32(32 + 16).unwrap(), 8, "name length");

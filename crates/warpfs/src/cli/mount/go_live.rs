@@ -15,7 +15,7 @@ pub fn go_live(
     fs: WarpFs,
     mountpoint: &Path,
     extra: &MountExtra,
-    config: &fuser::Config,
+    config: &crate::fuse::MountConfig,
     (transport, ring): (Transport, RingOptions),
     cipherdir: &Path,
 ) -> Result<Mounted<Front<WarpFs>>, CliError> {
