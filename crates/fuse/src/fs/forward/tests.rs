@@ -3,14 +3,14 @@
 
 use crate::nodes::ROOT;
 use crate::ops::{Entry, Operations, SetAttr, Xattr};
+use crate::ops::{Errno, FileKind};
 use crate::testvol::{me, Gather, TestFs};
-use fuser::{Errno, FileType};
 use std::ffi::{OsStr, OsString};
 
 fn names(t: &TestFs, dir: u64) -> Vec<OsString> {
     let o = t.fs.opendir(&me(), dir, 0).unwrap();
     let mut got = Vec::new();
-    let mut add = |_: u64, _: u64, _: FileType, n: &OsStr| {
+    let mut add = |_: u64, _: u64, _: FileKind, n: &OsStr| {
         got.push(n.to_os_string());
         false
     };
@@ -37,11 +37,11 @@ fn a_file_is_made_written_renamed_listed_and_removed_through_the_operations() {
     let (e, o) =
         t.fs.create(&c, ROOT, OsStr::new("report.txt"), 0o100644, 0o022, libc::O_RDWR)
             .unwrap();
-    let ino = e.attr.ino.0;
+    let ino = e.attr.ino;
     assert_eq!(t.fs.write(&c, ino, o.fh, 0, &secret, 0).unwrap(), secret.len() as u32);
     t.fs.flush(&c, ino, o.fh).unwrap();
     t.fs.release(&c, ino, o.fh).unwrap();
-    assert_eq!(t.fs.lookup(&c, ROOT, OsStr::new("report.txt")).unwrap().attr.ino.0, ino);
+    assert_eq!(t.fs.lookup(&c, ROOT, OsStr::new("report.txt")).unwrap().attr.ino, ino);
     assert_eq!(t.fs.getattr(&c, ino, None).unwrap().attr.size, secret.len() as u64);
     assert_eq!(read_all(&t, ino), secret);
     // Nothing of the name or the bytes is in the backing directory.
@@ -53,7 +53,7 @@ fn a_file_is_made_written_renamed_listed_and_removed_through_the_operations() {
             assert!(!raw.windows(20).any(|w| w == &secret[..20]), "{p:?} holds plaintext");
         }
     }
-    let d = t.fs.mkdir(&c, ROOT, OsStr::new("d"), 0o755, 0o022).unwrap().attr.ino.0;
+    let d = t.fs.mkdir(&c, ROOT, OsStr::new("d"), 0o755, 0o022).unwrap().attr.ino;
     t.fs.rename(&c, ROOT, OsStr::new("report.txt"), d, OsStr::new("moved"), 0)
         .unwrap();
     assert_eq!(
@@ -61,7 +61,7 @@ fn a_file_is_made_written_renamed_listed_and_removed_through_the_operations() {
         Errno::ENOENT
     );
     assert_eq!(
-        t.fs.lookup(&c, d, OsStr::new("moved")).unwrap().attr.ino.0,
+        t.fs.lookup(&c, d, OsStr::new("moved")).unwrap().attr.ino,
         ino,
         "a rename keeps the node"
     );
@@ -84,22 +84,21 @@ fn a_moved_symlink_keeps_its_node_and_its_target() {
         t.fs.symlink(&c, ROOT, OsStr::new("s"), OsStr::new("target-s"))
             .unwrap()
             .attr
-            .ino
-            .0;
+            .ino;
     t.fs.rename(&c, ROOT, OsStr::new("s"), ROOT, OsStr::new("t"), 0)
         .unwrap();
-    assert_eq!(t.fs.lookup(&c, ROOT, OsStr::new("t")).unwrap().attr.ino.0, s);
+    assert_eq!(t.fs.lookup(&c, ROOT, OsStr::new("t")).unwrap().attr.ino, s);
     for i in 0..16 {
         let n = format!("n{i}");
         let e =
             t.fs.symlink(&c, ROOT, OsStr::new(&n), OsStr::new(&format!("other-{i}")))
                 .unwrap();
-        assert_ne!(e.attr.ino.0, s, "a new symlink took the moved one's node");
+        assert_ne!(e.attr.ino, s, "a new symlink took the moved one's node");
     }
     assert_eq!(t.fs.readlink(&c, s).unwrap(), b"target-s");
     t.fs.forget(s, 2);
     assert_eq!(
-        t.fs.readlink(&c, t.fs.lookup(&c, ROOT, OsStr::new("t")).unwrap().attr.ino.0)
+        t.fs.readlink(&c, t.fs.lookup(&c, ROOT, OsStr::new("t")).unwrap().attr.ino)
             .unwrap(),
         b"target-s"
     );
@@ -117,7 +116,7 @@ fn no_request_of_a_forward_mount_is_answered_enosys() {
     let mut note = |op: &'static str, r: Result<(), Errno>| seen.push((op, r.err()));
     let fs = &t.fs;
     let (e, o) = fs.create(&c, ROOT, OsStr::new("f"), 0o100644, 0, libc::O_RDWR).unwrap();
-    let f = e.attr.ino.0;
+    let f = e.attr.ino;
     note("write", fs.write(&c, f, o.fh, 0, b"0123456789", 0).map(drop));
     note("read", fs.read(&c, f, o.fh, 0, 10, &mut Gather::default()));
     note("flush", fs.flush(&c, f, o.fh));
@@ -140,9 +139,7 @@ fn no_request_of_a_forward_mount_is_answered_enosys() {
     note("getxattr", fs.getxattr(&c, f, OsStr::new("user.k"), 0).map(drop));
     note("listxattr", fs.listxattr(&c, f, 0).map(drop));
     note("removexattr", fs.removexattr(&c, f, OsStr::new("user.k")));
-    let d = fs
-        .mkdir(&c, ROOT, OsStr::new("d"), 0o755, 0)
-        .map(|e: Entry| e.attr.ino.0);
+    let d = fs.mkdir(&c, ROOT, OsStr::new("d"), 0o755, 0).map(|e: Entry| e.attr.ino);
     note("mkdir", d.map(drop));
     let d = d.unwrap();
     note(
@@ -150,7 +147,7 @@ fn no_request_of_a_forward_mount_is_answered_enosys() {
         fs.mknod(&c, d, OsStr::new("p"), libc::S_IFIFO | 0o644, 0, 0).map(drop),
     );
     note("symlink", fs.symlink(&c, d, OsStr::new("s"), OsStr::new("f")).map(drop));
-    let s = fs.lookup(&c, d, OsStr::new("s")).unwrap().attr.ino.0;
+    let s = fs.lookup(&c, d, OsStr::new("s")).unwrap().attr.ino;
     note("readlink", fs.readlink(&c, s).map(drop));
     note("link", fs.link(&c, f, d, OsStr::new("hard")).map(drop));
     note(
@@ -160,7 +157,7 @@ fn no_request_of_a_forward_mount_is_answered_enosys() {
     let od = fs.opendir(&c, d, 0).unwrap();
     note(
         "readdir",
-        fs.readdir(&c, d, od.fh, 0, &mut |_: u64, _: u64, _: FileType, _: &OsStr| false),
+        fs.readdir(&c, d, od.fh, 0, &mut |_: u64, _: u64, _: FileKind, _: &OsStr| false),
     );
     note(
         "readdirplus",
