@@ -46,47 +46,33 @@ pub(super) trait XtsKernels: Send + Sync {
     ) -> Result<(), String>;
 }
 
-impl XtsKernels for XtsDevice {
-    fn name(&self) -> String {
-        XtsDevice::name(self).to_string()
-    }
-    fn run(
-        &self,
-        keys: &XtsKeys,
-        dec: bool,
-        unit: usize,
-        first: u128,
-        base: [u8; 16],
-        data: &mut [u8],
-    ) -> Result<(), String> {
-        if dec {
-            self.decrypt(keys, unit, first, base, data)
-        } else {
-            self.encrypt(keys, unit, first, base, data)
+/// Both devices' kernels take the same calls.
+macro_rules! xts_kernels {
+    ($($dev:ty),*) => {$(
+        impl XtsKernels for $dev {
+            fn name(&self) -> String {
+                <$dev>::name(self).to_string()
+            }
+            fn run(
+                &self,
+                keys: &XtsKeys,
+                dec: bool,
+                unit: usize,
+                first: u128,
+                base: [u8; 16],
+                data: &mut [u8],
+            ) -> Result<(), String> {
+                if dec {
+                    self.decrypt(keys, unit, first, base, data)
+                } else {
+                    self.encrypt(keys, unit, first, base, data)
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl XtsKernels for XtsCudaDevice {
-    fn name(&self) -> String {
-        XtsCudaDevice::name(self).to_string()
-    }
-    fn run(
-        &self,
-        keys: &XtsKeys,
-        dec: bool,
-        unit: usize,
-        first: u128,
-        base: [u8; 16],
-        data: &mut [u8],
-    ) -> Result<(), String> {
-        if dec {
-            self.decrypt(keys, unit, first, base, data)
-        } else {
-            self.encrypt(keys, unit, first, base, data)
-        }
-    }
-}
+xts_kernels!(XtsDevice, XtsCudaDevice);
 
 struct Inner {
     kind: &'static str,

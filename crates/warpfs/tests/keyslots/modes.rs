@@ -9,7 +9,7 @@
 //! ciphers at the offsets of warpfs-content's layout (FORMAT.md 3, 7, 11,
 //! 15).
 
-use super::revoke::{ivs_of, walk};
+use super::revoke::{ivs_of, remove_rekey, walk};
 use super::*;
 use std::collections::BTreeMap;
 use warpfs_config::ContentMode;
@@ -232,16 +232,7 @@ fn revoke_in(mode: Mode, online: bool) {
     if online {
         v.mount();
     }
-    let out = warpfs(args![
-        "key",
-        "remove",
-        "--passfile",
-        &v.passfile,
-        "--rekey",
-        "--yes",
-        &v.cipher,
-        "2"
-    ]);
+    let out = remove_rekey(&v, "2", &[]);
     out.expect_ok(&format!("{m}: key remove --rekey"));
     assert!(out.stderr.contains("every backing name changes"), "{out}");
     assert_eq!(out.stdout.contains("online"), online, "{m}: {out}");

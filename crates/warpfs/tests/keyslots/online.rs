@@ -6,7 +6,7 @@
 //! mount killed in either part, and a `warpfs` killed while its mount
 //! works, leave a rekey that `warpfs rekey` finishes.
 
-use super::revoke::{ivs_of, nothing_decrypts, revocable};
+use super::revoke::{ivs_of, nothing_decrypts, remove_rekey, revocable};
 use super::*;
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -88,16 +88,7 @@ fn key_remove_rekey_on_a_mount_moves_every_key_while_files_stay_open_and_busy() 
     let stop = Arc::new(AtomicBool::new(false));
     let worker = busy(v.p("busy"), stop.clone());
     std::thread::sleep(Duration::from_millis(200));
-    let o = warpfs(args![
-        "key",
-        "remove",
-        "--passfile",
-        &v.passfile,
-        "--rekey",
-        "--yes",
-        &v.cipher,
-        "2"
-    ]);
+    let o = remove_rekey(&v, "2", &[]);
     o.expect_ok("key remove --rekey on a mount");
     assert!(o.stdout.contains("online"), "{o}");
     assert!(o.stderr.contains("stays mounted"), "{o}");
@@ -214,18 +205,7 @@ fn key_remove_rekey_on_a_mount_moves_every_key_while_files_stay_open_and_busy() 
 /// `key remove --rekey` of `v`'s slot 2 with `env` (for the mount, which
 /// does the work, it was given at mount time).
 fn remove_slot_2(v: &Volume) -> Out {
-    warpfs(args![
-        "key",
-        "remove",
-        "--passfile",
-        &v.passfile,
-        "--rekey",
-        "--yes",
-        "--jobs",
-        "1",
-        &v.cipher,
-        "2"
-    ])
+    remove_rekey(v, "2", &["--jobs", "1"])
 }
 
 #[test]

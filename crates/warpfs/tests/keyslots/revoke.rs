@@ -223,6 +223,13 @@ fn revocable_by(gone: Removed) -> (Volume, Removed, std::collections::BTreeMap<P
             Removed::Fido2(k, d)
         }
     };
+    let want = write_tree(&mut v);
+    (v, gone, want)
+}
+
+/// Mount `v`, write the tree every revocation test checks (a file, a
+/// directory two deep, a long name, two symlinks), unmount; its snapshot.
+pub(crate) fn write_tree(v: &mut Volume) -> std::collections::BTreeMap<PathBuf, Node> {
     v.mount();
     write_file(&v.p("a.txt"), b"alpha");
     fs::create_dir_all(v.p("d/e")).unwrap();
@@ -232,7 +239,17 @@ fn revocable_by(gone: Removed) -> (Volume, Removed, std::collections::BTreeMap<P
     std::os::unix::fs::symlink("../a.txt", v.p("d/up")).unwrap();
     let want = snapshot(&v.mnt);
     v.unmount();
-    (v, gone, want)
+    want
+}
+
+/// `warpfs key remove --rekey --yes` of `slot` of `v`, with `extra`
+/// arguments (the password file opens it).
+pub(crate) fn remove_rekey(v: &Volume, slot: &str, extra: &[&str]) -> Out {
+    let mut a = args!["key", "remove", "--passfile", &v.passfile, "--rekey", "--yes"];
+    a.extend(extra.iter().map(OsString::from));
+    a.push(v.cipher.clone().into());
+    a.push(slot.into());
+    warpfs(a)
 }
 
 #[test]
@@ -280,16 +297,7 @@ fn revoke_and_check(mut v: Volume, gone: &Removed, want: &std::collections::BTre
         "2"
     ])
     .expect_code(2, "no --yes");
-    let o = warpfs(args![
-        "key",
-        "remove",
-        "--passfile",
-        &v.passfile,
-        "--rekey",
-        "--yes",
-        &v.cipher,
-        "2"
-    ]);
+    let o = remove_rekey(&v, "2", &[]);
     o.expect_ok("key remove --rekey");
     assert!(o.stderr.contains("every backing name changes"), "{o}");
     assert!(o.stderr.contains("dropped: keyslot 1 (recovery)"), "{o}");

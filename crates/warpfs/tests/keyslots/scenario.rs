@@ -129,15 +129,7 @@ fn every_slot_kind_mounts_then_one_is_revoked() {
     assert_eq!(listed(&v), slots(&all));
 
     // The first mount (the password) writes the tree.
-    v.mount();
-    write_file(&v.p("a.txt"), b"alpha");
-    fs::create_dir_all(v.p("d/e")).unwrap();
-    write_file(&v.p("d/e/b.bin"), &vec![7u8; 20000]);
-    write_file(&v.p(format!("d/{}", "n".repeat(200))), b"long name");
-    std::os::unix::fs::symlink("a.txt", v.p("link")).unwrap();
-    std::os::unix::fs::symlink("../a.txt", v.p("d/up")).unwrap();
-    let want = snapshot(&v.mnt);
-    v.unmount();
+    let want = super::revoke::write_tree(&mut v);
 
     // Each slot mounts it and reads that tree.
     let kept = [
