@@ -214,3 +214,8 @@ mod fsck_repairs_of_a_file_linked_outside {
         fsck_repairs_never_write_outside(Mode::Ctr)
     }
 }
+
+#[test]
+fn the_harness_does_not_count_a_late_close_of_its_own_writer() {
+    hostile::canary::a_late_close_of_the_tests_own_writer_is_not_counted()
+}

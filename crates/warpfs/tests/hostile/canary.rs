@@ -81,6 +81,8 @@ pub struct Canary {
     pub zero: PathBuf,
     /// A path nothing may create (a planted symlink may point here).
     pub missing: PathBuf,
+    /// The file in the canary directory.
+    inner: PathBuf,
     /// The test's own opens of the FIFO (the guard's unblocking).
     pub fifo_own: Arc<AtomicUsize>,
     /// The test's own opens of the planted object.
@@ -94,6 +96,29 @@ pub struct Canary {
     fifo_bytes: Arc<AtomicUsize>,
     reader: Option<std::thread::JoinHandle<()>>,
     own_at_begin: (usize, usize),
+}
+
+/// Wait (up to 10 s) until nothing holds `p` open for writing: the
+/// kernel refuses a read lease while any writer is open. When the test
+/// writes a canary file, a child that another test thread forks meanwhile
+/// holds a copy of the write descriptor until its exec; that close, late
+/// on a loaded machine, must not land in a command's window as "opened
+/// for writing". Where leases are not offered, nothing is waited for.
+fn wait_unwritten(p: &Path) {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = fs::File::open(p) else { return };
+    for _ in 0..500 {
+        // SAFETY: fcntl on a descriptor owned here.
+        if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) } == 0 {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+            return;
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 impl Canary {
@@ -148,6 +173,7 @@ impl Canary {
             fifo,
             zero,
             missing,
+            inner,
             fifo_own: Arc::new(AtomicUsize::new(0)),
             plant_own: Arc::new(AtomicUsize::new(0)),
             ino,
@@ -168,8 +194,12 @@ impl Canary {
         self.plant = Some((wd, plant.file_name().unwrap().to_string_lossy().into_owned()));
     }
 
-    /// Start a command's window: what happened before is forgotten.
+    /// Start a command's window: what happened before is forgotten,
+    /// including the late close of a descriptor the test's own writes of
+    /// the canary files left in another thread's child ([`wait_unwritten`]).
     pub fn begin(&mut self) {
+        wait_unwritten(&self.file);
+        wait_unwritten(&self.inner);
         self.ino.drain();
         self.own_at_begin = (
             self.fifo_own.load(Ordering::SeqCst),
@@ -310,4 +340,45 @@ impl Drop for Canary {
             let _ = h.join();
         }
     }
+}
+
+/// The harness itself: a writer descriptor of the canary file that a
+/// child still holds when a command's window opens (the test's own write,
+/// copied into a child another thread forked) is not reported as the
+/// command opening it for writing; a real writable open in the window is.
+pub fn a_late_close_of_the_tests_own_writer_is_not_counted() {
+    use std::os::fd::AsRawFd;
+    let root = tempfile::tempdir().unwrap();
+    let mut c = Canary::new(root.path(), b"canary bytes");
+    // A hard link outside the watched directory, as a planted one in
+    // CIPHERDIR is.
+    let link = root.path().join("link");
+    fs::hard_link(&c.file, &link).unwrap();
+    // A writer the child inherits (no close-on-exec) and keeps until it
+    // exits; ours is closed at once.
+    let w = fs::OpenOptions::new().write(true).open(&c.file).unwrap();
+    // SAFETY: clearing FD_CLOEXEC on a descriptor owned here.
+    unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFD, 0) };
+    let mut child = std::process::Command::new("sleep").arg("1").spawn().unwrap();
+    drop(w);
+    c.begin();
+    // The command reads the file through the link (an open, not for
+    // writing).
+    fs::read(&link).unwrap();
+    child.wait().unwrap();
+    let win = c.end();
+    assert!(
+        win.outside.is_empty(),
+        "the child's late close was counted: {:?}",
+        win.outside
+    );
+    // A writable open in the window is still found.
+    c.begin();
+    drop(fs::OpenOptions::new().write(true).open(&link).unwrap());
+    let win = c.end();
+    assert!(
+        win.outside.iter().any(|o| o.contains("opened for writing")),
+        "{:?}",
+        win.outside
+    );
 }
