@@ -82,10 +82,6 @@ impl WarpFs {
             _ => return Err(Errno::ENOENT),
         };
         let exchange = flags & RENAME_EXCHANGE != 0;
-        // A symlink with a bound target moves as a new backing symlink: it
-        // keeps its node id, now standing for the new inode (FORMAT.md 5.1).
-        let recreated =
-            self.vol.moves_recreate(&p.backing, name) || (exchange && self.vol.moves_recreate(&np.backing, newname));
         let (from, to) = self
             .vol
             .rename(&p.backing, name, &np.backing, newname, flags)
@@ -93,22 +89,45 @@ impl WarpFs {
         let (moved, displaced) = self
             .nodes
             .renamed((parent, &from, name), (newparent, &to, newname), exchange);
-        if recreated {
-            let mut made = vec![(moved, np.backing.join(&to))];
-            if exchange {
-                made.push((displaced, p.backing.join(&from)));
-            }
-            let mut moves = Vec::new();
-            for (node, b) in made {
-                let Ok(a) = self.vol.getattr(&b) else { continue };
-                match node {
-                    Some(node) => moves.push((node, a.dev, a.ino)),
-                    // Not known here: the next lookup finds it anew.
-                    None => self.nodes.renew(self.nodes.node_id(a.dev, a.ino)),
+        // A symlink with a bound target moves as a new backing symlink: it
+        // keeps its node id, now standing for the new inode (FORMAT.md 5.1).
+        let mut at = vec![(moved, np.backing.join(&to))];
+        if exchange {
+            at.push((displaced, p.backing.join(&from)));
+        }
+        let mut known = Vec::new();
+        for (node, b) in at {
+            match node {
+                Some(node) => known.push((node, b)),
+                // Not known here: a symlink made anew retires a stale node
+                // with its new number; the next lookup finds it anew.
+                None => {
+                    if let Some(a) = self
+                        .vol
+                        .getattr(&b)
+                        .ok()
+                        .filter(|a| a.kind == warpfs_volume::Kind::Symlink)
+                    {
+                        self.nodes.renew(self.nodes.node_id(a.dev, a.ino));
+                    }
                 }
             }
-            self.nodes.rebacked(&moves);
         }
+        self.keep_nodes(&self.vol, &known);
         Ok(())
+    }
+
+    /// Each (node, backing path) whose backing inode is not the node's any
+    /// more was made anew (a moved bound symlink): the node keeps its id
+    /// for the new inode ([`crate::nodes::Nodes::rebacked`]).
+    pub(super) fn keep_nodes(&self, vol: &warpfs_volume::Volume, at: &[(u64, std::path::PathBuf)]) {
+        let mut moves = Vec::new();
+        for (node, b) in at {
+            let Ok(a) = vol.getattr(b) else { continue };
+            if self.nodes.backing(*node) != Some((a.dev, a.ino)) {
+                moves.push((*node, a.dev, a.ino));
+            }
+        }
+        self.nodes.rebacked(&moves);
     }
 }

@@ -79,15 +79,13 @@ impl WarpFs {
             let l = self.nodes.locate(node)?;
             vol.backing_name_in(&l.backing, name)
         });
-        let mut moves = Vec::new();
-        for node in self.nodes.known() {
-            let Some(l) = self.nodes.locate(node) else { continue };
-            let Ok(a) = vol.getattr(&l.backing) else { continue };
-            if self.nodes.backing(node) != Some((a.dev, a.ino)) {
-                moves.push((node, a.dev, a.ino));
-            }
-        }
-        self.nodes.rebacked(&moves);
+        let at: Vec<_> = self
+            .nodes
+            .known()
+            .into_iter()
+            .filter_map(|n| Some((n, self.nodes.locate(n)?.backing)))
+            .collect();
+        self.keep_nodes(vol, &at);
     }
 
     /// The engine stats as JSON, with the transport serving the mount.
