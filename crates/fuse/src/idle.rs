@@ -1,6 +1,6 @@
 //! `--idle DURATION`: unmount a mount nobody uses. The mount is idle when
 //! no request has come for DURATION, no file or directory is open on it
-//! ([`Activity`], counted by [`super::front::Front`]) and no process has
+//! ([`Activity`], counted by [`super::Served`]) and no process has
 //! its working directory inside; then a plain (never lazy) unmount is
 //! tried (never through a symlink put in the mountpoint's place: see
 //! [`super::unmount`]), which the kernel refuses while anything still

@@ -7,7 +7,6 @@
 
 mod ahead;
 pub mod ctl;
-mod front;
 pub mod fs;
 mod handles;
 pub mod idle;
@@ -16,6 +15,7 @@ mod nodes;
 pub mod ops;
 pub mod remount;
 mod serve;
+mod served;
 mod session;
 mod stop;
 #[cfg(test)]
@@ -23,10 +23,10 @@ mod testvol;
 pub mod transport;
 mod unmount;
 
-pub use front::Front;
 pub use fs::forward::cache::{self, Caches};
 pub use fs::forward::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
 pub use serve::{serve, Mounted};
+pub use served::Served;
 pub use session::{mount_config, tune_bdi, MountConfig, MountOption, MountOptions};
 pub use stop::stop_on_signals;
 pub use transport::Transport;

@@ -8,6 +8,7 @@ use super::ops::{Notify, Operations};
 use super::transport::dev::{DevFuse, RingOffer};
 use super::transport::uring::{Acl, Ring, RingOptions};
 use super::transport::{self, ParamGuard, Transport, DEV, ENABLE_URING, URING};
+use super::Served;
 use fuser::{INodeNo, Notifier, Session, SessionACL, SessionUnmounter};
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
@@ -19,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 /// [`Mounting::start`].
 pub struct Mounting<T: Operations> {
     session: Session<DevFuse<T>>,
-    ops: Arc<T>,
+    ops: Arc<Served<T>>,
     offer: Arc<RingOffer>,
     t: Transport,
     acl: Acl,
@@ -33,7 +34,7 @@ pub struct Mounting<T: Operations> {
 /// A live mount.
 pub struct Mounted<T: Operations> {
     session: Session<DevFuse<T>>,
-    ops: Arc<T>,
+    ops: Arc<Served<T>>,
     ring: Option<Ring>,
     /// `enable_uring` as `-o uring_enable` set it, put back at the end.
     param: Option<ParamGuard>,
@@ -45,7 +46,7 @@ pub struct Mounted<T: Operations> {
 /// handshake. Set up what must be there before the first request is
 /// answered (signal handling), then [`Mounting::start`].
 pub fn serve<T: Operations>(
-    ops: T,
+    ops: Served<T>,
     mountpoint: &Path,
     config: &fuser::Config,
     t: Transport,
@@ -72,7 +73,7 @@ pub fn serve<T: Operations>(
     }
     let fs = DevFuse::new(Arc::new(ops), offer.clone(), slot.clone());
     let session = Session::new(fs, mountpoint, &cfg).map_err(|e| format!("mount failed: {e}"))?;
-    let ops: Arc<T> = slot
+    let ops: Arc<Served<T>> = slot
         .get()
         .cloned()
         .ok_or_else(|| "mount failed: no INIT handshake".to_string())?;

@@ -4,15 +4,15 @@
 
 use crate::fs::forward::WarpFs;
 use crate::ops::{Ctx, ReadOut};
-use crate::Front;
+use crate::Served;
 use std::path::PathBuf;
 use warpfs_config::{Config, ContentMode, FeatureFlag, KdfParams};
 use warpfs_volume::{Options, Volume};
 
-/// A `WarpFs` (behind the `Front` both transports use) over a new gcm
+/// A `WarpFs` (as a mount serves it, [`Served`]) over a new gcm
 /// volume with bound seals; the directory lives as long as the value.
 pub struct TestFs {
-    pub fs: Front<WarpFs>,
+    pub fs: Served<WarpFs>,
     pub dir: tempfile::TempDir,
 }
 
@@ -24,7 +24,7 @@ impl TestFs {
             Config::create_with_features(dir.path(), b"pw", ContentMode::Gcm, 256, KdfParams::MIN, &bound).unwrap();
         Volume::init_root(&warpfs_backing::Root::open(dir.path()).unwrap()).unwrap();
         let vol = Volume::open(dir.path(), &cfg, &master, Options::default()).unwrap();
-        let fs = Front::new(WarpFs::new(vol).unwrap(), None, None);
+        let fs = Served::new(WarpFs::new(vol).unwrap(), None, None);
         TestFs { fs, dir }
     }
 

@@ -197,7 +197,13 @@ fn open(
         fs = fs.with_xts_device(Box::new(route));
     }
     let ring = crate::fuse::transport::uring::RingOptions::default();
-    let mut mounting = match crate::fuse::serve(fs, &mountpoint, &config, transport, ring) {
+    let mut mounting = match crate::fuse::serve(
+        crate::fuse::Served::new(fs, None, None),
+        &mountpoint,
+        &config,
+        transport,
+        ring,
+    ) {
         Ok(s) => s,
         Err(e) => ready.fail(&e),
     };

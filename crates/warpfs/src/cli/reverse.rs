@@ -233,8 +233,14 @@ fn serve(
         }
         e
     };
-    let mut mounting = crate::fuse::serve(fs, mountpoint, config, transport, ring)
-        .map_err(|e| fail(CliError::new(MOUNT_FAILED, e)))?;
+    let mut mounting = crate::fuse::serve(
+        crate::fuse::Served::new(fs, None, None),
+        mountpoint,
+        config,
+        transport,
+        ring,
+    )
+    .map_err(|e| fail(CliError::new(MOUNT_FAILED, e)))?;
     crate::fuse::tune_bdi(mountpoint);
     crate::fuse::stop_on_signals(mountpoint, mounting.unmount_callable())
         .map_err(|e| fail(CliError::new(ERROR, format!("cannot take SIGINT/SIGTERM: {e}"))))?;

@@ -5,7 +5,8 @@
 use super::image::Image;
 use crate::fuse::ctl;
 use crate::fuse::ops::{
-    Attr, AttrOut, Ctx, DirAdd, Entry, Errno, FileKind, Init, OpResult, Opened, Operations, ReadOut, SetAttr, Xattr,
+    Attr, AttrOut, Ctx, DirAdd, DirOps, Entry, EntryOps, Errno, FileKind, FileOps, Init, MountOps, NameOps, OpResult,
+    Opened, ReadOut, SetAttr, Xattr, XattrOps,
 };
 use crate::fuse::STATS_XATTR;
 use std::ffi::OsStr;
@@ -100,13 +101,15 @@ fn io_errno(e: std::io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
-impl Operations for ContainerFs {
+impl MountOps for ContainerFs {
     fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
         init.max_write = Some(1 << 20);
         init.max_readahead = Some(1 << 20);
         Ok(())
     }
+}
 
+impl EntryOps for ContainerFs {
     fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
         if parent == ROOT && name == VOLUME_NAME {
             Ok(Entry {
@@ -134,7 +137,11 @@ impl Operations for ContainerFs {
         }
         Ok(self.attr_out(ino))
     }
+}
 
+impl NameOps for ContainerFs {}
+
+impl FileOps for ContainerFs {
     fn open(&self, _: &Ctx, ino: u64, _flags: i32) -> OpResult<Opened> {
         if ino == VOLUME {
             Ok(Opened { fh: 0, flags: 0 })
@@ -158,6 +165,20 @@ impl Operations for ContainerFs {
         self.image.sync().map_err(io_errno)
     }
 
+    fn fallocate(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
+        let end = offset.saturating_add(length);
+        match mode {
+            0 | libc::FALLOC_FL_KEEP_SIZE if end <= self.image.size() => Ok(()),
+            0 | libc::FALLOC_FL_KEEP_SIZE => Err(Errno::from_i32(libc::ENOSPC)),
+            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
+                self.image.punch(offset, length).map_err(io_errno)
+            }
+            _ => Err(Errno::from_i32(libc::EOPNOTSUPP)),
+        }
+    }
+}
+
+impl DirOps for ContainerFs {
     fn readdir(&self, _: &Ctx, ino: u64, _fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
         if ino != ROOT {
             return Err(Errno::ENOTDIR);
@@ -174,7 +195,9 @@ impl Operations for ContainerFs {
         }
         Ok(())
     }
+}
 
+impl XattrOps for ContainerFs {
     fn getxattr(&self, _: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
         if ino == ROOT && name == STATS_XATTR {
             return Xattr::fit(self.stats_json(), size);
@@ -200,17 +223,5 @@ impl Operations for ContainerFs {
             return Err(Errno::from_i32(libc::ERANGE));
         }
         Ok((v.len() as i32, v))
-    }
-
-    fn fallocate(&self, _: &Ctx, _ino: u64, _fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
-        let end = offset.saturating_add(length);
-        match mode {
-            0 | libc::FALLOC_FL_KEEP_SIZE if end <= self.image.size() => Ok(()),
-            0 | libc::FALLOC_FL_KEEP_SIZE => Err(Errno::from_i32(libc::ENOSPC)),
-            m if m == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE => {
-                self.image.punch(offset, length).map_err(io_errno)
-            }
-            _ => Err(Errno::from_i32(libc::EOPNOTSUPP)),
-        }
     }
 }

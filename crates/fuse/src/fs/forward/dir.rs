@@ -1,10 +1,11 @@
-//! Directories: opendir, readdir, readdirplus, releasedir, fsyncdir.
+//! Directories ([`DirOps`]): opendir, readdir, readdirplus, releasedir,
+//! fsyncdir.
 
 use super::attr::kind;
 use super::{errno, WarpFs};
 use crate::handles::Handle;
 use crate::nodes::ROOT;
-use crate::ops::{DirAdd, DirPlusAdd, Errno, FileKind, OpResult, Opened};
+use crate::ops::{Ctx, DirAdd, DirOps, DirPlusAdd, Errno, FileKind, OpResult, Opened};
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// at HZ=100, with room to spare).
 const TICK: Duration = Duration::from_millis(20);
 
-impl WarpFs {
-    pub(super) fn opendir(&self, ino: u64) -> OpResult<Opened> {
+impl DirOps for WarpFs {
+    fn opendir(&self, _: &Ctx, ino: u64, _flags: i32) -> OpResult<Opened> {
         let l = self.loc(ino)?;
         let at = SystemTime::now();
         let dir = self.vol.open_dir(&l.backing).map_err(errno)?;
@@ -25,37 +26,7 @@ impl WarpFs {
         })
     }
 
-    /// The listing of directory handle `fh` to serve from `offset`. Read
-    /// from its start, the directory is listed anew if it may have changed
-    /// since its listing was taken (POSIX: what opendir or rewinddir
-    /// followed sees names made or removed before it): when this is a
-    /// rewind (a second read from the start), or when the backing
-    /// directory's change time is not older than the listing by more than
-    /// [`TICK`] (file systems stamp changes with a clock that lags by up
-    /// to a timer tick). A listing read once from opendir is still new.
-    fn listing(&self, ino: u64, fh: u64, offset: u64) -> OpResult<Arc<Vec<warpfs_volume::DirEntry>>> {
-        let Some(Handle::Dir(list)) = self.handles.get(fh) else {
-            return Err(Errno::EBADF);
-        };
-        if offset != 0 {
-            return Ok(list);
-        }
-        let (taken, again) = self.handles.read_from_start(fh);
-        let l = self.loc(ino)?;
-        let changed = |a: &warpfs_volume::Attr| {
-            let t = |(s, ns): (i64, u32)| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns);
-            t(a.mtime).max(t(a.ctime)) + TICK >= taken
-        };
-        if !again && self.vol.getattr(&l.backing).is_ok_and(|a| !changed(&a)) {
-            return Ok(list);
-        }
-        let at = SystemTime::now();
-        let fresh = Arc::new(self.vol.readdir(&l.backing).map_err(errno)?);
-        self.handles.set_listing(fh, fresh.clone(), at);
-        Ok(fresh)
-    }
-
-    pub(super) fn readdir(&self, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
+    fn readdir(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirAdd<'_>) -> OpResult<()> {
         let list = self.listing(ino, fh, offset)?;
         let mut i = offset as usize;
         while i < list.len() + 2 {
@@ -75,7 +46,7 @@ impl WarpFs {
         Ok(())
     }
 
-    pub(super) fn readdirplus(&self, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
+    fn readdirplus(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, add: &mut DirPlusAdd<'_>) -> OpResult<()> {
         let list = self.listing(ino, fh, offset)?;
         let dir = self.loc(ino)?;
         let first = (offset as usize).max(2) - 2;
@@ -118,15 +89,48 @@ impl WarpFs {
         Ok(())
     }
 
-    pub(super) fn releasedir(&self, fh: u64) {
+    fn releasedir(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
         self.handles.remove(fh);
         if let Some(a) = &self.ahead {
             a.forget(fh);
         }
+        Ok(())
     }
 
-    pub(super) fn fsyncdir(&self, ino: u64) -> OpResult<()> {
+    fn fsyncdir(&self, _: &Ctx, ino: u64, _fh: u64, _datasync: bool) -> OpResult<()> {
         let l = self.loc(ino)?;
         self.vol.fsyncdir(&l.backing).map_err(errno)
+    }
+}
+
+impl WarpFs {
+    /// The listing of directory handle `fh` to serve from `offset`. Read
+    /// from its start, the directory is listed anew if it may have changed
+    /// since its listing was taken (POSIX: what opendir or rewinddir
+    /// followed sees names made or removed before it): when this is a
+    /// rewind (a second read from the start), or when the backing
+    /// directory's change time is not older than the listing by more than
+    /// [`TICK`] (file systems stamp changes with a clock that lags by up
+    /// to a timer tick). A listing read once from opendir is still new.
+    fn listing(&self, ino: u64, fh: u64, offset: u64) -> OpResult<Arc<Vec<warpfs_volume::DirEntry>>> {
+        let Some(Handle::Dir(list)) = self.handles.get(fh) else {
+            return Err(Errno::EBADF);
+        };
+        if offset != 0 {
+            return Ok(list);
+        }
+        let (taken, again) = self.handles.read_from_start(fh);
+        let l = self.loc(ino)?;
+        let changed = |a: &warpfs_volume::Attr| {
+            let t = |(s, ns): (i64, u32)| UNIX_EPOCH + Duration::new(s.max(0) as u64, ns);
+            t(a.mtime).max(t(a.ctime)) + TICK >= taken
+        };
+        if !again && self.vol.getattr(&l.backing).is_ok_and(|a| !changed(&a)) {
+            return Ok(list);
+        }
+        let at = SystemTime::now();
+        let fresh = Arc::new(self.vol.readdir(&l.backing).map_err(errno)?);
+        self.handles.set_listing(fh, fresh.clone(), at);
+        Ok(fresh)
     }
 }

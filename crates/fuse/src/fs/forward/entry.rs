@@ -1,11 +1,15 @@
-//! Entries and attributes: INIT negotiation, lookup, forget, getattr,
-//! setattr, access, readlink, statfs; the session's end.
+//! The mount and its entries ([`MountOps`], [`EntryOps`]): INIT
+//! negotiation, the request gate, statfs, the session's end; lookup,
+//! forget, getattr, setattr, access, readlink.
 
 use super::attr::to_fuse;
 use super::{errno, WarpFs};
-use crate::ops::{AttrOut, Ctx, Entry, Errno, Init, OpResult, SetAttr, SetTime, Statfs};
+use crate::nodes::ROOT;
+use crate::ops::{op, AttrOut, Ctx, Entry, EntryOps, Errno, Init, MountOps, OpResult, SetAttr, SetTime, Statfs};
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
+use std::sync::RwLockReadGuard;
 use std::time::UNIX_EPOCH;
 use warpfs_volume::{Attr, Error};
 
@@ -28,8 +32,13 @@ fn time_spec(t: Option<SetTime>) -> warpfs_volume::TimeSpec {
     }
 }
 
-impl WarpFs {
-    pub(super) fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
+/// A request for one of the mount root's virtual attributes.
+fn is_control(ino: u64, name: &OsStr) -> bool {
+    ino == ROOT && name.as_bytes().starts_with(b"trusted.warpfs.")
+}
+
+impl MountOps for WarpFs {
+    fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
         let writeback = if self.writeback_cache {
             Init::FUSE_WRITEBACK_CACHE
         } else {
@@ -73,7 +82,7 @@ impl WarpFs {
         Ok(())
     }
 
-    pub(super) fn destroy(&self) {
+    fn destroy(&self) {
         self.vol.rekey_stop();
         if let Some(s) = self.vol.engine_stats() {
             tracing::info!("at unmount: {}", s.summary());
@@ -87,21 +96,38 @@ impl WarpFs {
         }
     }
 
+    fn transport_started(&self, transport: &'static str, why: &str) {
+        self.set_transport(transport, why)
+    }
+
+    fn busy_cpus(&self) -> Vec<usize> {
+        self.vol.engine().map(|e| e.mask_cpus().to_vec()).unwrap_or_default()
+    }
+
+    /// Every request holds the volume's request gate while it runs
+    /// (`Volume::serving`), but for those that touch no entry: FLUSH, and
+    /// the mount root's control requests, which the name part of a rekey
+    /// to a new volume key runs in while it holds every other off.
+    fn serving(&self, op: u32, ino: u64, name: Option<&OsStr>) -> Option<RwLockReadGuard<'_, ()>> {
+        let untouched = match op {
+            op::FLUSH | op::FORGET | op::BATCH_FORGET => true,
+            op::GETXATTR | op::SETXATTR => name.is_some_and(|n| is_control(ino, n)),
+            op::IOCTL => ino == ROOT,
+            _ => false,
+        };
+        (!untouched).then(|| self.vol.serving())
+    }
+
+    fn statfs(&self, _: &Ctx, _ino: u64) -> OpResult<Statfs> {
+        self.vol.statfs().map(Statfs::from).map_err(errno)
+    }
+}
+
+impl WarpFs {
     /// The open file of node `ino`, if a handle has its backing inode open.
     fn open_file_of(&self, ino: u64) -> Option<warpfs_volume::OpenFile> {
         let (dev, backing_ino) = self.nodes.backing(ino)?;
         self.vol.open_file_of(dev, backing_ino)
-    }
-
-    pub(super) fn lookup(&self, parent: u64, name: &OsStr) -> OpResult<Entry> {
-        let p = self.loc(parent)?;
-        match self.vol.lookup(&p.backing, name) {
-            Ok((cname, attr)) => Ok(self.entry(parent, &cname, name, &attr, false)),
-            Err(e) if e.errno() == libc::ENOENT && !self.caches.negative_ttl().is_zero() => {
-                Ok(Entry::negative(self.caches.negative_ttl()))
-            }
-            Err(e) => Err(errno(e)),
-        }
     }
 
     pub(super) fn attr_of(&self, ino: u64, fh: Option<u64>) -> OpResult<Attr> {
@@ -129,8 +155,25 @@ impl WarpFs {
         let d = self.handles.dir_of(ino)?;
         Some(self.vol.getattr_dir(&d).map_err(errno))
     }
+}
 
-    pub(super) fn getattr(&self, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
+impl EntryOps for WarpFs {
+    fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
+        let p = self.loc(parent)?;
+        match self.vol.lookup(&p.backing, name) {
+            Ok((cname, attr)) => Ok(self.entry(parent, &cname, name, &attr, false)),
+            Err(e) if e.errno() == libc::ENOENT && !self.caches.negative_ttl().is_zero() => {
+                Ok(Entry::negative(self.caches.negative_ttl()))
+            }
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    fn forget(&self, ino: u64, nlookup: u64) {
+        self.nodes.forget(ino, nlookup)
+    }
+
+    fn getattr(&self, _: &Ctx, ino: u64, fh: Option<u64>) -> OpResult<AttrOut> {
         let a = self.attr_of(ino, fh)?;
         Ok(AttrOut {
             attr: to_fuse(ino, &a),
@@ -138,7 +181,7 @@ impl WarpFs {
         })
     }
 
-    pub(super) fn setattr(&self, ctx: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
+    fn setattr(&self, ctx: &Ctx, ino: u64, set: &SetAttr) -> OpResult<AttrOut> {
         let loc = self.nodes.locate(ino);
         // An open file is changed through its fd, never its path: the
         // backing file may have been deleted or replaced under the handle.
@@ -191,12 +234,12 @@ impl WarpFs {
             Ok(())
         })();
         res.map_err(errno)?;
-        self.getattr(ino, set.fh)
+        self.getattr(ctx, ino, set.fh)
     }
 
     /// access(2) and chdir: the kernel asks only without
     /// `default_permissions` (see `session::mount_config`).
-    pub(super) fn access(&self, ino: u64, mask: i32) -> OpResult<()> {
+    fn access(&self, _: &Ctx, ino: u64, mask: i32) -> OpResult<()> {
         let l = self.loc(ino)?;
         // A refusal is the answer asked for: not logged.
         self.vol
@@ -204,22 +247,8 @@ impl WarpFs {
             .map_err(|e| Errno::from_i32(e.errno()))
     }
 
-    pub(super) fn readlink(&self, ino: u64) -> OpResult<Vec<u8>> {
+    fn readlink(&self, _: &Ctx, ino: u64) -> OpResult<Vec<u8>> {
         let l = self.loc(ino)?;
         self.vol.readlink(&l.backing).map_err(errno)
-    }
-
-    pub(super) fn statfs(&self) -> OpResult<Statfs> {
-        let s = self.vol.statfs().map_err(errno)?;
-        Ok(Statfs {
-            blocks: s.blocks,
-            bfree: s.bfree,
-            bavail: s.bavail,
-            files: s.files,
-            ffree: s.ffree,
-            bsize: s.bsize,
-            namelen: s.namelen,
-            frsize: s.frsize,
-        })
     }
 }

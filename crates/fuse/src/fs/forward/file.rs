@@ -1,9 +1,9 @@
-//! Files: open, create, read, write, flush, release, fsync, fallocate,
-//! lseek (SEEK_DATA / SEEK_HOLE).
+//! Files ([`FileOps`]): open, create, read, write, flush, release, fsync,
+//! fallocate, lseek (SEEK_DATA / SEEK_HOLE).
 
 use super::{errno, WarpFs};
 use crate::ahead::Found;
-use crate::ops::{Ctx, Entry, Errno, OpResult, Opened, ReadOut};
+use crate::ops::{Ctx, Entry, Errno, FileOps, OpResult, Opened, ReadOut};
 use std::ffi::OsStr;
 use warpfs_volume::Seek;
 
@@ -41,8 +41,10 @@ impl WarpFs {
             0
         }
     }
+}
 
-    pub(super) fn open(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
+impl FileOps for WarpFs {
+    fn open(&self, ctx: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
         let l = self.loc(ino)?;
         let f = self.vol.open_file(&l.backing, flags, l.plain).map_err(errno)?;
         if flags & libc::O_TRUNC != 0 && self.kills_for(ctx) {
@@ -62,7 +64,7 @@ impl WarpFs {
         Ok(self.opened(f, flags, keep))
     }
 
-    pub(super) fn create(
+    fn create(
         &self,
         ctx: &Ctx,
         parent: u64,
@@ -98,7 +100,7 @@ impl WarpFs {
         Ok((e, self.opened(f, flags, 0)))
     }
 
-    pub(super) fn read(&self, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
+    fn read(&self, _: &Ctx, _ino: u64, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         let mut direct = false;
         if let Some(a) = &self.ahead {
@@ -126,7 +128,7 @@ impl WarpFs {
         Ok(())
     }
 
-    pub(super) fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
+    fn write(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         self.vol_writable().map_err(errno)?;
         self.seen.changed(ino);
@@ -138,19 +140,30 @@ impl WarpFs {
         Ok(data.len() as u32)
     }
 
-    pub(super) fn release(&self, fh: u64) {
+    fn flush(&self, _: &Ctx, _ino: u64, _fh: u64) -> OpResult<()> {
+        // Nothing to do at close: with `noflush` the kernel learns that
+        // from the first ENOSYS and stops asking.
+        if self.caches.noflush {
+            Err(Errno::ENOSYS)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn release(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
         self.handles.remove(fh);
         if let Some(a) = &self.ahead {
             a.forget(fh);
         }
+        Ok(())
     }
 
-    pub(super) fn fsync(&self, fh: u64, datasync: bool) -> OpResult<()> {
+    fn fsync(&self, _: &Ctx, _ino: u64, fh: u64, datasync: bool) -> OpResult<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         f.sync(datasync).map_err(|e| Errno::from_i32(e.errno()))
     }
 
-    pub(super) fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
+    fn fallocate(&self, ctx: &Ctx, ino: u64, fh: u64, offset: u64, length: u64, mode: i32) -> OpResult<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         self.vol_writable().map_err(errno)?;
         self.seen.changed(ino);
@@ -183,7 +196,7 @@ impl WarpFs {
     /// would lose it: such a call is refused with EOPNOTSUPP (both fall
     /// back to reading the file). A writable handle's last dirty pages
     /// are written back before its RELEASE arrives.
-    pub(super) fn lseek(&self, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
+    fn lseek(&self, _: &Ctx, _ino: u64, fh: u64, offset: u64, whence: i32) -> OpResult<u64> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
         let what = match whence {
             libc::SEEK_DATA => Seek::Data,

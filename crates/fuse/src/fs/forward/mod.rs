@@ -1,15 +1,15 @@
 //! The warpfs file system behind the transports: the operations layer
 //! ([`crate::ops::Operations`]) over an unlocked volume. One file per group
-//! of operations: entries and attributes ([`entry`]), names ([`names`]),
-//! files ([`file`]), directories ([`dir`]), extended attributes and the
-//! control channel ([`xattr`]); [`impl_ops`] binds them to the trait.
+//! of operations, each implementing its group's trait: the mount, entries
+//! and attributes ([`entry`]), names ([`names`]), files ([`file`]),
+//! directories ([`dir`]), extended attributes and the control channel
+//! ([`xattr`]).
 
 pub(crate) mod attr;
 pub mod cache;
 mod dir;
 mod entry;
 mod file;
-mod impl_ops;
 mod names;
 mod xattr;
 

@@ -1,22 +1,15 @@
-//! Names: mknod, mkdir, symlink, link, unlink, rmdir, rename.
+//! Names ([`NameOps`]): mknod, mkdir, symlink, link, unlink, rmdir,
+//! rename.
 
 use super::{errno, WarpFs};
-use crate::ops::{Ctx, Entry, Errno, OpResult};
+use crate::ops::{Ctx, Entry, Errno, NameOps, OpResult};
 use std::ffi::OsStr;
 
 /// `RENAME_EXCHANGE` of renameat2(2).
 const RENAME_EXCHANGE: u32 = 1 << 1;
 
-impl WarpFs {
-    pub(super) fn mknod(
-        &self,
-        ctx: &Ctx,
-        parent: u64,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-    ) -> OpResult<Entry> {
+impl NameOps for WarpFs {
+    fn mknod(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32) -> OpResult<Entry> {
         let p = self.loc(parent)?;
         let mode = (mode & libc::S_IFMT) | (mode & 0o7777 & !umask);
         let (cname, attr) = self
@@ -26,7 +19,7 @@ impl WarpFs {
         Ok(self.entry(parent, &cname, name, &attr, true))
     }
 
-    pub(super) fn mkdir(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> OpResult<Entry> {
+    fn mkdir(&self, ctx: &Ctx, parent: u64, name: &OsStr, mode: u32, umask: u32) -> OpResult<Entry> {
         let p = self.loc(parent)?;
         let (cname, attr) = self
             .vol
@@ -35,7 +28,7 @@ impl WarpFs {
         Ok(self.entry(parent, &cname, name, &attr, true))
     }
 
-    pub(super) fn symlink(&self, ctx: &Ctx, parent: u64, name: &OsStr, target: &OsStr) -> OpResult<Entry> {
+    fn symlink(&self, ctx: &Ctx, parent: u64, name: &OsStr, target: &OsStr) -> OpResult<Entry> {
         let p = self.loc(parent)?;
         let (cname, attr) = self
             .vol
@@ -44,7 +37,7 @@ impl WarpFs {
         Ok(self.entry(parent, &cname, name, &attr, true))
     }
 
-    pub(super) fn link(&self, ino: u64, newparent: u64, newname: &OsStr) -> OpResult<Entry> {
+    fn link(&self, _: &Ctx, ino: u64, newparent: u64, newname: &OsStr) -> OpResult<Entry> {
         let (l, np) = match (self.loc(ino), self.loc(newparent)) {
             (Ok(l), Ok(np)) => (l, np),
             _ => return Err(Errno::ENOENT),
@@ -55,28 +48,21 @@ impl WarpFs {
         Ok(self.entry(newparent, &cname, newname, &attr, copied))
     }
 
-    pub(super) fn unlink(&self, parent: u64, name: &OsStr) -> OpResult<()> {
+    fn unlink(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
         let p = self.loc(parent)?;
         let cname = self.vol.unlink(&p.backing, name).map_err(errno)?;
         self.nodes.unlinked(parent, &cname);
         Ok(())
     }
 
-    pub(super) fn rmdir(&self, parent: u64, name: &OsStr) -> OpResult<()> {
+    fn rmdir(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<()> {
         let p = self.loc(parent)?;
         let cname = self.vol.rmdir(&p.backing, name).map_err(errno)?;
         self.nodes.unlinked(parent, &cname);
         Ok(())
     }
 
-    pub(super) fn rename(
-        &self,
-        parent: u64,
-        name: &OsStr,
-        newparent: u64,
-        newname: &OsStr,
-        flags: u32,
-    ) -> OpResult<()> {
+    fn rename(&self, _: &Ctx, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> OpResult<()> {
         let (p, np) = match (self.loc(parent), self.loc(newparent)) {
             (Ok(p), Ok(np)) => (p, np),
             _ => return Err(Errno::ENOENT),
@@ -116,7 +102,9 @@ impl WarpFs {
         self.keep_nodes(&self.vol, &known);
         Ok(())
     }
+}
 
+impl WarpFs {
     /// Each (node, backing path) whose backing inode is not the node's any
     /// more was made anew (a moved bound symlink): the node keeps its id
     /// for the new inode ([`crate::nodes::Nodes::rebacked`]).

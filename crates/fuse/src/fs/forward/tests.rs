@@ -1,8 +1,9 @@
-//! `WarpFs` through the operations layer, with no mount and no root: the
-//! `Front` both transports call, over a volume in a temporary directory.
+//! `WarpFs` through the operation traits, with no mount and no root, as
+//! the mount serves it (`Served`), over a volume in a temporary directory.
 
 use crate::nodes::ROOT;
-use crate::ops::{Entry, Operations, SetAttr, Xattr};
+use crate::ops::prelude::*;
+use crate::ops::{Entry, SetAttr, Xattr};
 use crate::ops::{Errno, FileKind};
 use crate::testvol::{me, Gather, TestFs};
 use std::ffi::{OsStr, OsString};
@@ -104,10 +105,10 @@ fn a_moved_symlink_keeps_its_node_and_its_target() {
     );
 }
 
-/// Every request a mount sends is answered by the forward file system,
-/// through the `Front` both transports call: none falls through to the
-/// operations layer's ENOSYS default, after which the kernel would stop
-/// asking for the whole mount.
+/// Every request a mount sends is answered by the forward file system's
+/// own impl of its group's trait: none falls through to the operations
+/// layer's ENOSYS default, after which the kernel would stop asking for
+/// the whole mount.
 #[test]
 fn no_request_of_a_forward_mount_is_answered_enosys() {
     let t = TestFs::new();

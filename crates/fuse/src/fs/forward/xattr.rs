@@ -1,10 +1,11 @@
-//! Extended attributes, the mount root's virtual attributes (engine stats,
-//! online rekey) and the control ioctls that reach them ([`crate::ctl`]).
+//! Extended attributes ([`XattrOps`]), the mount root's virtual
+//! attributes (engine stats, online rekey) and the control ioctls that
+//! reach them ([`crate::ctl`]).
 
 use super::{errno, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
 use crate::ctl;
 use crate::nodes::ROOT;
-use crate::ops::{Errno, OpResult, Xattr};
+use crate::ops::{Ctx, Errno, OpResult, Xattr, XattrOps};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::Ordering;
@@ -154,18 +155,20 @@ impl WarpFs {
         }
         Ok(v)
     }
+}
 
-    pub(super) fn ioctl(&self, uid: u32, ino: u64, cmd: u32, input: &[u8], out_size: u32) -> OpResult<(i32, Vec<u8>)> {
+impl XattrOps for WarpFs {
+    fn ioctl(&self, ctx: &Ctx, ino: u64, _fh: u64, cmd: u32, input: &[u8], out_size: u32) -> OpResult<(i32, Vec<u8>)> {
         if ino != ROOT || (cmd != ctl::GET && cmd != ctl::SET) {
             // Not a terminal, no other ioctls (isatty() asks on every open).
             return Err(Errno::from_i32(libc::ENOTTY));
         }
         // The value fits in an ioctl (at most ctl::SIZE bytes).
-        let v = self.control(uid, cmd, input, out_size)?;
+        let v = self.control(ctx.uid, cmd, input, out_size)?;
         Ok((v.len() as i32, v))
     }
 
-    pub(super) fn setxattr(&self, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
+    fn setxattr(&self, _: &Ctx, ino: u64, name: &OsStr, value: &[u8], flags: i32) -> OpResult<()> {
         self.xattrs_off()?;
         if ino == ROOT {
             if let Some(r) = self.virtual_set(name.as_bytes(), value) {
@@ -178,7 +181,7 @@ impl WarpFs {
             .map_err(errno)
     }
 
-    pub(super) fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
+    fn getxattr(&self, _: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<Xattr> {
         self.xattrs_off()?;
         if ino == ROOT {
             if let Some(res) = self.virtual_get(name.as_bytes()) {
@@ -196,13 +199,13 @@ impl WarpFs {
         Xattr::fit(v, size)
     }
 
-    pub(super) fn listxattr(&self, ino: u64, size: u32) -> OpResult<Xattr> {
+    fn listxattr(&self, _: &Ctx, ino: u64, size: u32) -> OpResult<Xattr> {
         self.xattrs_off()?;
         let l = self.loc(ino)?;
         Xattr::fit(self.vol.listxattr(&l.backing).map_err(errno)?, size)
     }
 
-    pub(super) fn removexattr(&self, ino: u64, name: &OsStr) -> OpResult<()> {
+    fn removexattr(&self, _: &Ctx, ino: u64, name: &OsStr) -> OpResult<()> {
         self.xattrs_off()?;
         let l = self.loc(ino)?;
         self.vol.removexattr(&l.backing, name.as_bytes()).map_err(errno)

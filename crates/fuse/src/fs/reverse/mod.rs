@@ -6,8 +6,8 @@
 
 use crate::fs::forward::attr::{kind as fuse_kind, to_fuse};
 use crate::ops::{
-    AttrOut, Ctx, DirAdd, DirPlusAdd, Entry, Errno, FileKind, Init, OpResult, Opened, Operations, ReadOut, SetAttr,
-    Statfs,
+    AttrOut, Ctx, DirAdd, DirOps, DirPlusAdd, Entry, EntryOps, Errno, FileKind, FileOps, Init, MountOps, NameOps,
+    OpResult, Opened, ReadOut, SetAttr, Statfs, XattrOps,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -114,7 +114,7 @@ fn rofs<T>() -> OpResult<T> {
     Err(Errno::from_i32(libc::EROFS))
 }
 
-impl Operations for ReverseFs {
+impl MountOps for ReverseFs {
     fn init(&mut self, init: &mut Init) -> std::io::Result<()> {
         init.want(
             Init::FUSE_PARALLEL_DIROPS | Init::FUSE_ASYNC_DIO | Init::FUSE_DO_READDIRPLUS | Init::FUSE_READDIRPLUS_AUTO,
@@ -126,6 +126,12 @@ impl Operations for ReverseFs {
         Ok(())
     }
 
+    fn statfs(&self, _: &Ctx, _ino: u64) -> OpResult<Statfs> {
+        self.view.statfs().map(Statfs::from).map_err(errno)
+    }
+}
+
+impl EntryOps for ReverseFs {
     fn lookup(&self, _: &Ctx, parent: u64, name: &OsStr) -> OpResult<Entry> {
         let rel = self.dir_rel(parent)?;
         let (node, attr) = self.view.lookup(&rel, name.as_bytes()).map_err(errno)?;
@@ -168,6 +174,17 @@ impl Operations for ReverseFs {
         }
     }
 
+    fn access(&self, _: &Ctx, ino: u64, mask: i32) -> OpResult<()> {
+        if mask & libc::W_OK != 0 {
+            return rofs();
+        }
+        self.node(ino).map(|_| ())
+    }
+}
+
+impl NameOps for ReverseFs {}
+
+impl FileOps for ReverseFs {
     fn open(&self, _: &Ctx, ino: u64, flags: i32) -> OpResult<Opened> {
         if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
             return rofs();
@@ -211,7 +228,9 @@ impl Operations for ReverseFs {
         self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         Ok(())
     }
+}
 
+impl DirOps for ReverseFs {
     fn opendir(&self, _: &Ctx, ino: u64, _flags: i32) -> OpResult<Opened> {
         let rel = self.dir_rel(ino)?;
         let list = self.view.list(&rel).map_err(errno)?;
@@ -282,28 +301,9 @@ impl Operations for ReverseFs {
         self.handles.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
         Ok(())
     }
+}
 
-    fn statfs(&self, _: &Ctx, _ino: u64) -> OpResult<Statfs> {
-        let s = self.view.statfs().map_err(errno)?;
-        Ok(Statfs {
-            blocks: s.blocks,
-            bfree: s.bfree,
-            bavail: s.bavail,
-            files: s.files,
-            ffree: s.ffree,
-            bsize: s.bsize,
-            namelen: s.namelen,
-            frsize: s.frsize,
-        })
-    }
-
-    fn access(&self, _: &Ctx, ino: u64, mask: i32) -> OpResult<()> {
-        if mask & libc::W_OK != 0 {
-            return rofs();
-        }
-        self.node(ino).map(|_| ())
-    }
-
+impl XattrOps for ReverseFs {
     fn getxattr(&self, _: &Ctx, _ino: u64, _name: &OsStr, _size: u32) -> OpResult<crate::ops::Xattr> {
         Err(Errno::from_i32(libc::ENODATA))
     }

@@ -14,13 +14,12 @@ mod cpu_idle;
 mod dispatch;
 mod local_wake;
 mod queue;
-mod reply;
-mod request;
 mod roam;
 
 pub use dispatch::Acl;
 
 use crate::ops::Operations;
+use crate::Served;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -121,7 +120,7 @@ impl Ring {
     /// away), which is no error.
     pub fn start<T: Operations>(
         dev: BorrowedFd<'_>,
-        ops: Arc<T>,
+        ops: Arc<Served<T>>,
         acl: Acl,
         options: RingOptions,
     ) -> Result<Ring, String> {

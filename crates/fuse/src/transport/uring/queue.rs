@@ -12,6 +12,7 @@ use super::dispatch::{handle, Acl};
 use super::local_wake::{self, Waiter};
 use super::roam::{Batch, Roam};
 use crate::ops::{Errno, Operations};
+use crate::Served;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -163,7 +164,7 @@ fn setup(dev: RawFd, wake: RawFd, spec: &Spec) -> std::io::Result<(Ring, Vec<Slo
 }
 
 /// Serve one completed entry and queue its COMMIT_AND_FETCH.
-fn serve<T: Operations>(ops: &T, acl: Acl, s: &mut Slot) -> Option<u32> {
+fn serve<T: Operations>(ops: &Served<T>, acl: Acl, s: &mut Slot) -> Option<u32> {
     let hdr = s.header.bytes();
     let r = Le(hdr);
     let commit_id = r.u64(abi::COMMIT_ID_OFF).ok()?;
@@ -230,7 +231,7 @@ pub fn run<T: Operations>(
     dev: RawFd,
     wake: RawFd,
     spec: Spec,
-    ops: Arc<T>,
+    ops: Arc<Served<T>>,
     acl: Acl,
     ready: Sender<Result<(), String>>,
     counts: Arc<Counts>,

@@ -4,7 +4,7 @@
 //! `--force-owner` put in front of the file system.
 
 use crate::fuse::idle::{self, Activity};
-use crate::fuse::{Front, WarpFs};
+use crate::fuse::{Served, WarpFs};
 use clap::Args;
 use std::path::Path;
 use std::sync::Arc;
@@ -68,10 +68,10 @@ pub fn parse_owner(s: &str) -> Result<Owner, String> {
 impl MountExtra {
     /// The file system as it is mounted: requests counted (with `--idle`)
     /// and owners replaced (`--force-owner`).
-    pub fn front(&self, fs: WarpFs) -> (Front<WarpFs>, Option<Arc<Activity>>) {
+    pub fn served(&self, fs: WarpFs) -> (Served<WarpFs>, Option<Arc<Activity>>) {
         let act = self.idle.map(|_| Arc::new(Activity::new()));
         let owner = self.force_owner.map(|o| (o.uid, o.gid));
-        (Front::new(fs, act.clone(), owner), act)
+        (Served::new(fs, act.clone(), owner), act)
     }
 
     /// Start the idle watcher when `--idle` asks for one (the mount is live).

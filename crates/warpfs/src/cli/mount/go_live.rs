@@ -6,7 +6,7 @@
 use super::daily::MountExtra;
 use crate::cli::exit::{CliError, ERROR, MOUNT_FAILED};
 use crate::fuse::transport::uring::RingOptions;
-use crate::fuse::{serve, stop_on_signals, tune_bdi, Front, Mounted, Transport, WarpFs};
+use crate::fuse::{serve, stop_on_signals, tune_bdi, Mounted, Transport, WarpFs};
 use std::path::Path;
 
 /// Mount `fs` at `mountpoint` and bring the mount to life (see the module
@@ -18,10 +18,10 @@ pub fn go_live(
     config: &crate::fuse::MountConfig,
     (transport, ring): (Transport, RingOptions),
     cipherdir: &Path,
-) -> Result<Mounted<Front<WarpFs>>, CliError> {
+) -> Result<Mounted<WarpFs>, CliError> {
     let failed = |e: String| CliError::new(MOUNT_FAILED, e);
     let notifier = fs.notifier_slot();
-    let (fs, activity) = extra.front(fs);
+    let (fs, activity) = extra.served(fs);
     let user = extra.setuid.as_ref();
     let mut config = config.clone();
     if let Some(u) = user {
