@@ -1,5 +1,5 @@
 //! Attacks on the cipher dir as tests (`gcm` and `xchacha20-poly1305`;
-//! SECURITY.md "Attacks").
+//! SECURITY.md "What a CIPHERDIR writer can and cannot do").
 //!
 //! An attacker with write access to CIPHERDIR edits it while the volume is
 //! unmounted; then it is mounted and every tampered file is read:

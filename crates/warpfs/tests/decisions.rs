@@ -3,6 +3,8 @@
 //! supersession is marked on both records; and the table in
 //! docs/decisions/README.md is exactly what the records give
 //! (`WARPFS_BLESS=1 cargo test -p warpfs --test decisions` writes it).
+//! Measurements live in bench/results/ and are linked from the records:
+//! no record holds a table of numbers or names a commit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -193,6 +195,83 @@ fn read_records(dir: &Path) -> (BTreeMap<String, Record>, Vec<String>) {
     (records, problems)
 }
 
+/// Whether a table cell is a measurement: digits, with at most a short
+/// unit beside them (`134.6`, `0.48x`, `1.65 (60.5%)`, `28 µs`).
+fn is_number(cell: &str) -> bool {
+    let cell = cell.trim().trim_matches('*');
+    let digits = cell.chars().filter(char::is_ascii_digit).count();
+    let letters = cell.chars().filter(|c| c.is_alphabetic() && *c != 'x').count();
+    digits > 0 && letters <= 3 && !cell.contains('`')
+}
+
+/// The first line (1-based) of each Markdown table in `text` whose body
+/// cells are at least half numbers.
+fn measurement_tables(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].trim_start().starts_with('|') {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < lines.len() && lines[i].trim_start().starts_with('|') {
+            i += 1;
+        }
+        let rule = |l: &str| l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' '));
+        let rows = &lines[start..i];
+        let body = match rows.get(1) {
+            Some(r) if rule(r) => &rows[2..],
+            _ => rows,
+        };
+        let cells: Vec<&str> = body
+            .iter()
+            .flat_map(|r| r.trim().trim_matches('|').split('|'))
+            .filter(|c| !c.trim().is_empty())
+            .collect();
+        let numbers = cells.iter().filter(|c| is_number(c)).count();
+        if body.len() >= 2 && numbers * 2 >= cells.len() {
+            found.push(start + 1);
+        }
+    }
+    found
+}
+
+/// Commit ids named in `text` outside link targets (`](...)`): words of 7
+/// to 40 hex digits with both a digit and a letter.
+fn commit_ids(text: &str) -> Vec<String> {
+    let mut prose = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        prose.push_str(&rest[..i]);
+        rest = &rest[i + 2..];
+        rest = &rest[rest.find(')').map_or(rest.len(), |j| j + 1)..];
+    }
+    prose.push_str(rest);
+    prose
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| (7..=40).contains(&w.len()))
+        .filter(|w| w.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .filter(|w| w.bytes().any(|b| b.is_ascii_digit()) && w.bytes().any(|b| b.is_ascii_alphabetic()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What a record may not hold: measurement tables and commit ids.
+fn measurements_in(file: &str, text: &str) -> Vec<String> {
+    let mut problems: Vec<String> = measurement_tables(text)
+        .into_iter()
+        .map(|l| format!("{file}:{l}: a table of measurements (move it to bench/results/ and link it)"))
+        .collect();
+    for c in commit_ids(text) {
+        problems.push(format!(
+            "{file}: names commit {c} (the results folder names what it measured)"
+        ));
+    }
+    problems
+}
+
 /// README.md with its index replaced by `index`.
 fn with_index(readme: &str, index: &str) -> Result<String, String> {
     let b = readme.find(BEGIN).ok_or("README.md has no index marker")?;
@@ -208,6 +287,18 @@ fn every_record_has_a_title_a_status_and_one_line_and_both_sides_of_each_link() 
     let (records, mut problems) = read_records(&decisions_dir());
     problems.extend(check_links(&records));
     assert!(records.len() > 60, "only {} records read", records.len());
+    assert!(problems.is_empty(), "decision records:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn no_record_holds_a_measurement_table_or_a_commit() {
+    let dir = decisions_dir();
+    let mut problems = Vec::new();
+    let (records, _) = read_records(&dir);
+    for r in records.values() {
+        let text = std::fs::read_to_string(dir.join(&r.file)).expect("a record");
+        problems.extend(measurements_in(&r.file, &text));
+    }
     assert!(problems.is_empty(), "decision records:\n{}", problems.join("\n"));
 }
 
@@ -306,4 +397,19 @@ fn a_missing_row_makes_the_index_differ() {
         rec("0002-b.md", "# 0002: B\n\nStatus: accepted\nIn one line: y\n"),
     );
     assert_ne!(with_index(&readme, &table(&m)).unwrap(), readme);
+}
+
+#[test]
+fn a_table_of_numbers_or_a_commit_in_a_record_is_refused() {
+    let numbers = "# 0001: A\n\n| volume | job | off | on |\n|---|---|---:|---:|\n\
+                   | gcm | read | 236.7 | 1.65 (60.5%) |\n| xts | write | 0.48x | 28 µs |\n";
+    assert_eq!(measurement_tables(numbers), vec![3]);
+    let words = "| flag | what it adds |\n|---|---|\n| `file-summary` | a per-file record |\n\
+                 | `names` | encrypted names, 255 bytes |\n";
+    assert!(measurement_tables(words).is_empty());
+    assert!(measurements_in("0001-a.md", words).is_empty());
+    let commit = "Measured at 3eedd56, linked as [run](../../bench/results/x/before-c0f61f9.md).";
+    assert_eq!(commit_ids(commit), vec!["3eedd56".to_string()]);
+    assert!(commit_ids("decrypt-ahead of 1000000 bytes, a deadbeef-free text").is_empty());
+    assert_eq!(measurements_in("0001-a.md", numbers).len(), 1);
 }

@@ -1,5 +1,5 @@
 //! Shared storage: two mounts of one CIPHERDIR at once, as two hosts on one
-//! synced or network folder would have (SECURITY.md "Shared storage").
+//! synced or network folder would have (SECURITY.md "Shared and synced storage").
 //!
 //! - `two_mounts_different_files`: each mount writes its own files (in
 //!   parallel); each sees the other's files and contents; a scan of every

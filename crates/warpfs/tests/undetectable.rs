@@ -52,7 +52,7 @@ mod undetectable_by_design {
     }
 }
 
-/// What the format does not detect by itself (SECURITY.md "Not detected"),
+/// What the format does not detect by itself (SECURITY.md "Holes and rollback"),
 /// shown as the documented behaviour. 8 cases; with file summaries
 /// (FORMAT.md 12) three of them are detected: a zeroed nonce entry, a
 /// truncation at a block boundary and a block rolled back with its entry.

@@ -16,7 +16,7 @@
 //!   its unbound seals, so its view keeps its bytes); FIFOs, sockets and
 //!   devices shown as entries of the same type.
 //!
-//! Nothing here talks to the kernel: the FUSE side (`warpfs::fuse::reverse`)
+//! Nothing here talks to the kernel: the FUSE side (`warpfs_fuse::fs::reverse`)
 //! asks for entries, attributes and bytes.
 
 pub mod content;

@@ -10,7 +10,7 @@
 //! /etc/warpfs/...) are replaced by the test's, and the TPM2 unit's `tpm2`
 //! is given the software TPM's TCTI. Against the build, `/usr/bin/warpfs`
 //! is the built binary and type `fuse.warpfs` becomes `fuse` with
-//! `BIN#WHAT` (see tests/fstab.rs); `WARPFS_INSTALLED_BIN` (scripts/deb.sh)
+//! `BIN#WHAT` (see tests/daily/fstab.rs); `WARPFS_INSTALLED_BIN` (scripts/deb.sh)
 //! runs them exactly.
 
 use crate::common::*;
@@ -359,7 +359,7 @@ fn the_fstab_example_lines_mount() {
         };
         if fstype == "warpfs" && !installed() {
             // Type warpfs needs the package's /sbin/mount.warpfs
-            // (tests/fstab.rs covers it through scripts/deb.sh).
+            // (tests/daily/fstab.rs covers it through scripts/deb.sh).
             continue;
         }
         let v = Volume::init(Mode::Gcm);
