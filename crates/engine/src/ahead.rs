@@ -62,10 +62,10 @@ impl AheadPool {
                 .name(format!("warpfs-ahead-{i}"))
                 .spawn(move || {
                     if let Some(v) = nice {
-                        crate::placement::set_thread_nice(v);
+                        crate::placement::this_thread::set_nice(v);
                     }
                     if !cpus.is_empty() {
-                        if let Err(e) = crate::placement::set_thread_cpus(&cpus) {
+                        if let Err(e) = crate::placement::this_thread::pin(&cpus) {
                             tracing::warn!("decrypt-ahead thread {i}: cannot run on the engine's CPUs ({e})");
                         }
                     }

@@ -35,7 +35,7 @@ pub use queue::{Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 
 use crate::ahead::{AheadJob, AheadPool};
 use crate::backend::{Backend, CpuBackend};
-use crate::placement::{set_thread_cpus, set_thread_nice, thread_cpus};
+use crate::placement::this_thread;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::xts_device::XtsDevicePort;
 use crate::EngineConfig;
@@ -100,6 +100,9 @@ pub struct Engine {
     ahead: Mutex<Option<AheadPool>>,
     /// See [`Engine::mask_cpus`].
     mask_cpus: Vec<usize>,
+    /// `mask_cpus`, marked busy for the process's other threads
+    /// ([`crate::placement::busy_cpus`]).
+    _busy: crate::placement::Busy,
     /// The device whole XTS requests go to (`attach_xts_device`).
     xts: std::sync::OnceLock<Arc<dyn XtsDevicePort>>,
 }
@@ -134,7 +137,7 @@ impl Engine {
         // (the mounting) thread may run. A device's driver threads mostly wait.
         let mask_cpus = match (threads, backend.driver_threads(), cfg.cpus.is_empty()) {
             (0, _, _) | (_, Some(_), _) => Vec::new(),
-            (_, None, true) => thread_cpus(),
+            (_, None, true) => this_thread::cpus(),
             (_, None, false) => cfg.cpus.clone(),
         };
         // A device backend takes whole launches per work unit.
@@ -192,6 +195,7 @@ impl Engine {
             shared: shared.clone(),
             workers: Mutex::new(Vec::new()),
             ahead: Mutex::new(ahead),
+            _busy: crate::placement::mark_busy(&mask_cpus),
             mask_cpus,
             xts: std::sync::OnceLock::new(),
         });
@@ -201,19 +205,19 @@ impl Engine {
                 .name(format!("warpfs-mask-{i}"))
                 .spawn(move || {
                     if let Some(n) = sh.cfg.nice {
-                        set_thread_nice(n);
+                        this_thread::set_nice(n);
                     }
                     if !sh.cfg.cpus.is_empty() {
-                        if let Err(e) = set_thread_cpus(&sh.cfg.cpus) {
+                        if let Err(e) = this_thread::pin(&sh.cfg.cpus) {
                             tracing::warn!(
                                 "keystream worker {i}: cannot run on CPUs {} ({e}); it stays where the daemon runs",
-                                crate::format_cpu_list(&sh.cfg.cpus)
+                                crate::placement::format_cpu_list(&sh.cfg.cpus)
                             );
                         }
                     }
                     {
                         let mut all = sh.worker_cpus.lock().unwrap_or_else(|e| e.into_inner());
-                        all.extend(thread_cpus());
+                        all.extend(this_thread::cpus());
                         all.sort_unstable();
                         all.dedup();
                     }

@@ -30,7 +30,7 @@ mod engine;
 mod error;
 #[cfg(feature = "gpu")]
 pub mod gpu;
-mod placement;
+pub mod placement;
 mod read_window;
 mod split;
 mod stats;
@@ -41,14 +41,14 @@ pub use ahead::AheadJob;
 pub use backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{
-    check_cpus_exist, parse_cpu_list, speculation_policy, EngineConfig, PolicyInput, AHEAD_NICE, AHEAD_STEAL_AFTER,
-    DEFAULT_BATCH_MAX, DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
-    DEFAULT_WINDOW_MAX, ENV_NO_AESNI, MAX_CPUS, REFILL_BATCH, SMALL_RANDOM_READ,
+    speculation_policy, EngineConfig, PolicyInput, AHEAD_NICE, AHEAD_STEAL_AFTER, DEFAULT_BATCH_MAX,
+    DEFAULT_ENGINE_NICE, DEFAULT_MASK_LEN, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US, DEFAULT_WINDOW_MAX,
+    ENV_NO_AESNI, REFILL_BATCH, SMALL_RANDOM_READ,
 };
 pub use engine::{Ctx, CtxInfo, CtxState, Defined, Engine, KeyId, Priority, PRIORITY_HIGHEST, PRIORITY_LOWEST};
 pub use error::EngineError;
 pub use read_window::{ReadWindow, PRIORITY_READ_NEAR};
-pub use stats::{format_cpu_list, StatsSnapshot, BATCH_BUCKETS};
+pub use stats::{StatsSnapshot, BATCH_BUCKETS};
 pub use warpfs_crypto::Nonce;
 pub use write_pool::{NonceSupply, WritePool};
 pub use xts_device::{XtsCounts, XtsDevicePort};

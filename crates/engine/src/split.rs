@@ -110,13 +110,7 @@ impl SplitJob {
 
 /// The CPU the calling thread runs on (-1 where unknown).
 fn current_cpu() -> i32 {
-    #[cfg(target_os = "linux")]
-    // SAFETY: sched_getcpu has no preconditions.
-    unsafe {
-        libc::sched_getcpu()
-    }
-    #[cfg(not(target_os = "linux"))]
-    -1
+    crate::placement::this_thread::cpu().map_or(-1, |c| c as i32)
 }
 
 #[cfg(test)]
@@ -177,7 +171,7 @@ mod tests {
         })
         .unwrap();
         let caller = std::thread::spawn(move || {
-            crate::placement::set_thread_cpus(&[0]).unwrap();
+            crate::placement::this_thread::pin(&[0]).unwrap();
             // Parts of ~50 µs of work each: long enough for a woken worker
             // on this CPU to get it and claim parts, were it allowed to.
             for _ in 0..20 {

@@ -351,7 +351,10 @@ impl fmt::Display for StatsSnapshot {
             if self.worker_cpus.is_empty() {
                 String::new()
             } else {
-                format!(", workers on CPUs {}", format_cpu_list(&self.worker_cpus))
+                format!(
+                    ", workers on CPUs {}",
+                    crate::placement::format_cpu_list(&self.worker_cpus)
+                )
             }
         )?;
         writeln!(
@@ -433,40 +436,9 @@ impl fmt::Display for StatsSnapshot {
     }
 }
 
-/// `cpus` (sorted) written as a CPU list with ranges, e.g. `0-1,3`.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}-{}", cpus[i], cpus[j])
-        } else {
-            cpus[i].to_string()
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_format_with_ranges() {
-        assert_eq!(format_cpu_list(&[]), "");
-        assert_eq!(format_cpu_list(&[0]), "0");
-        assert_eq!(format_cpu_list(&[0, 1, 3]), "0-1,3");
-        assert_eq!(format_cpu_list(&[0, 2, 3, 4, 7]), "0,2-4,7");
-        assert_eq!(
-            crate::parse_cpu_list(&format_cpu_list(&[1, 2, 5, 6, 9])).unwrap(),
-            vec![1, 2, 5, 6, 9]
-        );
-    }
 
     #[test]
     fn batch_buckets_are_powers_of_two() {

@@ -81,3 +81,66 @@ fn the_check_finds_a_long_file_and_one_without_its_line() {
         "{bad:?}"
     );
 }
+
+/// Scheduler calls that place a thread: only the engine's placement
+/// module makes them (ARCHITECTURE.md, warpfs-engine).
+const PLACEMENT_CALLS: [&str; 7] = [
+    "sched_setaffinity",
+    "sched_getaffinity",
+    "sched_setscheduler",
+    "sched_getscheduler",
+    "sched_getcpu",
+    "setpriority",
+    "CPU_SET(",
+];
+
+/// Product source files (a crate's `src/`, its unit tests left out) that
+/// make a placement call outside `crates/engine/src/placement/`.
+fn placement_outside(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root.join("crates"), &mut files);
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(root).unwrap_or(f).to_string_lossy().into_owned();
+        let product = rel.contains("/src/") && !rel.ends_with("tests.rs") && !rel.contains("/tests/");
+        if !product || rel.starts_with("crates/engine/src/placement/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        // Unit tests sit at a file's end, after `#[cfg(test)]`.
+        let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or("");
+        for l in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            if let Some(c) = PLACEMENT_CALLS.iter().find(|c| l.contains(*c)) {
+                bad.push(format!("{rel}: {c} outside the placement module: {}", l.trim()));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn only_the_placement_module_places_threads() {
+    let bad = placement_outside(Path::new(ROOT));
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn the_placement_check_finds_a_call_outside_its_module() {
+    let d = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let call = "//! X.\nfn f() { unsafe { libc::sched_setaffinity(0, 0, std::ptr::null()) }; }\n";
+    write("crates/fuse/src/roam.rs", call);
+    write("crates/engine/src/placement/set.rs", call);
+    write("crates/fuse/src/x_tests.rs", call);
+    write(
+        "crates/fuse/src/quiet.rs",
+        "//! Q.\n// sched_setaffinity in a comment\n#[cfg(test)]\nmod tests {\n    fn t() { libc::setpriority(0, 0, 0); }\n}\n",
+    );
+    let bad = placement_outside(d.path());
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].starts_with("crates/fuse/src/roam.rs"), "{bad:?}");
+}

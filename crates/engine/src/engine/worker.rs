@@ -5,7 +5,7 @@ use super::context::{publish, CtxState, Mask, SlotDef};
 use super::queue::QEntry;
 use super::{Engine, Shared};
 use crate::backend::MaskJob;
-use crate::placement::thread_cpus;
+use crate::placement::this_thread;
 use crate::stats::Stats;
 use crate::MaskCipher;
 use crossbeam_epoch as epoch;
@@ -64,7 +64,7 @@ pub(super) fn worker(sh: &Shared) {
     let mut s = sh.sched();
     // The split job this worker leaves alone (pinned to its caller's CPU).
     let mut skip = 0u64;
-    let my_cpus = thread_cpus();
+    let my_cpus = this_thread::cpus();
     loop {
         while !s.shutdown && (s.paused || (s.heap.is_empty() && s.split.front().is_none_or(|j| j.id == skip))) {
             if !spin.is_zero() && !s.paused {

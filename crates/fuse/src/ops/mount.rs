@@ -25,11 +25,6 @@ pub trait MountOps: Send + Sync + 'static {
     /// The mount is served by `transport` ("uring" or "dev"), for the
     /// reason `why` (the flag, or what `auto` found).
     fn transport_started(&self, transport: &'static str, why: &str) {}
-    /// CPUs the file system's own threads keep busy (speculation's keystream
-    /// workers): FUSE threads are not moved there (`uring::roam`).
-    fn busy_cpus(&self) -> Vec<usize> {
-        Vec::new()
-    }
     /// What the file system holds while it serves request `op` on node
     /// `ino` (`name`: the attribute a getxattr or setxattr names), taken
     /// once per request by the transport that carried it, before the

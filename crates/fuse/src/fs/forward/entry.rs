@@ -100,10 +100,6 @@ impl MountOps for WarpFs {
         self.set_transport(transport, why)
     }
 
-    fn busy_cpus(&self) -> Vec<usize> {
-        self.vol.engine().map(|e| e.mask_cpus().to_vec()).unwrap_or_default()
-    }
-
     /// Every request holds the volume's request gate while it runs
     /// (`Volume::serving`), but for those that touch no entry: FLUSH, and
     /// the mount root's control requests, which the name part of a rekey

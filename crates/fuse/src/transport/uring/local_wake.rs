@@ -14,11 +14,12 @@
 //! the thread before it takes its policy back and the thread then waits
 //! behind them at idle weight: [`Governor`] notices the long way back and
 //! stops committing at idle priority for a while. And it is done only
-//! while another CPU was idle lately ([`super::cpu_idle`]): otherwise the
+//! while another CPU was idle lately (`warpfs_engine::placement::idle`): otherwise the
 //! waiter stays anyway. docs/decisions/0071-ring-readers-stay-on-their-cpu.md.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+use warpfs_engine::placement::this_thread::{policy, set_policy as set};
 
 /// A way back from SCHED_IDLE longer than this means the thread waited
 /// behind other tasks of its CPU (the reader alone gives it back the CPU
@@ -88,19 +89,6 @@ impl Waiter {
             _ => Waiter::Caller,
         }
     }
-}
-
-fn policy() -> i32 {
-    // SAFETY: no pointer arguments.
-    unsafe { libc::sched_getscheduler(0) }
-}
-
-fn set(policy: i32) -> bool {
-    // SAFETY: sched_param is plain integers (musl's has more fields than
-    // glibc's), all zero a valid value: priority 0, as SCHED_OTHER/IDLE take.
-    let param: libc::sched_param = unsafe { std::mem::zeroed() };
-    // SAFETY: `param` is a valid sched_param for the call.
-    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
 }
 
 /// Whether a thread made now can go to SCHED_IDLE and come back: the

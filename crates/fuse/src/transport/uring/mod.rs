@@ -10,7 +10,6 @@
 
 mod abi;
 mod buf;
-mod cpu_idle;
 mod dispatch;
 mod local_wake;
 mod queue;
@@ -25,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use warpfs_engine::placement;
 
 /// Ring entries per queue thread when not told otherwise (measured:
 /// docs/decisions/0007-fuse-over-io-uring.md).
@@ -72,7 +72,7 @@ pub struct Ring {
     /// What the queue threads counted.
     counts: Arc<queue::Counts>,
     /// Which CPUs were idle lately (with `local_wake`).
-    idle: Option<cpu_idle::IdleCpus>,
+    idle: Option<placement::idle::IdleCpus>,
     /// Queues (possible CPUs).
     pub queues: usize,
     pub options: RingOptions,
@@ -81,17 +81,6 @@ pub struct Ring {
 /// The message of a ring that did not start because the mount was
 /// already gone.
 pub const GONE: &str = "the connection ended before the ring started";
-
-/// The number of possible CPUs (the kernel makes one queue for each).
-pub fn possible_cpus() -> usize {
-    warpfs_backing::host::read_to_string("/sys/devices/system/cpu/possible")
-        .ok()
-        .and_then(|s| warpfs_engine::parse_cpu_list(s.trim()).ok())
-        .map(|v| v.len())
-        .filter(|&n| n > 0)
-        // SAFETY: sysconf has no preconditions.
-        .unwrap_or_else(|| unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize)
-}
 
 fn eventfd() -> std::io::Result<OwnedFd> {
     // SAFETY: eventfd has no pointer arguments.
@@ -127,7 +116,7 @@ impl Ring {
         let dev = dev
             .try_clone_to_owned()
             .map_err(|e| format!("cannot duplicate /dev/fuse: {e}"))?;
-        let queues = possible_cpus();
+        let queues = placement::possible_cpus();
         let (tx, rx) = mpsc::channel();
         let mut ring = Ring {
             threads: Vec::new(),
@@ -153,18 +142,18 @@ impl Ring {
             ring.options.local_wake = false;
         }
         if ring.options.local_wake {
-            match cpu_idle::IdleCpus::start(queues) {
+            match placement::idle::IdleCpus::start(queues) {
                 Ok(s) => ring.idle = Some(s),
                 Err(e) => {
                     tracing::warn!("io_uring: cannot start the idle-CPU sampler ({e}): readers kept local always")
                 }
             }
         }
-        let busy: Arc<[usize]> = ops.busy_cpus().into();
+        let busy: Arc<[usize]> = placement::busy_cpus().into();
         if ring.options.roam && !busy.is_empty() {
             tracing::info!(
                 "io_uring: ring threads never roam onto the keystream workers' CPUs ({})",
-                warpfs_engine::format_cpu_list(&busy)
+                placement::format_cpu_list(&busy)
             );
         }
         for qid in 0..queues {

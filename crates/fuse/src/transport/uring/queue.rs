@@ -41,7 +41,7 @@ pub struct Spec {
     /// CPUs never to roam to (the file system's busy ones).
     pub busy: Arc<[usize]>,
     /// Which CPUs were idle lately (only with `local_wake`).
-    pub idle: Option<Arc<super::cpu_idle::Flags>>,
+    pub idle: Option<Arc<warpfs_engine::placement::idle::Flags>>,
 }
 
 /// One ring entry: its buffers and the iovecs REGISTER hands over.

@@ -14,6 +14,8 @@
 //! so with workers on every other CPU the thread stays home.
 //! docs/decisions/0072-ring-threads-roam.md.
 
+use warpfs_engine::placement::CpuSet;
+
 /// WRITE requests of at least this many bytes let the thread roam: the
 /// writeback of a sequential writer (small random writes stay home, where
 /// a move would cost more than it saves).
@@ -59,63 +61,19 @@ pub fn decide(home_now: bool, b: Batch) -> Option<bool> {
     }
 }
 
-/// One CPU set, as `sched_setaffinity` takes it.
-#[derive(Clone, Copy)]
-struct Set(libc::cpu_set_t);
-
-impl Set {
-    fn current() -> Option<Set> {
-        // SAFETY: a zeroed cpu_set_t is valid; the call fills it.
-        unsafe {
-            let mut s: libc::cpu_set_t = std::mem::zeroed();
-            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut s) == 0).then_some(Set(s))
-        }
-    }
-
-    fn one(cpu: usize) -> Option<Set> {
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return None;
-        }
-        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET on an index checked
-        // against its size.
-        unsafe {
-            let mut s: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut s);
-            Some(Set(s))
-        }
-    }
-
-    fn has(&self, cpu: usize) -> bool {
-        // SAFETY: CPU_ISSET on an index checked against the set's size.
-        cpu < 8 * std::mem::size_of::<libc::cpu_set_t>() && unsafe { libc::CPU_ISSET(cpu, &self.0) }
-    }
-
-    /// Where a thread at home on `cpu` may roam: this set less `busy`,
-    /// `None` when that leaves no CPU but home.
-    fn roam_set(mut self, home: usize, busy: &[usize]) -> Option<Set> {
-        for &c in busy {
-            if self.has(c) {
-                // SAFETY: `has` checked the index against the set's size.
-                unsafe { libc::CPU_CLR(c, &mut self.0) };
-            }
-        }
-        (0..8 * std::mem::size_of::<libc::cpu_set_t>())
-            .any(|c| c != home && self.has(c))
-            .then_some(self)
-    }
-
-    fn apply(&self) -> bool {
-        // SAFETY: a valid cpu_set_t of the size passed.
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) == 0 }
-    }
+/// Where a thread at home on `home` may roam from `set`: less `busy`,
+/// `None` when that leaves no CPU but home.
+fn roam_set(set: CpuSet, home: usize, busy: &[usize]) -> Option<CpuSet> {
+    let wide = set.without(busy);
+    wide.cpus().iter().any(|&c| c != home).then_some(wide)
 }
 
 /// A queue thread's CPU: home (pinned) or roaming over the CPUs its
 /// process may use, less the busy ones.
 pub struct Roam {
-    home: Set,
+    home: CpuSet,
     /// `None`: nowhere to go but home.
-    wide: Option<Set>,
+    wide: Option<CpuSet>,
     at_home: bool,
     /// Times the thread left home.
     pub roams: u64,
@@ -126,9 +84,9 @@ impl Roam {
     /// now, less `busy`, as where it may roam. `None` when it cannot be
     /// pinned (the thread is left where it is).
     pub fn pin(cpu: usize, busy: &[usize]) -> Option<Roam> {
-        let wide = Set::current()?.roam_set(cpu, busy);
-        let home = Set::one(cpu)?;
-        if !home.apply() {
+        let wide = roam_set(CpuSet::of_this_thread()?, cpu, busy);
+        let home = CpuSet::one(cpu)?;
+        if !home.pin_this_thread() {
             tracing::debug!(
                 "ring queue thread: cannot pin to CPU {cpu}: {}",
                 std::io::Error::last_os_error()
@@ -158,8 +116,8 @@ impl Roam {
     /// Move the thread as [`decide`] says after a batch.
     pub fn after(&mut self, b: Batch) {
         match decide(self.at_home, b) {
-            Some(true) if self.home.apply() => self.at_home = true,
-            Some(false) if self.wide.is_some_and(|w| w.apply()) => {
+            Some(true) if self.home.pin_this_thread() => self.at_home = true,
+            Some(false) if self.wide.is_some_and(|w| w.pin_this_thread()) => {
                 self.at_home = false;
                 self.roams += 1;
             }
@@ -223,11 +181,7 @@ mod tests {
     fn the_thread_really_moves() {
         std::thread::spawn(|| {
             let wide = allowed();
-            let cur = Set::current().unwrap();
-            // SAFETY: CPU_ISSET on indices within the set's size.
-            let home = (0..8 * std::mem::size_of::<libc::cpu_set_t>())
-                .find(|&c| unsafe { libc::CPU_ISSET(c, &cur.0) })
-                .unwrap();
+            let home = CpuSet::of_this_thread().unwrap().cpus()[0];
             let mut r = Roam::pin(home, &[]).expect("an allowed CPU");
             assert_eq!(allowed(), home.to_string());
             r.after(batch(&[(op::WRITE, 1 << 20)]));
@@ -242,35 +196,28 @@ mod tests {
         .unwrap();
     }
 
-    fn set(cpus: &[usize]) -> Set {
-        // SAFETY: a zeroed cpu_set_t is valid; test indices are small.
-        unsafe {
-            let mut s: libc::cpu_set_t = std::mem::zeroed();
-            for &c in cpus {
-                libc::CPU_SET(c, &mut s);
-            }
-            Set(s)
-        }
+    fn set(cpus: &[usize]) -> CpuSet {
+        CpuSet::of(cpus)
     }
 
-    fn cpus(s: Option<Set>) -> Option<Vec<usize>> {
-        s.map(|s| (0..64).filter(|&c| s.has(c)).collect())
+    fn cpus(s: Option<CpuSet>) -> Option<Vec<usize>> {
+        s.map(|s| s.cpus())
     }
 
     #[test]
     fn the_busy_cpus_are_no_place_to_roam() {
         let all = set(&[0, 1, 2, 3]);
-        assert_eq!(cpus(all.roam_set(0, &[])), Some(vec![0, 1, 2, 3]));
-        assert_eq!(cpus(all.roam_set(0, &[2, 3])), Some(vec![0, 1]));
-        assert_eq!(cpus(all.roam_set(0, &[1, 2, 3])), None, "only home is left");
-        assert_eq!(cpus(all.roam_set(1, &[0, 1, 2, 3])), None, "workers everywhere");
-        assert_eq!(cpus(all.roam_set(0, &[0])), Some(vec![1, 2, 3]), "off a busy home");
+        assert_eq!(cpus(roam_set(all, 0, &[])), Some(vec![0, 1, 2, 3]));
+        assert_eq!(cpus(roam_set(all, 0, &[2, 3])), Some(vec![0, 1]));
+        assert_eq!(cpus(roam_set(all, 0, &[1, 2, 3])), None, "only home is left");
+        assert_eq!(cpus(roam_set(all, 1, &[0, 1, 2, 3])), None, "workers everywhere");
+        assert_eq!(cpus(roam_set(all, 0, &[0])), Some(vec![1, 2, 3]), "off a busy home");
         // A process kept to CPU 1 (taskset) with its workers there: a
         // thread at home on CPU 0 stays there.
-        assert_eq!(cpus(set(&[1]).roam_set(0, &[1])), None);
-        assert_eq!(cpus(set(&[1]).roam_set(0, &[])), Some(vec![1]));
+        assert_eq!(cpus(roam_set(set(&[1]), 0, &[1])), None);
+        assert_eq!(cpus(roam_set(set(&[1]), 0, &[])), Some(vec![1]));
         assert_eq!(
-            cpus(all.roam_set(0, &[7, 99, 1 << 20])),
+            cpus(roam_set(all, 0, &[7, 99, 1 << 20])),
             Some(vec![0, 1, 2, 3]),
             "unknown CPUs"
         );
@@ -279,8 +226,7 @@ mod tests {
     #[test]
     fn a_thread_with_nowhere_to_go_stays_home() {
         std::thread::spawn(|| {
-            let cur = Set::current().unwrap();
-            let home = (0..64).find(|&c| cur.has(c)).unwrap();
+            let home = CpuSet::of_this_thread().unwrap().cpus()[0];
             let busy: Vec<usize> = (0..1024).filter(|&c| c != home).collect();
             let mut r = Roam::pin(home, &busy).expect("an allowed CPU");
             assert!(!r.can_roam());

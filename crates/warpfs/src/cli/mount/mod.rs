@@ -248,8 +248,8 @@ struct CpuList(Vec<usize>);
 /// `--engine-cpus`: a valid list of CPUs that exist and are online (a bad
 /// one is a usage error, exit 2).
 fn parse_engine_cpus(s: &str) -> Result<CpuList, String> {
-    let cpus = warpfs_engine::parse_cpu_list(s)?;
-    warpfs_engine::check_cpus_exist(&cpus)?;
+    let cpus = warpfs_engine::placement::parse_cpu_list(s)?;
+    warpfs_engine::placement::check_cpus_exist(&cpus)?;
     Ok(CpuList(cpus))
 }
 
@@ -356,7 +356,7 @@ fn serve(
         if c.cpus.is_empty() || engine.threads() == 0 {
             String::new()
         } else {
-            format!(" on CPUs {}", warpfs_engine::format_cpu_list(&c.cpus))
+            format!(" on CPUs {}", warpfs_engine::placement::format_cpu_list(&c.cpus))
         },
         if engine.speculation() {
             format!("on ({})", c.speculation_why)

@@ -1,7 +1,7 @@
 //! Which CPUs were idle lately: a thread reads /proc/stat every [`PERIOD`]
 //! and marks each CPU idle for at least [`IDLE_SHARE`] of that time. A
 //! reader is moved away from a ring thread's CPU only when another CPU is
-//! idle, so keeping it here ([`super::local_wake`]) pays only then; when every
+//! idle, so keeping it on a ring thread's CPU (`--uring-local-wake`) pays only then; when every
 //! other CPU is busy it would have stayed anyway, and committing at idle
 //! priority then only adds a preemption. A period without requests puts
 //! the sampler to sleep until the next one (an idle mount does not wake
