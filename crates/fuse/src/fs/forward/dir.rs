@@ -120,9 +120,6 @@ impl WarpFs {
 
     pub(super) fn releasedir(&self, fh: u64) {
         self.handles.remove(fh);
-        if let Some(a) = &self.ahead {
-            a.forget(fh);
-        }
     }
 
     pub(super) fn fsyncdir(&self, ino: u64) -> OpResult<()> {

@@ -2,10 +2,9 @@
 //! lseek (SEEK_DATA / SEEK_HOLE).
 
 use super::{errno, WarpFs};
-use crate::ahead::Found;
 use crate::ops::{Ctx, Entry, Errno, OpResult, Opened, ReadOut};
 use std::ffi::OsStr;
-use warpfs_volume::Seek;
+use warpfs_volume::{ReadSink, Seek};
 
 /// `FUSE_WRITE_KILL_SUIDGID` of a write request: the writer lacks
 /// CAP_FSETID.
@@ -98,32 +97,12 @@ impl WarpFs {
         Ok((e, self.opened(f, flags, 0)))
     }
 
+    /// A read through the handle (which decrypts a sequential reader's
+    /// next requests ahead).
     pub(super) fn read(&self, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
-        let mut direct = false;
-        if let Some(a) = &self.ahead {
-            match a.read(fh, &f, offset, size as usize) {
-                Found::Ready(r) => {
-                    out.bytes(r.bytes());
-                    a.recycle(fh, r);
-                    return Ok(());
-                }
-                Found::Failed(e) => return Err(Errno::from_i32(e)),
-                Found::Inline { direct: d } => direct = d,
-            }
-        }
-        let buf = out.buf(size as usize);
-        let n = if direct {
-            f.read_direct_at(offset, buf)
-        } else {
-            f.read_at(offset, buf)
-        }
-        .map_err(|e| Errno::from_i32(e.errno()))?;
-        out.filled(n);
-        if let (true, Some(a)) = (direct, &self.ahead) {
-            a.count_inline(n);
-        }
-        Ok(())
+        f.read(offset, size as usize, out)
+            .map_err(|e| Errno::from_i32(e.errno()))
     }
 
     pub(super) fn write(&self, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
@@ -140,9 +119,6 @@ impl WarpFs {
 
     pub(super) fn release(&self, fh: u64) {
         self.handles.remove(fh);
-        if let Some(a) = &self.ahead {
-            a.forget(fh);
-        }
     }
 
     pub(super) fn fsync(&self, fh: u64, datasync: bool) -> OpResult<()> {
@@ -196,5 +172,18 @@ impl WarpFs {
         f.seek(offset, what)
             .map_err(|e| Errno::from_i32(e.errno()))?
             .ok_or(Errno::from_i32(libc::ENXIO))
+    }
+}
+
+/// A kernel read reply takes a handle's bytes as they come.
+impl ReadSink for dyn ReadOut + '_ {
+    fn buf(&mut self, size: usize) -> &mut [u8] {
+        ReadOut::buf(self, size)
+    }
+    fn filled(&mut self, n: usize) {
+        ReadOut::filled(self, n);
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        ReadOut::bytes(self, b);
     }
 }
