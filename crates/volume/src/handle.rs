@@ -7,7 +7,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use warpfs_content::{CipherFile, ContentError};
 use warpfs_engine::ahead_stream::Found;
-use warpfs_engine::{AheadStream, Engine};
+use warpfs_engine::{AheadSource, AheadStream, Engine};
 
 /// Where [`OpenFile::read`] puts a read's bytes: into a buffer it offers,
 /// or, for bytes decrypted ahead, from where they are.
@@ -71,30 +71,55 @@ impl OpenFile {
     /// requests are being decrypted ahead). The requests after a
     /// sequential one are queued for decrypt-ahead.
     pub fn read<S: ReadSink + ?Sized>(&self, off: u64, size: usize, out: &mut S) -> Result<(), ContentError> {
-        let mut direct = false;
-        if let Some(a) = &self.ahead {
-            match a.read(&self.file, off, size) {
-                Found::Ready(r) => {
-                    out.bytes(r.bytes());
-                    a.recycle(r);
-                    return Ok(());
+        read_through(
+            self.ahead.as_deref(),
+            &self.file,
+            off,
+            size,
+            out,
+            |f, off, buf, direct| {
+                if direct {
+                    f.read_direct_at(off, buf)
+                } else {
+                    f.read_at(off, buf)
                 }
-                Found::Failed(e) => return Err(e),
-                Found::Inline { direct: d } => direct = d,
-            }
-        }
-        let buf = out.buf(size);
-        let n = if direct {
-            self.file.read_direct_at(off, buf)
-        } else {
-            self.file.read_at(off, buf)
-        }?;
-        out.filled(n);
-        if let (true, Some(a)) = (direct, &self.ahead) {
-            a.count_inline(n);
-        }
-        Ok(())
+            },
+        )
     }
+}
+
+/// A read of up to `size` bytes at `off` of `file` through a handle's
+/// decrypt-ahead stream `ahead` (if any) into `out`: the planned request's
+/// bytes when they could be used, else read here by `inline(file, off,
+/// buf, direct)` (`direct`: the handle reads sequentially, its next
+/// requests are being read ahead).
+pub(crate) fn read_through<F: AheadSource, S: ReadSink + ?Sized>(
+    ahead: Option<&AheadStream>,
+    file: &Arc<F>,
+    off: u64,
+    size: usize,
+    out: &mut S,
+    inline: impl FnOnce(&F, u64, &mut [u8], bool) -> Result<usize, F::Error>,
+) -> Result<(), F::Error> {
+    let mut direct = false;
+    if let Some(a) = ahead {
+        match a.read(file, off, size) {
+            Found::Ready(r) => {
+                out.bytes(r.bytes());
+                a.recycle(r);
+                return Ok(());
+            }
+            Found::Failed(e) => return Err(e),
+            Found::Inline { direct: d } => direct = d,
+        }
+    }
+    let buf = out.buf(size);
+    let n = inline(file, off, buf, direct)?;
+    out.filled(n);
+    if let (true, Some(a)) = (direct, ahead) {
+        a.count_inline(n);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

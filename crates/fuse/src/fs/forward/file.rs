@@ -4,7 +4,7 @@
 use super::{errno, WarpFs};
 use crate::ops::{Ctx, Entry, Errno, OpResult, Opened, ReadOut};
 use std::ffi::OsStr;
-use warpfs_volume::{ReadSink, Seek};
+use warpfs_volume::Seek;
 
 /// `FUSE_WRITE_KILL_SUIDGID` of a write request: the writer lacks
 /// CAP_FSETID.
@@ -172,18 +172,5 @@ impl WarpFs {
         f.seek(offset, what)
             .map_err(|e| Errno::from_i32(e.errno()))?
             .ok_or(Errno::from_i32(libc::ENXIO))
-    }
-}
-
-/// A kernel read reply takes a handle's bytes as they come.
-impl ReadSink for dyn ReadOut + '_ {
-    fn buf(&mut self, size: usize) -> &mut [u8] {
-        ReadOut::buf(self, size)
-    }
-    fn filled(&mut self, n: usize) {
-        ReadOut::filled(self, n);
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        ReadOut::bytes(self, b);
     }
 }
