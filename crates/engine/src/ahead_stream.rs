@@ -2,19 +2,20 @@
 //! sequentially, the next `depth` requests (same stride, same size) are read
 //! and decrypted on the engine's decrypt-ahead threads, which run on the
 //! engine's CPUs, in chunks of [`CHUNK`] bytes. What is read is any
-//! [`AheadSource`] (the content layer's cipher file); the per-handle state
-//! lives with the handle that owns the stream. A read that finds its request planned takes
-//! back the chunks no thread has started and reads them itself, waits only
-//! for the chunks being read, and hands the whole buffer to the kernel: the
-//! engine's `apply` rule (wait for a mask being made, make one nobody has
-//! started) one step further, so neither CPU idles while the other works.
+//! [`AheadSource`] (a cipher file; a reverse view's file, encrypted ahead);
+//! the stream lives with the handle that owns it. A read that finds its
+//! request planned takes back the chunks no thread has started and reads
+//! them itself, waits only for the chunks being read, and hands the whole
+//! buffer on (to the kernel, for a mount): the engine's `apply` rule (wait
+//! for a mask being made, make one nobody has started) one step further, so
+//! neither CPU idles while the other works.
 //!
 //! A result is used only if the file did not change since its chunks were
 //! read ([`AheadSource::changes`]; for a cipher file every write, truncation,
 //! punch or rekey step of any handle of the inode counts), so a read never
-//! returns bytes older
-//! than a write that finished before it. Anything else (a chunk failed, the
-//! file changed) and the request is read again inline, which reports errors.
+//! returns bytes older than a write that finished before it. Anything else
+//! (a chunk failed, the file changed) and the request is read again inline,
+//! which reports errors.
 
 use crate::{Engine, AHEAD_STEAL_AFTER};
 use std::collections::VecDeque;
