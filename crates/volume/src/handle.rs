@@ -1,6 +1,6 @@
 //! An open handle of a regular file: the cipher file it shares with every
-//! handle of the inode, and its own decrypt-ahead stream (with speculation
-//! on), so that its reads are served from what the engine's decrypt-ahead
+//! handle of the inode, and its own decrypt-ahead stream (when the engine
+//! has decrypt-ahead threads), so that its reads are served from what the engine's decrypt-ahead
 //! threads read and decrypted while the handle is read sequentially.
 
 use std::ops::Deref;
@@ -52,11 +52,6 @@ impl OpenFile {
     /// go straight to the file).
     pub(crate) fn shared(file: Arc<CipherFile>) -> Self {
         Self { file, ahead: None }
-    }
-
-    /// The cipher file shared by every handle of the inode.
-    pub fn file(&self) -> &Arc<CipherFile> {
-        &self.file
     }
 
     /// Whether this handle's sequential reads are decrypted ahead.
