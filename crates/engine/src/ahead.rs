@@ -1,10 +1,10 @@
 //! Decrypt-ahead: speculation one step past the mask. A read window makes
 //! the masks of the blocks a sequential reader will want next; the
 //! decrypt-ahead threads go on and apply them, so the next request's
-//! plaintext is ready before the request arrives and the FUSE thread only
-//! hands it to the kernel (docs/decisions/0042-decrypt-ahead.md). What to read
-//! ahead, and whether a result may still be used, is the caller's business
-//! (the FUSE frontend keeps the per-handle state); this module runs the jobs
+//! plaintext is ready before the request arrives and the reading thread only
+//! hands it on (docs/decisions/0042-decrypt-ahead.md). What to read ahead,
+//! and whether a result may still be used, is decided per open handle
+//! ([`crate::AheadStream`], kept by the handle); this module runs the jobs
 //! on the engine's CPUs (`EngineConfig::cpus`) at nice [`AHEAD_NICE`](crate::AHEAD_NICE).
 
 use std::collections::VecDeque;

@@ -13,8 +13,9 @@
 //! implements [`warpfs_keystream::Keystream`] so it can replace `Direct`)
 //! and the [`ReadWindow`] (one per open file; masks for the W blocks ahead
 //! of the reader). With speculation on, decrypt-ahead threads go one step
-//! further for sequential readers ([`Engine::run_ahead`]): they read and
-//! decrypt the next requests before they arrive. [`StatsSnapshot`] counts what speculation achieved.
+//! further for sequential readers ([`AheadStream`], one per open handle,
+//! over any [`AheadSource`]; its jobs run through [`Engine::run_ahead`]):
+//! they read and decrypt the next requests before they arrive. [`StatsSnapshot`] counts what speculation achieved.
 //!
 //! Mask layout (the NIST GCM counter layout of `warpfs_crypto::aes_ctr`):
 //! counter block = nonce (12 bytes) ‖ u32 big-endian counter; a context
@@ -23,6 +24,7 @@
 //! on). [`Engine::define_at`] takes any initial counter.
 
 mod ahead;
+pub mod ahead_stream;
 mod backend;
 mod cipher;
 mod config;
@@ -38,6 +40,7 @@ mod write_pool;
 mod xts_device;
 
 pub use ahead::AheadJob;
+pub use ahead_stream::{AheadSource, AheadStream};
 pub use backend::{Backend, CpuBackend, DeviceCounts, MaskJob};
 pub use cipher::MaskCipher;
 pub use config::{

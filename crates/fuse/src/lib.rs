@@ -5,7 +5,6 @@
 //! requests ([`transport`]: fuser over /dev/fuse and FUSE over io_uring);
 //! [`serve`] runs a mount on either. `crates/warpfs` holds the command line.
 
-mod ahead;
 pub mod ctl;
 pub mod fs;
 mod handles;

@@ -1,14 +1,12 @@
 //! Open cipher files: one `CipherFile` per backing inode, shared by every
-//! handle open on it, so all handles see one size and one block lock.
+//! handle open on it (`crate::OpenFile`), so all handles see one size and
+//! one block lock.
 
 use crate::error::Result;
 use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex, Weak};
 use warpfs_content::{CipherFile, Keyring};
-
-/// A handle's view of an open regular file.
-pub type OpenFile = Arc<CipherFile>;
 
 /// What SEEK_DATA / SEEK_HOLE look for ([`CipherFile::seek`]), and a
 /// writable handle counted on an open file ([`CipherFile::writer`]).
@@ -29,13 +27,19 @@ impl FileTable {
     /// `writable` says whether `file` was opened read-write; when only
     /// read-only handles had the inode open, a writer gets a new writable
     /// file sharing their state (size, header, locks), so all see one file.
-    pub(crate) fn open(&self, file: File, writable: bool, keys: &Arc<Keyring>, label: String) -> Result<OpenFile> {
+    pub(crate) fn open(
+        &self,
+        file: File,
+        writable: bool,
+        keys: &Arc<Keyring>,
+        label: String,
+    ) -> Result<Arc<CipherFile>> {
         self.open_labelled(file, writable, keys, label, true)
     }
 
     /// [`FileTable::open`] that keeps the plaintext label of a file some
     /// handle has open (for the rekey, which knows only the backing path).
-    pub(crate) fn open_keep_label(&self, file: File, keys: &Arc<Keyring>, label: String) -> Result<OpenFile> {
+    pub(crate) fn open_keep_label(&self, file: File, keys: &Arc<Keyring>, label: String) -> Result<Arc<CipherFile>> {
         self.open_labelled(file, true, keys, label, false)
     }
 
@@ -46,7 +50,7 @@ impl FileTable {
         keys: &Arc<Keyring>,
         label: String,
         relabel: bool,
-    ) -> Result<OpenFile> {
+    ) -> Result<Arc<CipherFile>> {
         let st = warpfs_backing::fstat(&file)?;
         let key = (st.st_dev, st.st_ino);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -81,13 +85,13 @@ impl FileTable {
     }
 
     /// Every file some handle has open.
-    pub(crate) fn all(&self) -> Vec<OpenFile> {
+    pub(crate) fn all(&self) -> Vec<Arc<CipherFile>> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.values().filter_map(|(w, _)| w.upgrade()).collect()
     }
 
     /// The open file of an inode, if some handle has it open.
-    pub(crate) fn get(&self, dev: u64, ino: u64) -> Option<OpenFile> {
+    pub(crate) fn get(&self, dev: u64, ino: u64) -> Option<Arc<CipherFile>> {
         self.map
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -3,11 +3,10 @@
 
 use crate::attr::{Attr, Kind};
 use crate::error::{Error, Result};
-use crate::files::OpenFile;
 use crate::volume::Volume;
 use std::path::Path;
 use warpfs_backing::Loc;
-use warpfs_content::plain_size_of;
+use warpfs_content::{plain_size_of, CipherFile};
 
 pub use warpfs_backing::TimeSpec;
 
@@ -81,7 +80,7 @@ impl Volume {
     }
 
     /// Attributes through an open file (works after unlink).
-    pub fn getattr_open(&self, f: &OpenFile) -> Result<Attr> {
+    pub fn getattr_open(&self, f: &CipherFile) -> Result<Attr> {
         let st = warpfs_backing::fstat(f.backing())?;
         let mut a = Attr::from_stat(&st).ok_or(Error::EIO)?;
         a.size = f.size();
@@ -133,7 +132,7 @@ impl Volume {
     }
 
     /// [`kill_suidgid`](Self::kill_suidgid) through an open file.
-    pub fn kill_suidgid_open(&self, f: &OpenFile) -> Result<bool> {
+    pub fn kill_suidgid_open(&self, f: &CipherFile) -> Result<bool> {
         let a = self.getattr_open(f)?;
         match killed_mode(a.kind, a.perm.into()) {
             Some(m) => self.chmod_open(f, m).map(|()| true),
@@ -142,7 +141,7 @@ impl Volume {
     }
 
     /// fchmod through an open file.
-    pub fn chmod_open(&self, f: &OpenFile, mode: u32) -> Result<()> {
+    pub fn chmod_open(&self, f: &CipherFile, mode: u32) -> Result<()> {
         self.writable()?;
         use std::os::unix::fs::PermissionsExt;
         f.backing()
@@ -158,7 +157,7 @@ impl Volume {
     }
 
     /// fchown through an open file.
-    pub fn chown_open(&self, f: &OpenFile, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+    pub fn chown_open(&self, f: &CipherFile, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
         self.writable()?;
         std::os::unix::fs::fchown(f.backing(), uid, gid)?;
         Ok(())
@@ -172,7 +171,7 @@ impl Volume {
     }
 
     /// futimens through an open file.
-    pub fn utimens_open(&self, f: &OpenFile, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
+    pub fn utimens_open(&self, f: &CipherFile, atime: TimeSpec, mtime: TimeSpec) -> Result<()> {
         self.writable()?;
         warpfs_backing::futimens(f.backing(), atime, mtime)
     }

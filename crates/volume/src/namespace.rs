@@ -5,7 +5,7 @@
 use crate::attr::{Attr, Kind};
 use crate::dirview::{How, Resolved};
 use crate::error::{Error, Result};
-use crate::files::OpenFile;
+use crate::handle::OpenFile;
 use crate::names;
 use crate::volume::{Caller, Volume};
 use std::ffi::{OsStr, OsString};
@@ -85,7 +85,7 @@ impl Volume {
             self.ivs.touched(adir, r.stamp);
             self.own_file(&p, &r.dir_st, who, mode)?;
         }
-        let of = self.files.open(f, true, &self.keys, label)?;
+        let of = OpenFile::new(self.files.open(f, true, &self.keys, label)?, self.engine());
         if existed && flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }
@@ -109,7 +109,7 @@ impl Volume {
             }
             Err(e) => return Err(e),
         };
-        let of = self.files.open(f, writable, &self.keys, label)?;
+        let of = OpenFile::new(self.files.open(f, writable, &self.keys, label)?, self.engine());
         if flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }

@@ -393,9 +393,10 @@ impl Volume {
     }
 
     /// The open file of backing inode `backing_ino` on device `dev`, if
-    /// any handle has it open (serves unlinked or replaced files).
-    pub fn open_file_of(&self, dev: u64, backing_ino: u64) -> Option<crate::files::OpenFile> {
-        self.files.get(dev, backing_ino)
+    /// any handle has it open (serves unlinked or replaced files); a view
+    /// that is no handle's, so without decrypt-ahead.
+    pub fn open_file_of(&self, dev: u64, backing_ino: u64) -> Option<crate::OpenFile> {
+        self.files.get(dev, backing_ino).map(crate::OpenFile::shared)
     }
 
     /// Whether the volume was opened read-only.

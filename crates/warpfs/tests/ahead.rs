@@ -4,9 +4,10 @@
 //! every block is counted once; a result read before a write that has
 //! since finished is never served; a block that fails its tag fails the
 //! read it belongs to, as inline. Which path a block takes depends on
-//! timing, so no assertion here depends on it: the unit tests of
-//! `fuse/ahead` drive each path deterministically, and bench/spec-fio.sh
-//! measures how many blocks are served ahead (and taken over) per job.
+//! timing, so no assertion here depends on it: the unit tests of the
+//! engine's `ahead_stream` (and of a volume's `OpenFile`) drive each path
+//! deterministically, and bench/spec-fio.sh measures how many blocks are
+//! served ahead (and taken over) per job.
 //!
 //! Reads use O_DIRECT so every `pread` is one FUSE read of exactly its size
 //! at its offset (no page cache, no kernel read-ahead): the requests the
@@ -121,7 +122,7 @@ fn serves_a_sequential_reader(mode: Mode) {
 /// read when their request arrives, and (with the threshold at 0) taken
 /// over by the read, into another buffer, while the thread finishes. The
 /// bytes are right whichever happens; how many chunks were taken over is
-/// reported, not asserted (a timing: `fuse/ahead`'s unit test takes one
+/// reported, not asserted (a timing: `ahead_stream`'s unit test takes one
 /// over deterministically).
 fn takes_over_chunks_from_a_stalled_thread(mode: Mode) {
     require_fuse!();

@@ -2,7 +2,8 @@
 //! (`rsync -a`, `cp -a`) mounts forward and shows PLAINDIR exactly; rsync
 //! copies only what changed; inode numbers, listings and bytes stay the
 //! same across remounts; excludes and --one-file-system; entries the view
-//! cannot or need not show; a user's view through fusermount3.
+//! cannot or need not show; a user's view through fusermount3; a
+//! sequential reader's requests encrypted ahead.
 
 #[macro_use]
 mod common;
@@ -445,4 +446,88 @@ fn a_config_kept_outside_plaindir_is_shown_as_warpfs_conf_and_a_forward_config_i
     ]);
     assert!(!o.ok() && o.stderr.contains("not a reverse config"), "{o}");
     assert!(!is_mounted(&mnt2));
+}
+
+/// The largest regular file in directory `d` (a view's cipher files have
+/// encrypted names).
+fn largest_file(d: &Path) -> std::path::PathBuf {
+    fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| fs::symlink_metadata(p).unwrap().is_file())
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .expect("a file in the view")
+}
+
+/// Read `p` from start to end in 256 KiB O_DIRECT requests (each one FUSE
+/// read of its size at its offset: no page cache, no kernel read-ahead),
+/// pausing `pause` between requests.
+fn read_sequentially(p: &Path, pause: std::time::Duration) -> Vec<u8> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const REQ: usize = 256 << 10;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(p)
+        .unwrap();
+    let mut got = Vec::new();
+    loop {
+        let mut b = vec![0u8; REQ];
+        let n = f.read_at(&mut b, got.len() as u64).unwrap();
+        if n == 0 {
+            return got;
+        }
+        got.extend_from_slice(&b[..n]);
+        std::thread::sleep(pause);
+    }
+}
+
+/// A sequential reader of a large file gets the same view bytes whether
+/// its next requests are encrypted ahead (`--read-ahead 2`) or not
+/// (`--read-ahead 0`), and with encrypt-ahead every block it read was
+/// counted once, served ahead or read by the reader (which path a block
+/// takes is a timing: not asserted). The copy of the view still mounts
+/// forward and shows the plaintext.
+#[test]
+fn a_sequential_reader_gets_the_same_bytes_encrypted_ahead() {
+    require_fuse!();
+    let mut r = Rev::new();
+    let plain = Rng::for_test("reverse-ahead").bytes(6 * 1024 * 1024 + 777);
+    fs::write(r.plain.join("big"), &plain).unwrap();
+    r.init();
+    r.mount_view(&["--read-ahead", "0"]);
+    let name = largest_file(&r.view).file_name().unwrap().to_owned();
+    let want = read_sequentially(&r.view.join(&name), std::time::Duration::ZERO);
+    let o = warpfs(args!["stats", "--json", &r.view]);
+    assert!(!o.ok(), "a view without encrypt-ahead has no engine to report:\n{o}");
+    let view = r.view.clone();
+    r.unmount(&view);
+
+    r.mount_view(&["--read-ahead", "2"]);
+    let s0 = stats_at(&r.view);
+    // Pauses leave the threads time to finish (no assertion depends on it).
+    let got = read_sequentially(&r.view.join(&name), std::time::Duration::from_millis(20));
+    assert_bytes_eq(&got, &want, "the view read with encrypt-ahead");
+    let s = stats_at(&r.view);
+    let served = s.ahead_served - s0.ahead_served;
+    let by_reader = s.ahead_inline - s0.ahead_inline;
+    eprintln!("served ahead {served}, read by the reader {by_reader}");
+    assert_eq!(
+        served + by_reader,
+        (want.len() as u64).div_ceil(4096),
+        "served ahead {served} + read by the reader {by_reader}:\n{s}"
+    );
+
+    // The bytes are a volume's: a copy of the view decrypts to the plaintext.
+    let copy = r.p("copy");
+    fs::create_dir(&copy).unwrap();
+    for e in fs::read_dir(&r.view).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::write(copy.join(e.file_name()), fs::read(e.path()).unwrap()).unwrap();
+        }
+    }
+    fs::write(copy.join(&name), &got).unwrap();
+    let fwd = r.forward(&copy);
+    assert_bytes_eq(&fs::read(fwd.join("big")).unwrap(), &plain, "the copy mounted forward");
 }

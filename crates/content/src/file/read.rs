@@ -318,3 +318,27 @@ impl CipherFile {
         Ok(true)
     }
 }
+
+/// A cipher file is what decrypt-ahead reads for a sequential reader of
+/// one of its handles: chunks through [`CipherFile::read_ahead_at`], a
+/// request whose chunks could not be used through
+/// [`CipherFile::read_direct_at`], checked against [`CipherFile::changes`].
+impl warpfs_engine::AheadSource for CipherFile {
+    type Error = ContentError;
+
+    fn read_ahead_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        CipherFile::read_ahead_at(self, off, buf)
+    }
+
+    fn read_direct_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, ContentError> {
+        CipherFile::read_direct_at(self, off, buf)
+    }
+
+    fn changes(&self) -> u64 {
+        CipherFile::changes(self)
+    }
+
+    fn size(&self) -> u64 {
+        CipherFile::size(self)
+    }
+}

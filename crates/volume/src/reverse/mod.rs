@@ -22,6 +22,7 @@
 pub mod content;
 mod entries;
 pub mod exclude;
+mod handle;
 mod keys;
 mod tree;
 
@@ -31,6 +32,7 @@ use crate::meta::StatFs;
 pub use content::ViewFile;
 pub use entries::ViewEntry;
 pub use exclude::Excludes;
+pub use handle::ViewHandle;
 use keys::Keys;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +42,7 @@ use warpfs_content::layout;
 use warpfs_content::Mode;
 use warpfs_crypto::seal::SYMLINK_AD;
 use warpfs_crypto::MasterKey;
+use warpfs_engine::{Engine, StatsSnapshot};
 
 /// Name of the reverse config inside PLAINDIR; entries of the root whose
 /// name starts with it (the config, its temp files) are never shown.
@@ -91,6 +94,8 @@ pub struct ReverseView {
     root_dev: u64,
     root_ino: u64,
     names: entries::NameCache,
+    /// Runs the handles' encrypt-ahead ([`ReverseView::use_engine`]).
+    engine: Option<Arc<Engine>>,
 }
 
 impl ReverseView {
@@ -118,7 +123,20 @@ impl ReverseView {
             root_dev: st.st_dev,
             root_ino: st.st_ino,
             names: entries::NameCache::default(),
+            engine: None,
         })
+    }
+
+    /// Read and encrypt a sequential reader's next requests ahead on
+    /// `engine`'s decrypt-ahead threads (files opened from now on; none
+    /// without such threads). Call it before any file is opened (at mount).
+    pub fn use_engine(&mut self, engine: Arc<Engine>) {
+        self.engine = Some(engine);
+    }
+
+    /// The engine's counters, when an engine is attached.
+    pub fn engine_stats(&self) -> Option<StatsSnapshot> {
+        self.engine.as_ref().map(|e| e.stats())
     }
 
     /// PLAINDIR.
@@ -251,12 +269,13 @@ impl ReverseView {
         }
     }
 
-    /// Open the regular file `rel`.
-    pub fn open(&self, rel: &[u8]) -> Result<ViewFile> {
+    /// Open the regular file `rel`: a handle of its own.
+    pub fn open(&self, rel: &[u8]) -> Result<ViewHandle> {
         let (f, st) = self.tree.open_file(rel)?;
         let id = self.keys.rev.file_id(rel);
         let label = String::from_utf8_lossy(rel).into_owned();
-        Ok(ViewFile::new(f, st.st_size as u64, id, self.keys.clone(), label))
+        let file = ViewFile::new(f, st.st_size as u64, id, self.keys.clone(), label);
+        Ok(ViewHandle::new(file, self.engine.as_ref()))
     }
 
     /// statfs of the file system holding PLAINDIR.

@@ -380,3 +380,76 @@ fn a_format_1_reverse_config_gives_the_frozen_view_byte_for_byte() {
     swap_targets(c.path(), names[0], names[1]);
     assert_eq!(vol.readlink(Path::new(names[1])).unwrap(), before);
 }
+
+/// A read's bytes, and whether they came from an encrypt-ahead buffer.
+#[derive(Default)]
+struct Collect {
+    data: Vec<u8>,
+    ahead: bool,
+}
+
+impl crate::ReadSink for Collect {
+    fn buf(&mut self, size: usize) -> &mut [u8] {
+        self.data.resize(size, 0);
+        &mut self.data
+    }
+    fn filled(&mut self, n: usize) {
+        self.data.truncate(n);
+        self.ahead = false;
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.data = b.to_vec();
+        self.ahead = true;
+    }
+}
+
+/// A sequential reader of a view file through a handle of a view with an
+/// engine: its next requests are encrypted ahead and served from the
+/// threads' buffers (counted), and every byte is the one a handle without
+/// encrypt-ahead reads. Waits for states, never for time.
+#[test]
+fn a_view_handle_serves_a_sequential_reader_encrypted_ahead() {
+    use warpfs_engine::{Engine, EngineConfig};
+    const REQ: usize = 2 * warpfs_engine::ahead_stream::CHUNK;
+    let f = fixture();
+    let want = {
+        let h = view(&f, ReverseOptions::default()).open(b"big").unwrap();
+        assert!(!h.reads_ahead(), "a view without an engine reads ahead");
+        let mut b = vec![0u8; h.len() as usize];
+        assert_eq!(h.read_at(0, &mut b).unwrap(), b.len());
+        b
+    };
+    let engine = Engine::new(EngineConfig {
+        speculation: false,
+        ahead_without_speculation: true,
+        read_ahead: 2,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut v = view(&f, ReverseOptions::default());
+    v.use_engine(engine.clone());
+    let h = v.open(b"big").unwrap();
+    assert!(h.reads_ahead());
+    let mut got = Vec::new();
+    let mut served = 0;
+    while got.len() < want.len() {
+        let mut c = Collect::default();
+        h.read(got.len() as u64, REQ, &mut c).unwrap();
+        assert!(!c.data.is_empty(), "short at {}", got.len());
+        served += usize::from(c.ahead);
+        got.extend_from_slice(&c.data);
+        // The next requests (two at most) are planned: wait until made.
+        let planned = (want.len() - got.len()).div_ceil(REQ).min(2);
+        let t0 = std::time::Instant::now();
+        while h.read_ahead_done() < planned {
+            assert!(t0.elapsed().as_secs() < 60, "the encrypt-ahead jobs never finished");
+            std::thread::yield_now();
+        }
+    }
+    assert!(got == want, "bytes encrypted ahead differ from the view's");
+    let requests = want.len().div_ceil(REQ);
+    assert_eq!(served, requests - 1, "every request after the first is served ahead");
+    let s = engine.stats();
+    let blocks = (want.len() - REQ).div_ceil(4096) as u64;
+    assert_eq!((s.ahead_served, s.ahead_stolen), (blocks, 0), "{s}");
+}

@@ -12,7 +12,9 @@ use crate::fuse::Transport;
 use clap::Args;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use warpfs_config::{Config, FeatureFlag, KdfParams, REVERSE_CONFIG_FILE};
+use warpfs_engine::{Engine, EngineConfig, DEFAULT_READ_AHEAD};
 use warpfs_volume::reverse::{ConfigShown, Excludes, ReverseOptions, ReverseView};
 
 /// The reverse-mode options of `warpfs mount`.
@@ -120,6 +122,8 @@ pub struct MountReq<'a> {
     pub transport: Option<Transport>,
     /// `-o uring_enable`: enable_uring on for the mount, put back after.
     pub uring_enable: bool,
+    /// `--read-ahead N`: requests of a sequential reader encrypted ahead.
+    pub read_ahead: Option<u16>,
 }
 
 /// `warpfs mount --reverse PLAINDIR MOUNTPOINT`.
@@ -190,7 +194,15 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     if m.foreground {
         let target = m.log_file.map_or(logging::Target::Stderr, logging::Target::File);
         logging::init(target).map_err(|e| CliError::new(ERROR, e))?;
-        return serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), None);
+        return serve(
+            fs,
+            m.read_ahead,
+            &plaindir,
+            m.mountpoint,
+            &config,
+            (transport, ring),
+            None,
+        );
     }
     let Some(ready) = super::daemon::daemonize("mount")? else {
         return Ok(());
@@ -199,7 +211,15 @@ pub fn mount(m: MountReq<'_>) -> Result<(), CliError> {
     if let Err(e) = logging::init(target) {
         ready.fail(&e);
     }
-    let code = match serve(fs, &plaindir, m.mountpoint, &config, (transport, ring), Some(ready)) {
+    let code = match serve(
+        fs,
+        m.read_ahead,
+        &plaindir,
+        m.mountpoint,
+        &config,
+        (transport, ring),
+        Some(ready),
+    ) {
         Ok(()) => 0,
         Err(e) => e.code,
     };
@@ -217,10 +237,43 @@ fn stat_of(m: &libc::stat) -> libc::stat {
     st
 }
 
+/// An engine for encrypt-ahead alone: its decrypt-ahead threads read and
+/// encrypt a sequential reader's next requests (`read_ahead`, as for a
+/// forward mount: by default 2 on 2+ cores) while the reader copies the
+/// current one. No masks are made ahead: a view's nonces are synthetic,
+/// each block is sealed where it is read. Starts threads: in the daemon,
+/// only after the fork.
+fn ahead_engine(read_ahead: Option<u16>) -> Option<Arc<Engine>> {
+    let cfg = EngineConfig {
+        speculation: false,
+        speculation_why: "reverse view: blocks are sealed where they are read".into(),
+        read_ahead: read_ahead.map_or(DEFAULT_READ_AHEAD, usize::from),
+        ahead_without_speculation: read_ahead.is_some()
+            || std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2,
+        ..EngineConfig::default()
+    };
+    match Engine::new(cfg) {
+        Ok(e) if e.read_ahead() > 0 => {
+            tracing::info!(
+                "reverse view: encrypt-ahead {} request(s) on {} thread(s)",
+                e.read_ahead(),
+                e.ahead_threads()
+            );
+            Some(e)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!("reverse view: no encrypt-ahead ({e})");
+            None
+        }
+    }
+}
+
 /// Mount and serve until unmounted; `ready` (the daemon's pipe to its
 /// parent) hears "OK" once the mount is live, or why it is not.
 fn serve(
     fs: ReverseFs,
+    read_ahead: Option<u16>,
     plaindir: &Path,
     mountpoint: &Path,
     config: &crate::fuse::MountConfig,
@@ -232,6 +285,10 @@ fn serve(
             w.tell(&e.msg);
         }
         e
+    };
+    let fs = match ahead_engine(read_ahead) {
+        Some(e) => fs.with_engine(e),
+        None => fs,
     };
     let mut mounting = crate::fuse::serve(
         crate::fuse::Served::new(fs, None, None),

@@ -91,9 +91,6 @@ impl DirOps for WarpFs {
 
     fn releasedir(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
         self.handles.remove(fh);
-        if let Some(a) = &self.ahead {
-            a.forget(fh);
-        }
         Ok(())
     }
 

@@ -2,7 +2,6 @@
 //! fallocate, lseek (SEEK_DATA / SEEK_HOLE).
 
 use super::{errno, WarpFs};
-use crate::ahead::Found;
 use crate::ops::{Ctx, Entry, Errno, FileOps, OpResult, Opened, ReadOut};
 use std::ffi::OsStr;
 use warpfs_volume::Seek;
@@ -100,32 +99,12 @@ impl FileOps for WarpFs {
         Ok((e, self.opened(f, flags, 0)))
     }
 
+    /// A read through the handle (which decrypts a sequential reader's
+    /// next requests ahead).
     fn read(&self, _: &Ctx, _ino: u64, fh: u64, offset: u64, size: u32, out: &mut dyn ReadOut) -> OpResult<()> {
         let f = self.handles.file(fh).ok_or(Errno::EBADF)?;
-        let mut direct = false;
-        if let Some(a) = &self.ahead {
-            match a.read(fh, &f, offset, size as usize) {
-                Found::Ready(r) => {
-                    out.bytes(r.bytes());
-                    a.recycle(fh, r);
-                    return Ok(());
-                }
-                Found::Failed(e) => return Err(Errno::from_i32(e)),
-                Found::Inline { direct: d } => direct = d,
-            }
-        }
-        let buf = out.buf(size as usize);
-        let n = if direct {
-            f.read_direct_at(offset, buf)
-        } else {
-            f.read_at(offset, buf)
-        }
-        .map_err(|e| Errno::from_i32(e.errno()))?;
-        out.filled(n);
-        if let (true, Some(a)) = (direct, &self.ahead) {
-            a.count_inline(n);
-        }
-        Ok(())
+        f.read(offset, size as usize, out)
+            .map_err(|e| Errno::from_i32(e.errno()))
     }
 
     fn write(&self, _: &Ctx, ino: u64, fh: u64, offset: u64, data: &[u8], write_flags: u32) -> OpResult<u32> {
@@ -152,9 +131,6 @@ impl FileOps for WarpFs {
 
     fn release(&self, _: &Ctx, _ino: u64, fh: u64) -> OpResult<()> {
         self.handles.remove(fh);
-        if let Some(a) = &self.ahead {
-            a.forget(fh);
-        }
         Ok(())
     }
 

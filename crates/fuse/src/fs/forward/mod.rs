@@ -13,7 +13,6 @@ mod file;
 mod names;
 mod xattr;
 
-use crate::ahead::Ahead;
 use crate::handles::Handles;
 use crate::nodes::{Location, Nodes};
 use crate::ops::{Ctx, Entry, Errno, Notify};
@@ -53,8 +52,6 @@ pub struct WarpFs {
     vol: Volume,
     nodes: Nodes,
     handles: Handles,
-    /// Decrypt-ahead for sequential readers (speculation on).
-    ahead: Option<Ahead>,
     rekey_hook: Option<RekeyHook>,
     /// Ask the kernel for its writeback cache (`--no-writeback-cache`: no).
     writeback_cache: bool,
@@ -101,12 +98,10 @@ impl WarpFs {
     pub fn new(vol: Volume) -> std::io::Result<Self> {
         let st = vol.backing().top().stat()?;
         let nodes = Nodes::new(st.st_dev, st.st_ino);
-        let ahead = vol.engine().cloned().and_then(Ahead::new);
         Ok(Self {
             vol,
             nodes,
             handles: Handles::default(),
-            ahead,
             rekey_hook: None,
             writeback_cache: true,
             xattrs: true,

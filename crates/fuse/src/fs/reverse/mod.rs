@@ -2,9 +2,12 @@
 //! operations layer ([`crate::ops::Operations`]) over a
 //! [`warpfs_volume::reverse::ReverseView`], read-only. The node table maps
 //! node numbers (the view's stable inode numbers) to view objects; open
-//! files and directory listings live in handles.
+//! files (each a [`ViewHandle`], which encrypts a sequential reader's next
+//! requests ahead) and directory listings live in handles. The root answers
+//! [`STATS_XATTR`] with the engine's counters when the view has an engine.
 
 use crate::fs::forward::attr::{kind as fuse_kind, to_fuse};
+use crate::fs::forward::STATS_XATTR;
 use crate::ops::{
     AttrOut, Ctx, DirAdd, DirOps, DirPlusAdd, Entry, EntryOps, Errno, FileKind, FileOps, Init, MountOps, NameOps,
     OpResult, Opened, ReadOut, SetAttr, Statfs, XattrOps,
@@ -15,7 +18,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use warpfs_volume::reverse::{Node, ReverseView, ViewEntry, ViewFile};
+use warpfs_engine::Engine;
+use warpfs_volume::reverse::{Node, ReverseView, ViewEntry, ViewHandle};
 use warpfs_volume::{Attr, Error};
 
 /// How long the kernel keeps a name → node binding and attributes:
@@ -26,7 +30,7 @@ const ATTR_TTL: Duration = TTL;
 
 /// What a handle holds.
 enum Handle {
-    File(Arc<ViewFile>),
+    File(Arc<ViewHandle>),
     Bytes(Arc<Vec<u8>>),
     Dir(Arc<Vec<ViewEntry>>),
 }
@@ -66,6 +70,14 @@ impl ReverseFs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
+    }
+
+    /// Encrypt a sequential reader's next requests ahead on `engine`'s
+    /// decrypt-ahead threads; its counters answer [`STATS_XATTR`] on the
+    /// root.
+    pub fn with_engine(mut self, engine: Arc<Engine>) -> Self {
+        self.view.use_engine(engine);
+        self
     }
 
     fn node(&self, ino: u64) -> OpResult<Node> {
@@ -209,11 +221,7 @@ impl FileOps for ReverseFs {
             }
         };
         match h {
-            Handle::File(f) => {
-                let buf = out.buf(size as usize);
-                let n = f.read_at(offset, &mut buf[..size as usize]).map_err(errno)?;
-                out.filled(n);
-            }
+            Handle::File(f) => f.read(offset, size as usize, out).map_err(errno)?,
             Handle::Bytes(b) => {
                 let start = (offset as usize).min(b.len());
                 let end = start.saturating_add(size as usize).min(b.len());
@@ -304,8 +312,14 @@ impl DirOps for ReverseFs {
 }
 
 impl XattrOps for ReverseFs {
-    fn getxattr(&self, _: &Ctx, _ino: u64, _name: &OsStr, _size: u32) -> OpResult<crate::ops::Xattr> {
-        Err(Errno::from_i32(libc::ENODATA))
+    fn getxattr(&self, _: &Ctx, ino: u64, name: &OsStr, size: u32) -> OpResult<crate::ops::Xattr> {
+        // The engine stats, as on a forward mount (root only: `trusted.*`).
+        match self.view.engine_stats() {
+            Some(s) if ino == 1 && name.as_bytes() == STATS_XATTR.as_bytes() => {
+                crate::ops::Xattr::fit(s.to_json().into_bytes(), size)
+            }
+            _ => Err(Errno::from_i32(libc::ENODATA)),
+        }
     }
 
     fn listxattr(&self, _: &Ctx, _ino: u64, size: u32) -> OpResult<crate::ops::Xattr> {

@@ -82,8 +82,9 @@ pub struct MountArgs {
     window_max: Option<u32>,
     /// Decrypt-ahead depth: how many requests past a sequential reader's
     /// current one are read and decrypted ahead, on threads placed like the
-    /// keystream workers, while the reader copies the current one (0: none)
-    /// [default: 2 with speculation on or 2+ cores, else 0].
+    /// keystream workers, while the reader copies the current one (0: none;
+    /// with --reverse: encrypted ahead) [default: 2 with speculation on or
+    /// 2+ cores, else 0].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(0..=64))]
     read_ahead: Option<u16>,
     /// Where masks are made: cpu, opencl, cuda, or auto (cuda if present, else
@@ -402,6 +403,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
             log_file: a.log_file.as_deref(),
             transport: a.transport,
             uring_enable: a.uring_enable,
+            read_ahead: a.read_ahead,
         });
     }
     let user = a.extra.setuid.as_ref();

@@ -1,14 +1,14 @@
 //! Unit tests of the decrypt-ahead state: buffer reuse, the wake-up of a
-//! waiting read, and, on a real volume (no mount), a planned request served
-//! from what a thread read ahead, a stale result never served, and a chunk
-//! taken over from a stalled thread. Each waits for states, never for time.
+//! waiting read, and, on a file in memory with a change counter, a planned
+//! request served from what a thread read ahead, a stale result never
+//! served, and a chunk taken over from a stalled thread (the cipher file
+//! behind a volume's handle is tested in `warpfs-volume`). Each waits for
+//! states, never for time.
 
 use super::*;
-use std::ffi::OsStr;
-use std::path::Path;
-use warpfs_config::{Config, ContentMode, KdfParams};
-use warpfs_engine::EngineConfig;
-use warpfs_volume::{Caller, Options, Volume};
+use crate::EngineConfig;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
 
 fn caps(st: &State) -> Vec<usize> {
     let mut v: Vec<usize> = st.free.iter().map(|b| b.cap).collect();
@@ -109,19 +109,53 @@ fn a_chunk_that_ends_wakes_the_counted_waiting_read() {
 /// Request size of the volume tests: two chunks.
 const REQ: usize = 2 * CHUNK;
 
-/// A gcm volume in `dir` with file `f` of `len` patterned bytes; masks made
-/// on the calling thread (the engine below only runs decrypt-ahead jobs).
-fn volume_with_file(dir: &Path, len: usize) -> (Volume, OpenFile, Vec<u8>) {
-    let (cfg, master) = Config::create(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
-    Volume::init_root(&warpfs_backing::Root::open(dir).unwrap()).unwrap();
-    let v = Volume::open(dir, &cfg, &master, Options::default()).unwrap();
-    let who = Caller { uid: 0, gid: 0 };
-    let (_, _, f, _) = v
-        .create(Path::new(""), OsStr::new("f"), 0o644, libc::O_RDWR, who, "/f".into())
-        .unwrap();
+/// A file in memory whose change counter moves with every write that
+/// finished, as a cipher file's does.
+struct MemFile {
+    data: RwLock<Vec<u8>>,
+    changes: AtomicU64,
+}
+
+impl MemFile {
+    fn write_at(&self, off: usize, b: &[u8]) {
+        let mut d = self.data.write().unwrap();
+        d[off..off + b.len()].copy_from_slice(b);
+        self.changes.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<usize, i32> {
+        let d = self.data.read().unwrap();
+        let s = (off as usize).min(d.len());
+        let n = buf.len().min(d.len() - s);
+        buf[..n].copy_from_slice(&d[s..s + n]);
+        Ok(n)
+    }
+}
+
+impl AheadSource for MemFile {
+    type Error = i32;
+    fn read_ahead_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, i32> {
+        self.read(off, buf)
+    }
+    fn read_direct_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, i32> {
+        self.read(off, buf)
+    }
+    fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+    fn size(&self) -> u64 {
+        self.data.read().unwrap().len() as u64
+    }
+}
+
+/// File `f` of `len` patterned bytes.
+fn file(len: usize) -> (Arc<MemFile>, Vec<u8>) {
     let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ (i >> 12) as u8).collect();
-    f.write_at(0, &data).unwrap();
-    (v, f, data)
+    let f = MemFile {
+        data: RwLock::new(data.clone()),
+        changes: AtomicU64::new(0),
+    };
+    (Arc::new(f), data)
 }
 
 /// An engine with one decrypt-ahead thread and depth 2.
@@ -135,10 +169,10 @@ fn ahead_engine() -> Arc<Engine> {
     .unwrap()
 }
 
-/// Wait until handle `fh` has `n` planned requests and the threads have
+/// Wait until stream `a` has `n` planned requests and the threads have
 /// read every chunk of them (a state the jobs reach whatever the timing).
-fn wait_read_ahead(a: &Ahead, fh: u64, n: usize) {
-    let stream = a.stream(fh);
+fn wait_read_ahead(a: &AheadStream, n: usize) {
+    let stream = &a.stream;
     let t0 = Instant::now();
     loop {
         {
@@ -156,7 +190,7 @@ fn wait_read_ahead(a: &Ahead, fh: u64, n: usize) {
     }
 }
 
-fn ready(found: Found) -> Ready {
+fn ready(found: Found<i32>) -> Ready {
     match found {
         Found::Ready(r) => r,
         Found::Inline { direct } => panic!("not planned (Inline, direct {direct})"),
@@ -166,46 +200,51 @@ fn ready(found: Found) -> Ready {
 
 #[test]
 fn a_planned_request_is_served_from_what_a_thread_read_ahead() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_v, f, data) = volume_with_file(dir.path(), 6 * REQ);
+    let (f, data) = file(6 * REQ);
     let engine = ahead_engine();
-    let a = Ahead::new(engine.clone()).expect("decrypt-ahead threads");
+    let a = AheadStream::new(&engine).expect("decrypt-ahead threads");
     // The first request is read inline and plans the next two.
-    assert!(matches!(a.read(1, &f, 0, REQ), Found::Inline { direct: true }));
-    wait_read_ahead(&a, 1, 2);
-    let r = ready(a.read(1, &f, REQ as u64, REQ));
+    assert!(matches!(a.read(&f, 0, REQ), Found::Inline { direct: true }));
+    wait_read_ahead(&a, 2);
+    let r = ready(a.read(&f, REQ as u64, REQ));
     assert!(r.bytes() == &data[REQ..2 * REQ], "served bytes differ");
     let s = engine.stats();
     let blocks = (REQ / 4096) as u64;
     assert_eq!((s.ahead_served, s.ahead_inline, s.ahead_stolen), (blocks, 0, 0), "{s}");
-    a.recycle(1, r);
-    a.forget(1);
+    a.recycle(r);
+    // The handle goes with two requests read ahead for it: both wasted.
+    wait_read_ahead(&a, 2);
+    drop(a);
+    let wasted = engine.stats().ahead_wasted;
+    assert_eq!(
+        wasted,
+        2 * blocks,
+        "what was read ahead for a dropped handle is not counted wasted"
+    );
 }
 
 #[test]
 fn a_result_read_before_a_write_is_never_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_v, f, mut data) = volume_with_file(dir.path(), 6 * REQ);
+    let (f, mut data) = file(6 * REQ);
     let engine = ahead_engine();
-    let a = Ahead::new(engine.clone()).expect("decrypt-ahead threads");
-    assert!(matches!(a.read(7, &f, 0, REQ), Found::Inline { direct: true }));
-    wait_read_ahead(&a, 7, 2);
+    let a = AheadStream::new(&engine).expect("decrypt-ahead threads");
+    assert!(matches!(a.read(&f, 0, REQ), Found::Inline { direct: true }));
+    wait_read_ahead(&a, 2);
     // Another handle overwrites part of the request read ahead.
     let new = vec![0xeeu8; 5000];
-    f.write_at((REQ + 3000) as u64, &new).unwrap();
+    f.write_at(REQ + 3000, &new);
     data[REQ + 3000..REQ + 8000].copy_from_slice(&new);
-    let r = ready(a.read(7, &f, REQ as u64, REQ));
+    let r = ready(a.read(&f, REQ as u64, REQ));
     assert!(r.bytes() == &data[REQ..2 * REQ], "stale bytes served after a write");
     let s = engine.stats();
     assert_eq!(s.ahead_served, 0, "a stale result counted as served: {s}");
     assert!(s.ahead_wasted >= (REQ / 4096) as u64, "{s}");
-    a.recycle(7, r);
+    a.recycle(r);
 }
 
 #[test]
 fn a_read_takes_over_a_chunk_from_a_stalled_thread() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_v, f, data) = volume_with_file(dir.path(), 4 * REQ);
+    let (f, data) = file(4 * REQ);
     // No decrypt-ahead threads (speculation off): only the slot planted
     // below exists, its first chunk held by a "thread" that never ends it.
     let engine = Engine::new(EngineConfig {
@@ -215,13 +254,13 @@ fn a_read_takes_over_a_chunk_from_a_stalled_thread() {
     })
     .unwrap();
     assert_eq!(engine.ahead_threads(), 0);
-    let a = Ahead {
+    let a = AheadStream {
         engine: engine.clone(),
         depth: 2,
         steal_after: Duration::ZERO,
-        streams: Mutex::new(HashMap::new()),
+        stream: Arc::default(),
     };
-    let stream = a.stream(3);
+    let stream = a.stream.clone();
     let held = {
         let mut st = stream.lock();
         st.next = Some(REQ as u64);
@@ -236,7 +275,7 @@ fn a_read_takes_over_a_chunk_from_a_stalled_thread() {
         });
         buf
     };
-    let r = ready(a.read(3, &f, REQ as u64, REQ));
+    let r = ready(a.read(&f, REQ as u64, REQ));
     assert!(r.bytes() == &data[REQ..2 * REQ], "bytes of a taken-over request differ");
     let s = engine.stats();
     let blocks = (REQ / 4096) as u64;
@@ -257,5 +296,5 @@ fn a_read_takes_over_a_chunk_from_a_stalled_thread() {
         },
     );
     assert!(stream.lock().slots.is_empty());
-    a.recycle(3, r);
+    a.recycle(r);
 }

@@ -1,23 +1,26 @@
-//! Decrypt-ahead per open handle: while a handle is read sequentially, the
-//! next `depth` requests (same stride, same size) are read and decrypted on
-//! the engine's decrypt-ahead threads, which run on the engine's CPUs, in
-//! chunks of [`CHUNK`] bytes. A read that finds its request planned takes
-//! back the chunks no thread has started and reads them itself, waits only
-//! for the chunks being read, and hands the whole buffer to the kernel: the
-//! engine's `apply` rule (wait for a mask being made, make one nobody has
-//! started) one step further, so neither CPU idles while the other works.
+//! Decrypt-ahead per open handle ([`AheadStream`]): while a handle is read
+//! sequentially, the next `depth` requests (same stride, same size) are read
+//! and decrypted on the engine's decrypt-ahead threads, which run on the
+//! engine's CPUs, in chunks of [`CHUNK`] bytes. What is read is any
+//! [`AheadSource`] (a cipher file; a reverse view's file, encrypted ahead);
+//! the stream lives with the handle that owns it. A read that finds its
+//! request planned takes back the chunks no thread has started and reads
+//! them itself, waits only for the chunks being read, and hands the whole
+//! buffer on (to the kernel, for a mount): the engine's `apply` rule (wait
+//! for a mask being made, make one nobody has started) one step further, so
+//! neither CPU idles while the other works.
 //!
 //! A result is used only if the file did not change since its chunks were
-//! read (`CipherFile::changes`: every write, truncation, punch or rekey step
-//! of any handle of the inode counts), so a read never returns bytes older
-//! than a write that finished before it. Anything else (a chunk failed, the
-//! file changed) and the request is read again inline, which reports errors.
+//! read ([`AheadSource::changes`]; for a cipher file every write, truncation,
+//! punch or rekey step of any handle of the inode counts), so a read never
+//! returns bytes older than a write that finished before it. Anything else
+//! (a chunk failed, the file changed) and the request is read again inline,
+//! which reports errors.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use crate::{Engine, AHEAD_STEAL_AFTER};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
-use warpfs_engine::{Engine, AHEAD_STEAL_AFTER};
-use warpfs_volume::OpenFile;
 
 mod buf;
 use buf::Buf;
@@ -33,12 +36,42 @@ pub const CHUNK: usize = 128 << 10;
 /// (tests set 0: every chunk still running is taken over at once).
 pub const ENV_STEAL_US: &str = "WARPFS_AHEAD_STEAL_US";
 
-/// [`AHEAD_STEAL_AFTER`], or [`ENV_STEAL_US`] when set to a number.
+/// [`AHEAD_STEAL_AFTER`], or [`ENV_STEAL_US`] when set to a number (read
+/// once per process).
 fn steal_after() -> Duration {
-    std::env::var(ENV_STEAL_US)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .map_or(AHEAD_STEAL_AFTER, Duration::from_micros)
+    static AFTER: OnceLock<Duration> = OnceLock::new();
+    *AFTER.get_or_init(|| {
+        std::env::var(ENV_STEAL_US)
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map_or(AHEAD_STEAL_AFTER, Duration::from_micros)
+    })
+}
+
+/// A file decrypt-ahead reads: its bytes, its size and a count of its
+/// changes. Safe to call from many threads at once.
+pub trait AheadSource: Send + Sync + 'static {
+    /// Why a read failed.
+    type Error;
+
+    /// Read up to `buf.len()` bytes at `off` for a decrypt-ahead chunk
+    /// (short only at end of file): quietly (a failed chunk is read again
+    /// inline, which reports the error) and without the look-ahead a
+    /// sequential reader's own reads would get.
+    fn read_ahead_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, Self::Error>;
+
+    /// Read up to `buf.len()` bytes at `off` for the reader itself (a
+    /// request read inline once its decrypt-ahead result could not be
+    /// used): errors reported, no look-ahead (the next requests are being
+    /// decrypted ahead).
+    fn read_direct_at(&self, off: u64, buf: &mut [u8]) -> Result<usize, Self::Error>;
+
+    /// Changes to the file finished so far: equal values before a read and
+    /// later mean the read's bytes are still the file's.
+    fn changes(&self) -> u64;
+
+    /// The file's size (no request is planned past it).
+    fn size(&self) -> u64;
 }
 
 /// Buffers a stream keeps for reuse beyond its depth (a fresh buffer is
@@ -144,17 +177,17 @@ fn blocks(n: usize) -> u64 {
     (n as u64).div_ceil(BLOCK)
 }
 
-/// What [`Ahead::read`] found for a request.
-pub enum Found {
+/// What [`AheadStream::read`] found for a request.
+pub enum Found<E> {
     /// The request's plaintext: reply with `buf[..n]`
-    /// ([`Ready::bytes`]), then give it back with [`Ahead::recycle`].
+    /// ([`Ready::bytes`]), then give it back with [`AheadStream::recycle`].
     Ready(Ready),
     /// Nothing planned: read inline; `direct` when the handle reads
     /// sequentially (its next requests are being decrypted ahead, so the
     /// read window should not make masks for them).
     Inline { direct: bool },
     /// The request failed (the inline re-read reported it).
-    Failed(i32),
+    Failed(E),
 }
 
 /// A request's plaintext, read (mostly) ahead.
@@ -172,53 +205,36 @@ impl Ready {
     }
 }
 
-/// Decrypt-ahead for every open handle of a mount.
-pub struct Ahead {
+/// Decrypt-ahead of one open handle: kept with the handle, dropped with
+/// it (running jobs finish and find their slot gone; what they read ahead
+/// for nobody is counted wasted).
+pub struct AheadStream {
     engine: Arc<Engine>,
     depth: usize,
     /// How long a read waits for a running chunk before taking it over.
     steal_after: Duration,
-    streams: Mutex<HashMap<u64, Arc<Stream>>>,
+    stream: Arc<Stream>,
 }
 
-impl Ahead {
-    /// Decrypt-ahead through `engine`, when it has decrypt-ahead threads.
-    pub fn new(engine: Arc<Engine>) -> Option<Self> {
+impl AheadStream {
+    /// Decrypt-ahead through `engine` for one handle, when the engine has
+    /// decrypt-ahead threads.
+    pub fn new(engine: &Arc<Engine>) -> Option<Self> {
         let depth = engine.read_ahead();
         (depth > 0).then(|| Self {
-            engine,
+            engine: engine.clone(),
             depth,
             steal_after: steal_after(),
-            streams: Mutex::new(HashMap::new()),
+            stream: Arc::default(),
         })
     }
 
-    fn stream(&self, fh: u64) -> Arc<Stream> {
-        self.streams
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(fh)
-            .or_default()
-            .clone()
-    }
-
-    /// Handle `fh` was released: drop its state (running jobs finish and
-    /// find their slot gone).
-    pub fn forget(&self, fh: u64) {
-        let s = self.streams.lock().unwrap_or_else(|e| e.into_inner()).remove(&fh);
-        if let Some(s) = s {
-            let st = std::mem::take(&mut *s.lock());
-            let wasted = st.slots.iter().map(Slot::done_blocks).sum();
-            self.engine.count_ahead(0, wasted, None);
-        }
-    }
-
-    /// A read of `size` bytes at `off` through handle `fh` of file `f`:
-    /// its plaintext when the request was planned (chunks nobody started
-    /// are read here), and the requests after it queued when the handle
-    /// reads sequentially.
-    pub fn read(&self, fh: u64, f: &OpenFile, off: u64, size: usize) -> Found {
-        let stream = self.stream(fh);
+    /// A read of `size` bytes at `off` of file `f` (the handle's file,
+    /// always the same one): its plaintext when the request was planned
+    /// (chunks nobody started are read here), and the requests after it
+    /// queued when the handle reads sequentially.
+    pub fn read<F: AheadSource>(&self, f: &Arc<F>, off: u64, size: usize) -> Found<F::Error> {
+        let stream = &self.stream;
         let mut st = stream.lock();
         let mut wasted = 0;
         let planned = st.slots.iter().position(|s| s.off == off && s.len == size);
@@ -228,11 +244,11 @@ impl Ahead {
             s.claimed = true;
             (s.id, s.buf.clone())
         });
-        wasted += self.plan_next(&mut st, &stream, f, off, size, sequential);
+        wasted += self.plan_next(&mut st, stream, f, off, size, sequential);
         drop(st);
         let found = match claim {
             None => Found::Inline { direct: sequential },
-            Some((id, buf)) => self.finish(&stream, f, id, buf, off, size),
+            Some((id, buf)) => self.finish(stream, &**f, id, buf, off, size),
         };
         self.engine.count_ahead(0, wasted, None);
         found
@@ -252,11 +268,11 @@ impl Ahead {
 
     /// Update the run, drop slots the reader left behind, queue the
     /// requests after this one; returns the blocks wasted.
-    fn plan_next(
+    fn plan_next<F: AheadSource>(
         &self,
         st: &mut State,
         stream: &Arc<Stream>,
-        f: &OpenFile,
+        f: &Arc<F>,
         off: u64,
         size: usize,
         sequential: bool,
@@ -310,7 +326,7 @@ impl Ahead {
                 claimed: false,
             });
             let (s, file) = (stream.clone(), f.clone());
-            if !self.engine.run_ahead(Box::new(move || job(&s, &file, id, o))) {
+            if !self.engine.run_ahead(Box::new(move || job(&s, &*file, id, o))) {
                 // Refused (queue full or stopping): the read does it all.
                 st.slots.retain(|s| s.id != id);
             }
@@ -322,7 +338,15 @@ impl Ahead {
     /// last one back while the decrypt-ahead thread goes on from the front,
     /// wait for the chunks being read (taking over those not done within
     /// [`AHEAD_STEAL_AFTER`]), check the result and hand it out.
-    fn finish(&self, stream: &Stream, f: &OpenFile, id: u64, mut buf: Arc<Buf>, off: u64, size: usize) -> Found {
+    fn finish<F: AheadSource>(
+        &self,
+        stream: &Stream,
+        f: &F,
+        id: u64,
+        mut buf: Arc<Buf>,
+        off: u64,
+        size: usize,
+    ) -> Found<F::Error> {
         // (chunk, bytes, change count before, ok) of the chunks read here.
         let mut own: Vec<(usize, usize, u64, bool)> = Vec::new();
         loop {
@@ -415,7 +439,7 @@ impl Ahead {
                     self.engine.count_ahead_inline(blocks(n), stolen.len() as u64);
                     Found::Ready(Ready { buf, n })
                 }
-                Err(e) => Found::Failed(e.errno()),
+                Err(e) => Found::Failed(e),
             };
         }
         self.engine.count_ahead(ahead_blocks, 0, waited);
@@ -429,15 +453,30 @@ impl Ahead {
         self.engine.count_ahead_inline(blocks(n), 0);
     }
 
+    /// Requests planned for this handle whose every chunk a decrypt-ahead
+    /// thread has read (a state to wait for in tests and diagnostics).
+    pub fn read_ahead_done(&self) -> usize {
+        let st = self.stream.lock();
+        let done = |s: &&Slot| s.chunks.iter().all(|c| matches!(c, Chunk::Done { ok: true, .. }));
+        st.slots.iter().filter(done).count()
+    }
+
     /// Give back the buffer of a [`Found::Ready`].
-    pub fn recycle(&self, fh: u64, r: Ready) {
-        let s = self.streams.lock().unwrap_or_else(|e| e.into_inner()).get(&fh).cloned();
-        if let Some(s) = s {
-            let mut st = s.lock();
-            if Arc::strong_count(&r.buf) == 1 {
-                st.give_back(r.buf, self.depth + SPARE_BUFFERS);
-            }
+    pub fn recycle(&self, r: Ready) {
+        let mut st = self.stream.lock();
+        if Arc::strong_count(&r.buf) == 1 {
+            st.give_back(r.buf, self.depth + SPARE_BUFFERS);
         }
+    }
+}
+
+impl Drop for AheadStream {
+    /// The handle is gone: drop its state (running jobs finish and find
+    /// their slot gone) and count what was read ahead for nobody.
+    fn drop(&mut self) {
+        let st = std::mem::take(&mut *self.stream.lock());
+        let wasted = st.slots.iter().map(Slot::done_blocks).sum();
+        self.engine.count_ahead(0, wasted, None);
     }
 }
 
@@ -512,7 +551,7 @@ fn end_chunk(stream: &Stream, id: u64, k: usize, c: Chunk) {
 /// The decrypt-ahead job of slot `id` (request at `off`): read its chunks
 /// in order until none is left unstarted (the read it is for, once there,
 /// takes them from the back).
-fn job(stream: &Stream, f: &OpenFile, id: u64, off: u64) {
+fn job<F: AheadSource>(stream: &Stream, f: &F, id: u64, off: u64) {
     loop {
         let (k, buf, len) = {
             let mut st = stream.lock();

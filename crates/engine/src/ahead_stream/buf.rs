@@ -13,7 +13,7 @@ pub(super) struct Buf {
 
 // SAFETY: `Buf` owns its allocation; threads write only the chunks they
 // claimed under the stream lock (disjoint), and the whole buffer is read
-// only after every chunk is done (see `Ahead::read`).
+// only after every chunk is done (see `AheadStream::read`).
 unsafe impl Send for Buf {}
 // SAFETY: as above.
 unsafe impl Sync for Buf {}
