@@ -5,6 +5,7 @@
 //! path relative to CIPHERDIR; entries by their plaintext name.
 
 mod attr;
+pub mod attr_ops;
 mod bound;
 mod dirfds;
 mod diriv;
@@ -14,7 +15,6 @@ mod files;
 pub mod fsck;
 mod handle;
 mod keysource;
-pub mod meta;
 mod names;
 mod namespace;
 mod pathnames;
@@ -25,11 +25,11 @@ mod volume;
 mod xattr;
 
 pub use attr::{Attr, Kind};
+pub use attr_ops::{StatFs, TimeSpec};
 pub use dirfds::DEFAULT_TTL as DIR_FD_TTL;
 pub use error::{Error, Result};
 pub use files::{Seek, Writer};
 pub use handle::{OpenFile, ReadSink};
-pub use meta::{StatFs, TimeSpec};
 pub use names::decode_with as decode_backing_name;
 pub use namespace::DirEntry;
 pub use synced::{is_config_copy, UNDECRYPTABLE};

@@ -27,8 +27,8 @@ mod keys;
 mod tree;
 
 use crate::attr::{Attr, Kind};
+use crate::attr_ops::StatFs;
 use crate::error::{Error, Result};
-use crate::meta::StatFs;
 pub use content::ViewFile;
 pub use entries::ViewEntry;
 pub use exclude::Excludes;

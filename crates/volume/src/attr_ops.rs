@@ -1,4 +1,5 @@
-//! Attributes: getattr with plaintext sizes, chmod, chown, utimens,
+//! The volume's attribute operations ([`crate::Attr`] is the type):
+//! getattr with plaintext sizes, chmod, chown, utimens,
 //! truncate, statfs.
 
 use crate::attr::{Attr, Kind};
