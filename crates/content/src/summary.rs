@@ -176,9 +176,52 @@ pub struct SumState {
     pub dirty: BTreeMap<u64, Dirty>,
     /// Why the file failed its check (its reads and writes then fail).
     pub poisoned: Option<String>,
-    /// The sum of every current entry, kept up to date by the writes
-    /// (`None` after a failed write or a truncation: recomputed at commit).
-    pub sigma: Option<[u8; 16]>,
+    /// The sums of every current entry, per segment and in all, kept up
+    /// to date by the writes (`None` after a failed write or a truncation:
+    /// recomputed at commit).
+    pub sums: Option<Sums>,
+}
+
+/// The sums of a file's current entries: per segment, so that a segment
+/// made dirty names its committed sum without reading its entries back,
+/// and in all, which a commit seals.
+#[derive(Debug, Clone, Default)]
+pub struct Sums {
+    /// XOR of every segment's sum.
+    pub all: [u8; 16],
+    seg: Vec<[u8; 16]>,
+}
+
+/// Equal when every segment's sum is (a segment never written sums to
+/// zero, listed or not).
+impl PartialEq for Sums {
+    fn eq(&self, o: &Sums) -> bool {
+        let n = self.seg.len().max(o.seg.len()) as u64;
+        self.all == o.all && (0..n).all(|k| self.seg(k) == o.seg(k))
+    }
+}
+
+impl Eq for Sums {}
+
+impl Sums {
+    /// Segment `k`'s sum.
+    pub fn seg(&self, k: u64) -> [u8; 16] {
+        usize::try_from(k)
+            .ok()
+            .and_then(|k| self.seg.get(k))
+            .copied()
+            .unwrap_or([0u8; 16])
+    }
+
+    /// Segment `k`'s sum changes by `d`.
+    fn add(&mut self, k: u64, d: &[u8; 16]) {
+        let Ok(i) = usize::try_from(k) else { return };
+        if self.seg.len() <= i {
+            self.seg.resize(i + 1, [0u8; 16]);
+        }
+        xor(&mut self.seg[i], d);
+        xor(&mut self.all, d);
+    }
 }
 
 impl SumState {
@@ -199,7 +242,7 @@ impl SumState {
             rec,
             dirty,
             poisoned: None,
-            sigma: Some([0u8; 16]),
+            sums: Some(Sums::default()),
         }
     }
 
@@ -207,11 +250,32 @@ impl SumState {
     /// `new` (both masked); old entries of blocks at or past `n` (the
     /// file's block count) were not counted.
     pub fn account(&mut self, key: &SummaryKey, first: u64, n: u64, old: &[u8], new: &[u8]) {
-        if let Some(s) = &mut self.sigma {
-            let counted = (n.saturating_sub(first) as usize).min(old.len() / E) * E;
-            xor(s, &sum_of(key, &old[..counted], first));
-            xor(s, &sum_of(key, new, first));
+        let Some(sums) = &mut self.sums else { return };
+        let counted = (n.saturating_sub(first) as usize).min(old.len() / E) * E;
+        let end = first + (new.len() / E) as u64;
+        let mut b = first;
+        while b < end {
+            let k = seg_of(b);
+            let stop = seg_range(k).1.min(end);
+            let (i, j) = ((b - first) as usize * E, (stop - first) as usize * E);
+            let mut d = sum_of(key, &new[i..j], b);
+            if i < counted {
+                xor(&mut d, &sum_of(key, &old[i..j.min(counted)], b));
+            }
+            sums.add(k, &d);
+            b = stop;
         }
+    }
+
+    /// The running sums are no longer known (a write failed, the file was
+    /// cut): the next commit reads them back.
+    pub fn unknown(&mut self) {
+        self.sums = None;
+    }
+
+    /// Segment `k`'s sum as the writes kept it, if known.
+    fn known_sum(&self, k: u64) -> Option<[u8; 16]> {
+        self.sums.as_ref().map(|s| s.seg(k))
     }
 
     /// The slot bytes that belong in block `x`'s entry.
@@ -317,15 +381,15 @@ pub fn check(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64) -> Result<
         rec,
         dirty,
         poisoned: None,
-        sigma: None,
+        sums: None,
     };
     let (last, growing) = (st.last_committed(), st.growing());
     let mut sum = [0u8; 16];
-    let mut sigma = [0u8; 16];
+    let mut sums = Sums::default();
     let mut tail = false;
     for k in 0..nseg {
         let cur = current_sum(file, key, k, n, &mut buf)?;
-        xor(&mut sigma, &cur);
+        sums.add(k, &cur);
         if tail {
             continue;
         }
@@ -338,7 +402,7 @@ pub fn check(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64) -> Result<
             None => xor(&mut sum, &cur),
         }
     }
-    st.sigma = Some(sigma);
+    st.sums = Some(sums);
     let want = key.record_tag(id, rec.seq, rec.size, &sum);
     let tag_ok = bool::from(subtle::ConstantTimeEq::ct_eq(&want[..], &rec.tag[..]));
     if !tag_ok {
@@ -403,7 +467,11 @@ pub fn make_dirty(
         let sum = match st.dirty.get(&k) {
             Some(d) if d.kind == kind || d.kind != KIND_SEGMENT => continue,
             Some(d) => d.sum, // a segment marker becomes a grow marker
-            None => current_sum(file, key, k, n, &mut buf)?,
+            // Not dirty: its sum now is its sum at the last commit.
+            None => match st.known_sum(k) {
+                Some(s) => s,
+                None => current_sum(file, key, k, n, &mut buf)?,
+            },
         };
         let bytes = key.seal_marker(id, st.rec.seq, k, kind, &sum);
         st.dirty.insert(k, Dirty { kind, sum, bytes });
@@ -437,7 +505,10 @@ pub fn mark_tail(
                 }
             }
             None if growing && k > lc => {}
-            None => xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?),
+            None => match st.known_sum(k) {
+                Some(s) => xor(&mut sum, &s),
+                None => xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?),
+            },
         }
     }
     let bytes = key.seal_marker(id, st.rec.seq, t, KIND_TAIL, &sum);
@@ -485,17 +556,14 @@ pub fn commit_then(
     file.sync_data()?;
     let n = block_count(size);
     let mut buf = Vec::new();
-    let sum = match st.sigma {
-        Some(s) => s,
-        None => {
-            let mut sum = [0u8; 16];
-            for k in 0..segments(size) {
-                xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?);
-            }
-            sum
+    if st.sums.is_none() {
+        let mut sums = Sums::default();
+        for k in 0..segments(size) {
+            sums.add(k, &current_sum(file, key, k, n, &mut buf)?);
         }
-    };
-    st.sigma = Some(sum);
+        st.sums = Some(sums);
+    }
+    let sum = st.sums.as_ref().map_or([0u8; 16], |s| s.all);
     let rec = Record::sealed(key, id, st.rec.seq.wrapping_add(1), size, &sum);
     read_raw(file, 0, 8, &mut buf)?;
     scatter(&rec.to_bytes(), &mut buf);

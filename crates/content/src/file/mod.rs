@@ -342,4 +342,6 @@ mod layout_tests;
 #[cfg(test)]
 mod seek_tests;
 #[cfg(test)]
+mod sum_tests;
+#[cfg(test)]
 mod tests;

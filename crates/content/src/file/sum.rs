@@ -47,7 +47,7 @@ impl CipherFile {
             // Past the end (new blocks): nothing counted there yet, unless
             // the read failed for another reason.
             Err(_) if n <= first => st.account(&s.key(), first, n, &[], ents),
-            Err(_) => st.sigma = None,
+            Err(_) => st.unknown(),
         }
         st.patch(first, ents);
     }
@@ -55,7 +55,7 @@ impl CipherFile {
     /// A write of entries failed or the file was cut: the running sum is
     /// recomputed at the next commit.
     pub(crate) fn sum_unknown(&self) {
-        self.with_sum(|st| st.sigma = None);
+        self.with_sum(|st| st.unknown());
     }
 
     /// Before blocks `[a, b)` change in a file of plaintext `size` (and,
@@ -194,5 +194,18 @@ impl Drop for CipherFile {
         if let Err(e) = self.commit_summary() {
             tracing::error!("{}: file summary not committed at close: {e}", self.label());
         }
+    }
+}
+
+#[cfg(test)]
+impl CipherFile {
+    /// The running sums, and what the file on disk checks to now (its
+    /// state read back as at open), for the tests.
+    pub(crate) fn sums_and_disk(&self) -> Option<(Option<summary::Sums>, summary::SumState)> {
+        let s = self.sh.sum.as_ref()?;
+        let st = self.sh.lock.state();
+        let h = st.hdr?;
+        let disk = summary::check(&self.file, &s.key(), &h.file_id, st.size).ok()?.state;
+        Some((self.with_sum(|st| st.sums.clone())?, disk))
     }
 }

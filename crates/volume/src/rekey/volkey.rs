@@ -179,7 +179,7 @@ pub(super) fn reseal_summaries(
             continue;
         }
         // Every contribution is recomputed under the new key.
-        st.sigma = None;
+        st.unknown();
         summary::commit(&f, new, &id, size, &mut st).map_err(|x| e(&x))?;
         progress.summaries.fetch_add(1, Ordering::Relaxed);
     }
