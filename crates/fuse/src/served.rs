@@ -65,7 +65,7 @@ impl<T: Operations> Served<T> {
 
     /// Request `op` ended, `ok` or not: an open file or directory is
     /// counted from a successful open or create to its release.
-    pub fn ended(&self, op: u32, ok: bool) {
+    fn ended(&self, op: u32, ok: bool) {
         let Some(a) = &self.act else { return };
         match op {
             op::OPEN | op::OPENDIR | op::CREATE if ok => a.opened(),
@@ -74,15 +74,25 @@ impl<T: Operations> Served<T> {
         }
     }
 
-    /// Serve one request in wire form (the ring's): begun, answered by
-    /// its operation, ended.
+    /// One request, `op` on node `ino` (`name`: the attribute it names),
+    /// served by `f`: begun, answered, ended.
+    pub fn call<R>(&self, op: u32, ino: u64, name: Option<&OsStr>, f: impl FnOnce(&T) -> OpResult<R>) -> OpResult<R> {
+        let b = self.begin(op, ino, name);
+        self.end(op, b, f(&self.fs))
+    }
+
+    /// Serve one request in wire form (the ring's), as [`Served::call`]
+    /// does.
     pub fn serve_wire(&self, w: &mut Wire<'_>) -> OpResult<usize> {
         let op = w.opcode;
         w.set_owner(self.owner);
-        let r = {
-            let _b = self.begin(op, w.ino, w.xattr_name());
-            serve_wire(&self.fs, w)
-        };
+        let b = self.begin(op, w.ino, w.xattr_name());
+        self.end(op, b, serve_wire(&self.fs, w))
+    }
+
+    /// The request begun as `b` answered `r`.
+    fn end<R>(&self, op: u32, b: Begun<'_>, r: OpResult<R>) -> OpResult<R> {
+        drop(b);
         self.ended(op, r.is_ok());
         r
     }

@@ -167,18 +167,11 @@ impl Xattr {
     }
 }
 
-/// Where a read's bytes go. A transport hands out its own buffer
-/// ([`ReadOut::buf`], then [`ReadOut::filled`]) so that data is decrypted
-/// straight into what goes to the kernel, or takes bytes that are ready
-/// elsewhere ([`ReadOut::bytes`]).
-pub trait ReadOut {
-    /// A buffer of at least `size` bytes to read into.
-    fn buf(&mut self, size: usize) -> &mut [u8];
-    /// The first `n` bytes of [`ReadOut::buf`] are the reply.
-    fn filled(&mut self, n: usize);
-    /// `b` is the reply.
-    fn bytes(&mut self, b: &[u8]);
-}
+/// Where a read's bytes go: the volume's [`warpfs_volume::ReadSink`],
+/// which its handles read into. A transport hands out its own buffer
+/// (`buf`, then `filled`) so that data is decrypted straight into what
+/// goes to the kernel, or takes bytes that are ready elsewhere (`bytes`).
+pub use warpfs_volume::ReadSink as ReadOut;
 
 /// Adds one directory entry to a reply; `true` when it did not fit (the
 /// listing stops there).

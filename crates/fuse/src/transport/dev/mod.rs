@@ -4,7 +4,7 @@
 //! what the kernel keeps on /dev/fuse: the INIT handshake, FORGET and
 //! INTERRUPT, and every request when the ring could not start. Each
 //! request is served as the mount serves every request
-//! ([`Served::begin`], once); the operations layer's own types are
+//! ([`Served::call`], once); the operations layer's own types are
 //! converted to and from fuser's in [`convert`].
 
 use crate::ops::{op, Attr, DirAdd, DirPlusAdd, FileKind, OpResult, Operations, ReadOut, SetAttr};
@@ -51,14 +51,9 @@ impl<T: Operations> DevFuse<T> {
     }
 
     /// One request, opcode `op` on node `ino` (`name`: an xattr's), served
-    /// as the mount serves every request ([`Served::begin`]).
+    /// as the mount serves every request ([`Served::call`]).
     fn call<R>(&self, op: u32, ino: u64, name: Option<&OsStr>, f: impl FnOnce(&T) -> OpResult<R>) -> OpResult<R> {
-        let r = {
-            let _b = self.ops.begin(op, ino, name);
-            f(&self.ops)
-        };
-        self.ops.ended(op, r.is_ok());
-        r
+        self.ops.call(op, ino, name, f)
     }
 
     /// fuser's attributes, with `--force-owner`'s owner on every node.
