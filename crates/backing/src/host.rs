@@ -10,6 +10,13 @@ use std::fs::{File, Metadata, OpenOptions, ReadDir};
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Create a directory of the host and its missing parents, the new ones
+/// with mode 0700 (less the umask): a place for the user's own state.
+pub fn create_private_dir_all(path: impl AsRef<Path>) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
 /// Open a file of the host for reading.
 pub fn open(path: impl AsRef<Path>) -> io::Result<File> {
     File::open(path)

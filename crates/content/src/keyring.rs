@@ -22,6 +22,8 @@ pub struct Keyring {
     /// The volume's file-summary key (`gcm` with `file-summary`, FORMAT.md
     /// 12); a rekey to a new volume key changes it.
     summary: RwLock<Option<Arc<warpfs_crypto::SummaryKey>>>,
+    /// What remembers the file versions seen (with summaries only).
+    witness: RwLock<Option<Arc<dyn crate::Witness>>>,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -71,6 +73,7 @@ impl Keyring {
             mode: write.mode(),
             gens: RwLock::new(Gens { write, previous }),
             summary: RwLock::new(None),
+            witness: RwLock::new(None),
         }
     }
 
@@ -96,6 +99,17 @@ impl Keyring {
         if g.is_some() {
             *g = Some(key);
         }
+    }
+
+    /// Files opened from now on show their summary records to `w`, and
+    /// their commits tell it the version they replaced.
+    pub fn set_witness(&self, w: Option<Arc<dyn crate::Witness>>) {
+        *self.witness.write().unwrap_or_else(|e| e.into_inner()) = w;
+    }
+
+    /// The witness of file versions, if one is set.
+    pub fn witness(&self) -> Option<Arc<dyn crate::Witness>> {
+        self.witness.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn read(&self) -> Gens {

@@ -30,6 +30,7 @@ mod scratch;
 pub mod summary;
 mod sysio;
 pub mod undo;
+pub mod witness;
 pub mod zeroundo;
 
 pub use cipher::Cipher;
@@ -37,6 +38,7 @@ pub use error::ContentError;
 pub use file::{CipherFile, Seek};
 pub use keyring::{IntoKeyring, Keyring};
 pub use layout::BLOCK;
+pub use witness::Witness;
 
 /// Content mode of a volume (FORMAT.md 3.1, 3.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -349,6 +349,21 @@ fn current_sum(file: &File, key: &SummaryKey, k: u64, n: u64, buf: &mut Vec<u8>)
     Ok(sum_of(key, buf, s))
 }
 
+/// A cipher file's ID and summary record as they are on disk, without
+/// checking them; `None` for an empty file or one without a summary
+/// (what the versions seen retire when the file is removed).
+pub fn peek(file: &File) -> Option<([u8; 16], Record)> {
+    let mut h = [0u8; crate::header::LEN];
+    file.read_exact_at(&mut h, 0).ok()?;
+    let hdr = crate::header::Header::parse(&h).ok()?;
+    if !hdr.summary {
+        return None;
+    }
+    let mut buf = Vec::new();
+    read_raw(file, 0, 8, &mut buf).ok()?;
+    Some((hdr.file_id, Record::parse(&gather(&buf))))
+}
+
 /// What the check of a file found.
 pub struct Checked {
     /// The state to continue from (poisoned when the check failed).

@@ -1,6 +1,7 @@
 //! The keys that authenticate what fsck and the rekey leave in CIPHERDIR to
 //! be applied later: the rekey's undo journals (FORMAT.md 10.3) and fsck's
-//! undo files (FORMAT.md 6b). Each is an HMAC-SHA256 tag under its own
+//! undo files (FORMAT.md 6b); and the state of versions seen a mount keeps
+//! outside CIPHERDIR (FORMAT.md 16). Each is an HMAC-SHA256 tag under its own
 //! HKDF-SHA256 subkey of the master key, so that a journal or undo file
 //! someone without the master key wrote into CIPHERDIR (a forged record, a
 //! record with its checksum recomputed) is refused, never applied.
@@ -19,6 +20,8 @@ pub const INFO_FSCK_UNDO: &[u8] = b"warpfs v1 fsck undo";
 pub const JOURNAL_TAG_LEN: usize = 32;
 /// Length of an undo file tag in bytes.
 pub const UNDO_TAG_LEN: usize = 32;
+/// HKDF info string of the key of the state of versions seen.
+pub const INFO_SEEN: &[u8] = b"warpfs seen state";
 
 /// A 32-byte HMAC-SHA256 key from HKDF-SHA256 of the master key (no
 /// salt), in locked memory zeroized on drop.
@@ -88,6 +91,35 @@ impl UndoKey {
 
     /// HMAC-SHA256 of the concatenation of `parts`.
     pub fn tag(&self, parts: &[&[u8]]) -> [u8; UNDO_TAG_LEN] {
+        self.0.mac(parts).finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is the tag of the concatenation of `parts` (constant
+    /// time).
+    pub fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        self.0.mac(parts).verify_slice(tag).is_ok()
+    }
+}
+
+/// The key of the state of versions seen (FORMAT.md 16): HKDF-SHA256 of
+/// the master key (no salt) under [`INFO_SEEN`], 32 bytes, in locked
+/// memory zeroized on drop; `Debug` never shows it.
+pub struct SeenKey(HmacKey);
+
+impl std::fmt::Debug for SeenKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SeenKey(..)")
+    }
+}
+
+impl SeenKey {
+    /// The key of `master`.
+    pub fn derive(master: &MasterKey) -> Self {
+        Self(HmacKey::derive(master, INFO_SEEN))
+    }
+
+    /// HMAC-SHA256 of the concatenation of `parts`.
+    pub fn tag(&self, parts: &[&[u8]]) -> [u8; 32] {
         self.0.mac(parts).finalize().into_bytes().into()
     }
 

@@ -31,7 +31,7 @@ pub use block_cipher::ContentCipher;
 pub use control::{ControlKey, CONTROL_TAG_LEN};
 pub use error::{Error, KeyLengthError, Result};
 pub use gcm::{GcmTagger, TAG_LEN};
-pub use journal::{JournalKey, UndoKey, JOURNAL_TAG_LEN, UNDO_TAG_LEN};
+pub use journal::{JournalKey, SeenKey, UndoKey, JOURNAL_TAG_LEN, UNDO_TAG_LEN};
 pub use kdf::{KdfParams, SALT_LEN};
 pub use keys::{MasterKey, Subkeys, MASTER_KEY_LEN};
 pub use locked::{make_non_dumpable, Locked, LockedBuf, LockedBytes, LockedWords};

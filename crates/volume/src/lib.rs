@@ -20,6 +20,7 @@ mod namespace;
 mod pathnames;
 pub mod rekey;
 pub mod reverse;
+pub mod seen;
 mod synced;
 mod volume;
 mod xattr;

@@ -229,7 +229,9 @@ impl Volume {
     pub fn unlink(&self, dir: &Path, name: &OsStr) -> Result<String> {
         self.writable()?;
         let r = self.resolve_for_change(dir, name)?;
+        let gone = self.version_at(&r.adir.entry(r.file.as_ref()));
         warpfs_backing::unlink(&r.adir.entry(r.file.as_ref()))?;
+        self.retire(gone);
         self.ivs.touched(&r.adir, r.stamp);
         self.drop_sidecar(&r.adir, &r.b);
         Ok(r.file)
@@ -294,6 +296,12 @@ impl Volume {
         if let Some((d, _)) = &target_iv {
             let _ = warpfs_backing::unlink(&d.entry(crate::diriv::DIRIV_NAME.as_ref()));
         }
+        let same = adir.path() == anew.path() && from_f == to_f;
+        let gone = if flags & libc::RENAME_EXCHANGE == 0 && dst.exists && !same {
+            self.version_at(&to)
+        } else {
+            None
+        };
         if let Err(e) = self.rename_entry(&from, &to, flags) {
             if let Some((d, iv)) = target_iv {
                 let _ = crate::diriv::restore(&d, &iv);
@@ -301,6 +309,7 @@ impl Volume {
             self.undo_sidecar(&dst, made_sidecar);
             return Err(e);
         }
+        self.retire(gone);
         // A directory moved (or replaced): its old path and the path it
         // took no longer name the directories kept open there.
         self.dirfds.forget_under(&dir.join(&from_f));

@@ -57,6 +57,8 @@ pub struct Volume {
     /// Held shared by every rename; an online rekey's last look over
     /// CIPHERDIR holds it alone, so no file moves out of its sight.
     pub(crate) renames: Arc<std::sync::RwLock<()>>,
+    /// The versions seen, when the mount remembers them (FORMAT.md 16).
+    seen: std::sync::OnceLock<Arc<crate::seen::Seen>>,
     /// Symlink targets and xattr values are bound to their entry
     /// (`bound-seals`, FORMAT.md 5).
     pub(crate) bound_seals: bool,
@@ -156,6 +158,7 @@ impl Volume {
             online: crate::rekey::Online::new(config.rekey_id()),
             renames: Arc::default(),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
+            seen: std::sync::OnceLock::new(),
         })
     }
 
@@ -218,9 +221,31 @@ impl Volume {
             .keys
             .get(write.generation().wrapping_sub(1))
             .filter(|_| self.keys.rekeying());
-        let summary = self.keys.summary();
+        let (summary, witness) = (self.keys.summary(), self.keys.witness());
         self.keys = Arc::new(Keyring::new(write, previous).with_summary(summary));
+        self.keys.set_witness(witness);
         Ok(())
+    }
+
+    /// Remember the versions of files seen in `seen` (FORMAT.md 16): each
+    /// file opened from now on is refused when it is a version `seen`
+    /// names as replaced, and each commit tells it the version it
+    /// replaced. Needs file summaries: without them only the config is
+    /// checked (by the caller, [`crate::seen::Seen::check_config`]).
+    pub fn remember_versions(&self, seen: Arc<crate::seen::Seen>) {
+        if self.keys.summary().is_some() {
+            self.keys.set_witness(Some(seen.clone()));
+        }
+        let _ = self.seen.set(seen);
+    }
+
+    /// Write the versions seen now (at unmount), if they are remembered.
+    pub fn flush_versions_seen(&self) {
+        if let Some(s) = self.seen.get() {
+            if let Err(e) = s.flush() {
+                tracing::warn!("versions seen not written: {e}");
+            }
+        }
     }
 
     /// The key that authenticates this volume's rekey undo journals.

@@ -194,7 +194,12 @@ impl CipherFile {
                 ))
             }
             (Some(k), Some(h)) => {
-                let c = summary::check(&file, &k, &h.file_id, size)?;
+                let mut c = summary::check(&file, &k, &h.file_id, size)?;
+                if c.state.poisoned.is_none() {
+                    if let Some(w) = keys.witness() {
+                        c.state.poisoned = w.opened(&h.file_id, &c.state.rec).err();
+                    }
+                }
                 if let Some(w) = &c.state.poisoned {
                     tracing::error!("{label}: {w}");
                 }
@@ -345,3 +350,5 @@ mod seek_tests;
 mod sum_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod witness_tests;

@@ -45,7 +45,7 @@ impl CipherFile {
         if new == 0 {
             self.file.set_len(0)?;
             guard.set_state(FileState { size: 0, hdr: None });
-            self.sum_reset();
+            self.sum_reset(st.hdr.map(|h| h.file_id));
             return Ok(());
         }
         let (old_n, new_n) = (block_count(old), block_count(new));

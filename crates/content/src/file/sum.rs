@@ -98,7 +98,16 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) if summary::needs_commit(st) => summary::commit_then(&self.file, &s.key(), id, size, st, last),
+            Some(st) if summary::needs_commit(st) => {
+                let old = st.rec;
+                let done = summary::commit_then(&self.file, &s.key(), id, size, st, last)?;
+                if done {
+                    if let Some(w) = self.sh.keys.witness() {
+                        w.replaced(id, &old, Some(&st.rec));
+                    }
+                }
+                Ok(done)
+            }
             _ => Ok(false),
         }
     }
@@ -113,10 +122,26 @@ impl CipherFile {
         Some(st)
     }
 
-    /// The file was emptied: no header, no summary.
-    pub(crate) fn sum_reset(&self) {
+    /// The file (of ID `id`, when it had a header) was emptied: no header,
+    /// no summary; its last committed version is gone.
+    pub(crate) fn sum_reset(&self, id: Option<[u8; 16]>) {
         if let Some(s) = &self.sh.sum {
-            *s.st.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            let old = s.st.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let (Some(st), Some(id), Some(w)) = (old, id, self.sh.keys.witness()) {
+                w.replaced(&id, &st.rec, None);
+            }
+        }
+    }
+
+    /// This file is about to be removed or renamed over: its last
+    /// committed version is gone (the witness of versions seen hears it).
+    pub fn retire(&self) {
+        let Some(w) = self.sh.keys.witness() else {
+            return;
+        };
+        let id = self.sh.lock.state().hdr.map(|h| h.file_id);
+        if let (Some(id), Some(rec)) = (id, self.with_sum(|st| st.rec)) {
+            w.replaced(&id, &rec, None);
         }
     }
 

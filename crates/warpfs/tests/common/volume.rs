@@ -53,10 +53,34 @@ fn template_with(mode: Mode, extra: &[&str]) -> &'static Path {
         let mut a = args!["init", "--passfile", &pass];
         a.extend(mode.init_args().into_iter().map(OsString::from));
         a.extend(extra.iter().map(OsString::from));
+        a.extend(test_init_args(mode, extra));
         a.push(cipher.clone().into_os_string());
         warpfs(a).expect_ok("warpfs init (template volume)");
         cipher
     })
+}
+
+/// Extra `warpfs init` arguments for the tests' volumes, from
+/// `WARPFS_TEST_INIT_ARGS` (whitespace-separated `--option value` pairs;
+/// e.g. `--file-summary on`, which the synced-storage step runs its
+/// two-host tests with): an option the test sets itself is not added, nor
+/// one the mode cannot take (`--file-summary` outside gcm and
+/// xchacha20-poly1305).
+fn test_init_args(mode: Mode, extra: &[&str]) -> Vec<OsString> {
+    let v = std::env::var("WARPFS_TEST_INIT_ARGS").unwrap_or_default();
+    let words: Vec<&str> = v.split_whitespace().collect();
+    let mut out = Vec::new();
+    for pair in words.chunks(2) {
+        let opt = pair[0];
+        if extra.contains(&opt) {
+            continue;
+        }
+        if opt == "--file-summary" && !matches!(mode, Mode::Gcm | Mode::XChaCha20Poly1305) {
+            continue;
+        }
+        out.extend(pair.iter().map(OsString::from));
+    }
+    out
 }
 
 pub fn copy_tree(src: &Path, dst: &Path) {

@@ -14,12 +14,14 @@ use super::PassArgs;
 use crate::fuse::transport::uring::RingOptions;
 use crate::fuse::{mount_config, Caches, MountOptions, Transport, WarpFs};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use warpfs_engine::gpu::{select_backend, EngineKind};
 use warpfs_engine::{
     Engine, EngineConfig, DEFAULT_ENGINE_NICE, DEFAULT_POOL_SIZE, DEFAULT_READ_AHEAD, DEFAULT_SPIN_US,
     DEFAULT_WINDOW_MAX,
 };
+use warpfs_volume::seen::{self, Seen};
 use warpfs_volume::{Options, Volume};
 
 /// Whether speculation is on when `--speculation` is not given ("auto"),
@@ -131,6 +133,15 @@ pub struct MountArgs {
     /// within a second.
     #[arg(long, conflicts_with = "caches")]
     shared_storage: bool,
+    /// Remember, outside CIPHERDIR, the versions of the config and of files
+    /// this host's mounts saw, and refuse one put back after a newer one was
+    /// seen (an older warpfs.conf: the mount fails; a whole file: EIO and a
+    /// log line; files need file summaries); versions another host made are
+    /// taken as new: on (in $WARPFS_STATE_DIR, else $XDG_STATE_HOME/warpfs/seen
+    /// or ~/.local/state/warpfs/seen; as root /var/lib/warpfs/seen), off, or
+    /// a directory [default: off].
+    #[arg(long, value_name = "on|off|DIR")]
+    versions_seen: Option<String>,
     /// Kernel caches to use: all, none, or a list of entries (long
     /// entry/attribute timeout), negative (cache "no such name"), keep
     /// (keep a file's pages across opens while its backing file is
@@ -476,6 +487,22 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
     super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
+    if let Some(dir) = versions_seen_dir(a.versions_seen.as_deref(), user.is_some())? {
+        let canon = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
+        let seen = Seen::open(&dir, &canon, &master).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
+        seen.check_config(cfg.key_state(), seen::config_digest(cfg.to_json().as_bytes()))
+            .map_err(|e| {
+                CliError::new(
+                    super::exit::BAD_CONFIG,
+                    format!(
+                        "{}: {e} (if you put it back yourself, remove {} to accept it)",
+                        a.cipherdir.display(),
+                        seen.path().display()
+                    ),
+                )
+            })?;
+        vol.remember_versions(Arc::new(seen));
+    }
     let engine_cfg = engine_config(&a, cfg.content_mode().cipher());
     let engine_kind = engine_kind(&a)?;
     let transport = Transport::resolve(a.transport).map_err(|e| CliError::new(super::exit::USAGE, e))?;
@@ -541,6 +568,25 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     };
     tracing::info!("unmounted {}", a.mountpoint.display());
     std::process::exit(code);
+}
+
+/// Where `--versions-seen` keeps its state: `None` for off.
+fn versions_seen_dir(v: Option<&str>, setuid: bool) -> Result<Option<PathBuf>, CliError> {
+    match v {
+        None | Some("off") => Ok(None),
+        Some("on") if setuid => Err(CliError::new(
+            super::exit::USAGE,
+            "--versions-seen on with --setuid: name a directory the user can write (--versions-seen DIR)",
+        )),
+        Some("on") => seen::default_dir()
+            .map(Some)
+            .map_err(|e| CliError::new(super::exit::USAGE, e)),
+        Some(d) if Path::new(d).is_absolute() => Ok(Some(PathBuf::from(d))),
+        Some(d) => Err(CliError::new(
+            super::exit::USAGE,
+            format!("--versions-seen {d}: give on, off or an absolute directory"),
+        )),
+    }
 }
 
 /// Lock all key memory in RAM (again, after a fork) and log the outcome.
