@@ -285,3 +285,49 @@ fn the_state_outside_cipherdir_is_authenticated() {
     assert!(!o.ok(), "a state that is not one must stop the mount\n{o}");
     assert!(o.stderr.contains(&states[0].display().to_string()), "{o}");
 }
+
+/// `warpfs ARGS` with the versions seen of this host kept in `v`'s state
+/// directory (as `--versions-seen on` with `WARPFS_STATE_DIR` would).
+fn warpfs_seen(v: &Volume, args: Vec<std::ffi::OsString>) -> Out {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(args).env("WARPFS_STATE_DIR", state_dir(v));
+    run_cmd(cmd, std::time::Duration::from_secs(120))
+}
+
+#[test]
+fn a_revoked_keyslot_put_back_before_any_mount_is_refused() {
+    require_fuse!();
+    let mut v = Volume::init(Mode::Gcm);
+    mount_seen(&mut v);
+    v.unmount();
+    let conf = v.cipher.join("warpfs.conf");
+    let second = v.cipher.parent().unwrap().join("second.txt");
+    fs::write(&second, "the second slot's password\n").unwrap();
+    warpfs_seen(
+        &v,
+        args![
+            "key",
+            "add",
+            "--passfile",
+            &v.passfile,
+            "--password",
+            "--new-passfile",
+            &second,
+            &v.cipher
+        ],
+    )
+    .expect_ok("key add");
+    let with_slot = fs::read(&conf).unwrap();
+    warpfs_seen(&v, args!["key", "remove", "--passfile", &v.passfile, &v.cipher, "1"]).expect_ok("key remove");
+    // No mount since: the revoked slot's config put back at once.
+    fs::write(&conf, &with_slot).unwrap();
+    v.passfile = second;
+    let a = seen_args(&v);
+    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    let o = v.try_mount(&a);
+    o.expect_code(11, "a config with a revoked keyslot put back");
+    assert!(o.stderr.contains("put back"), "{o}");
+    // Without the option the revoked slot still opens it (what the option adds).
+    v.mount();
+    v.unmount();
+}

@@ -141,6 +141,24 @@ impl Seen {
         self.flush()
     }
 
+    /// A command on this host replaced config `old` by `new` (each its key
+    /// state and digest): both are remembered, `new` as the one used last
+    /// (so `old` put back is refused), and the state is written.
+    pub fn config_replaced(&self, old: (KeyState, [u8; 32]), new: (KeyState, [u8; 32])) -> Result<(), String> {
+        let mut g = self.inner();
+        g.st.floor = g.st.floor.max(Some(old.0)).max(Some(new.0));
+        for d in [old.1, new.1] {
+            g.st.configs.retain(|c| *c != d);
+            g.st.configs.push_back(d);
+        }
+        while g.st.configs.len() > MAX_CONFIGS {
+            g.st.configs.pop_front();
+        }
+        g.dirty = true;
+        drop(g);
+        self.flush()
+    }
+
     /// Write the state (merged with what another mount wrote since) if
     /// anything changed.
     pub fn flush(&self) -> Result<(), String> {

@@ -356,6 +356,7 @@ fn add(a: AddArgs) -> Result<(), CliError> {
         ));
     }
     let (cfg, opened, _) = open(&a.cipherdir, &a.config, &a.unlock)?;
+    let before = super::seen::config_id(&cfg);
     let (cfg, id, rk) = if a.tpm2 {
         let (object, secret) = super::tpm2::enroll(a.tpm2_tcti.as_deref(), a.tpm2_pcrs.as_deref())?;
         let new = NewSlot::Tpm2 {
@@ -399,6 +400,7 @@ fn add(a: AddArgs) -> Result<(), CliError> {
         (c, id, None)
     };
     cfg.save_at(&path)?;
+    super::seen::config_replaced(&a.cipherdir, &opened.key, before, &path);
     let kind = cfg.slot(id).map_or("?", |s| s.kind().as_str());
     println!("Added keyslot {id} ({kind}).");
     if let Some(rk) = &rk {
@@ -435,6 +437,7 @@ fn remove(a: RemoveArgs) -> Result<(), CliError> {
     }
     let kind = cfg.slot(a.slot).map_or(SlotKind::Password, |s| s.kind());
     cfg.without_slot(&opened.key, opened.slot, a.slot)?.save_at(&path)?;
+    super::seen::config_replaced(&a.cipherdir, &opened.key, super::seen::config_id(&cfg), &path);
     println!("Removed keyslot {} ({kind}).", a.slot);
     eprintln!(
         "warpfs: note: a copy of warpfs.conf from before this (a sync tool's history, a backup) still opens with \

@@ -24,6 +24,7 @@ mod rekey;
 mod rekey_crash;
 mod rekey_online;
 mod reverse;
+mod seen;
 mod setuid;
 mod speed;
 mod stats;

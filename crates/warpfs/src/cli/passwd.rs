@@ -103,6 +103,7 @@ pub fn run(a: PasswdArgs) -> Result<(), CliError> {
             println!("Password changed.");
         }
     }
+    super::seen::config_replaced(&a.cipherdir, &opened.key, super::seen::config_id(&cfg), &path);
     Ok(())
 }
 
