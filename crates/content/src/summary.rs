@@ -180,6 +180,10 @@ pub struct SumState {
     /// to date by the writes (`None` after a failed write or a truncation:
     /// recomputed at commit).
     pub sums: Option<Sums>,
+    /// Counts every change of the file's entries, markers or size, so that
+    /// a commit made in steps ([`seal_record`] after a sync the caller
+    /// made) can tell the file did not change since that sync.
+    pub changes: u64,
 }
 
 /// The sums of a file's current entries: per segment, so that a segment
@@ -243,6 +247,7 @@ impl SumState {
             dirty,
             poisoned: None,
             sums: Some(Sums::default()),
+            changes: 0,
         }
     }
 
@@ -397,6 +402,7 @@ pub fn check(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64) -> Result<
         dirty,
         poisoned: None,
         sums: None,
+        changes: 0,
     };
     let (last, growing) = (st.last_committed(), st.growing());
     let mut sum = [0u8; 16];
@@ -569,6 +575,27 @@ pub fn commit_then(
         return Ok(false);
     }
     file.sync_data()?;
+    let old = seal_record(file, key, id, size, st)?;
+    match last {
+        LastSync::Data => file.sync_data()?,
+        LastSync::All => file.sync_all()?,
+    }
+    erase_markers(file, size, &old, st)?;
+    Ok(true)
+}
+
+/// The middle of a commit, for a caller that synced the file's data and
+/// entries before (and syncs again after): write a new record for the file
+/// as it is (plaintext `size`) and make it the state's. Returns the
+/// segments whose markers the commit ended, for [`erase_markers`] once the
+/// record is synced.
+pub fn seal_record(
+    file: &File,
+    key: &SummaryKey,
+    id: &[u8; 16],
+    size: u64,
+    st: &mut SumState,
+) -> Result<Vec<u64>, ContentError> {
     let n = block_count(size);
     let mut buf = Vec::new();
     if st.sums.is_none() {
@@ -583,22 +610,27 @@ pub fn commit_then(
     read_raw(file, 0, 8, &mut buf)?;
     scatter(&rec.to_bytes(), &mut buf);
     crate::sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, 0))?;
-    match last {
-        LastSync::Data => file.sync_data()?,
-        LastSync::All => file.sync_all()?,
-    }
-    // The markers of the cycle just committed would be valid again under
-    // the previous record: erase them, so putting that record back makes
-    // those segments fail instead of pass unchecked. (Not synced: until
-    // they are gone they are only stale under the new record.)
+    st.rec = rec;
+    st.changes = st.changes.wrapping_add(1);
+    Ok(std::mem::take(&mut st.dirty).into_keys().collect())
+}
+
+/// The end of a commit, once its record is synced: the markers of the
+/// cycle it closed (`old`, from [`seal_record`]) would be valid again
+/// under the previous record, so they are erased, so that putting that
+/// record back makes those segments fail instead of pass unchecked; a
+/// segment marked again since (under the new record, in the same slots)
+/// keeps its new marker. Not synced: until they are gone they are only
+/// stale under the new record.
+pub fn erase_markers(file: &File, size: u64, old: &[u64], st: &SumState) -> Result<(), ContentError> {
     let nseg = segments(size);
-    for k in std::mem::take(&mut st.dirty).into_keys().filter(|&k| k < nseg) {
+    let mut buf = Vec::new();
+    for &k in old.iter().filter(|&&k| k < nseg && !st.dirty.contains_key(&k)) {
         read_raw(file, marker_first(k), 8, &mut buf)?;
         scatter(&[0u8; 32], &mut buf);
         crate::sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, marker_first(k)))?;
     }
-    st.rec = rec;
-    Ok(true)
+    Ok(())
 }
 
 /// The segments a change of blocks `[a, b)` touches.

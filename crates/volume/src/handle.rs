@@ -28,6 +28,20 @@ pub trait ReadSink {
 pub struct OpenFile {
     file: Arc<CipherFile>,
     ahead: Option<Arc<AheadStream>>,
+    /// Where the file's summary is committed when its last handle closes
+    /// (a mount's; `None`: inline, as the file drops).
+    committer: Option<Arc<crate::committer::Committer>>,
+}
+
+impl Drop for OpenFile {
+    fn drop(&mut self) {
+        // The last handle of the file: hand its commit to the committer.
+        if let Some(c) = &self.committer {
+            if Arc::strong_count(&self.file) == 1 {
+                c.defer(&self.file);
+            }
+        }
+    }
 }
 
 impl Deref for OpenFile {
@@ -41,17 +55,26 @@ impl Deref for OpenFile {
 impl OpenFile {
     /// A new handle of `file`, with a decrypt-ahead stream of its own when
     /// `engine` has decrypt-ahead threads.
-    pub(crate) fn new(file: Arc<CipherFile>, engine: Option<&Arc<Engine>>) -> Self {
+    pub(crate) fn new(
+        file: Arc<CipherFile>,
+        engine: Option<&Arc<Engine>>,
+        committer: Option<&Arc<crate::committer::Committer>>,
+    ) -> Self {
         Self {
             ahead: engine.and_then(AheadStream::new).map(Arc::new),
             file,
+            committer: committer.cloned(),
         }
     }
 
     /// A view of `file` that is no handle's (no decrypt-ahead: its reads
     /// go straight to the file).
     pub(crate) fn shared(file: Arc<CipherFile>) -> Self {
-        Self { file, ahead: None }
+        Self {
+            file,
+            ahead: None,
+            committer: None,
+        }
     }
 
     /// Whether this handle's sequential reads are decrypted ahead.

@@ -7,6 +7,7 @@
 mod attr;
 pub mod attr_ops;
 mod bound;
+pub mod committer;
 mod dirfds;
 mod diriv;
 mod dirview;

@@ -85,7 +85,11 @@ impl Volume {
             self.ivs.touched(adir, r.stamp);
             self.own_file(&p, &r.dir_st, who, mode)?;
         }
-        let of = OpenFile::new(self.files.open(f, true, &self.keys, label)?, self.engine());
+        let of = OpenFile::new(
+            self.files.open(f, true, &self.keys, label)?,
+            self.engine(),
+            self.committer(),
+        );
         if existed && flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }
@@ -109,7 +113,11 @@ impl Volume {
             }
             Err(e) => return Err(e),
         };
-        let of = OpenFile::new(self.files.open(f, writable, &self.keys, label)?, self.engine());
+        let of = OpenFile::new(
+            self.files.open(f, writable, &self.keys, label)?,
+            self.engine(),
+            self.committer(),
+        );
         if flags & libc::O_TRUNC != 0 {
             of.set_len(0)?;
         }

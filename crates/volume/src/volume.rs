@@ -59,6 +59,8 @@ pub struct Volume {
     pub(crate) renames: Arc<std::sync::RwLock<()>>,
     /// The versions seen, when the mount remembers them (FORMAT.md 16).
     seen: std::sync::OnceLock<Arc<crate::seen::Seen>>,
+    /// Commits the summaries of files closed (a mount's, with summaries).
+    committer: std::sync::OnceLock<Arc<crate::committer::Committer>>,
     /// Symlink targets and xattr values are bound to their entry
     /// (`bound-seals`, FORMAT.md 5).
     pub(crate) bound_seals: bool,
@@ -159,6 +161,7 @@ impl Volume {
             renames: Arc::default(),
             bound_seals: config.has_feature(warpfs_config::FeatureFlag::BoundSeals),
             seen: std::sync::OnceLock::new(),
+            committer: std::sync::OnceLock::new(),
         })
     }
 
@@ -237,6 +240,29 @@ impl Volume {
             self.keys.set_witness(Some(seen.clone()));
         }
         let _ = self.seen.set(seen);
+    }
+
+    /// Commit the summaries of files whose last writable handle closed
+    /// on a thread of the volume's, several files under one pair of syncs
+    /// (a mount does this; without it each file commits as it closes).
+    /// Nothing changes on a volume without file summaries.
+    pub fn commit_after_close(&self) {
+        if self.keys.summary().is_some() {
+            let _ = self.committer.set(crate::committer::Committer::new());
+        }
+    }
+
+    /// The committer of closed files, if the volume has one.
+    pub(crate) fn committer(&self) -> Option<&Arc<crate::committer::Committer>> {
+        self.committer.get()
+    }
+
+    /// Commit every closed file's summary now and commit inline from now
+    /// on (at unmount).
+    pub fn finish_commits(&self) {
+        if let Some(c) = self.committer.get() {
+            c.finish();
+        }
     }
 
     /// Write the versions seen now (at unmount), if they are remembered.

@@ -50,12 +50,16 @@ impl CipherFile {
             Err(_) => st.unknown(),
         }
         st.patch(first, ents);
+        st.changes = st.changes.wrapping_add(1);
     }
 
     /// A write of entries failed or the file was cut: the running sum is
     /// recomputed at the next commit.
     pub(crate) fn sum_unknown(&self) {
-        self.with_sum(|st| st.unknown());
+        self.with_sum(|st| {
+            st.unknown();
+            st.changes = st.changes.wrapping_add(1);
+        });
     }
 
     /// Before blocks `[a, b)` change in a file of plaintext `size` (and,
@@ -67,7 +71,10 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) => summary::make_dirty(&self.file, &s.key(), id, size, st, summary::segs(a, b), grow),
+            Some(st) => {
+                st.changes = st.changes.wrapping_add(1);
+                summary::make_dirty(&self.file, &s.key(), id, size, st, summary::segs(a, b), grow)
+            }
             None => Ok(()),
         }
     }
@@ -79,7 +86,10 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
-            Some(st) => summary::mark_tail(&self.file, &s.key(), id, size, new_size, st),
+            Some(st) => {
+                st.changes = st.changes.wrapping_add(1);
+                summary::mark_tail(&self.file, &s.key(), id, size, new_size, st)
+            }
             None => Ok(()),
         }
     }
@@ -170,6 +180,66 @@ impl CipherFile {
             Some(h) => self.sum_commit_then(&h.file_id, st.size, last),
             None => Ok(false),
         };
+        drop(guard);
+        r
+    }
+
+    /// A commit made in steps by a caller that syncs many files at once
+    /// (a mount's committer, after the last writable handle closed): the
+    /// file's change count when it needs a commit, read before the caller
+    /// syncs the backing file system; `None` when there is nothing to
+    /// commit.
+    pub fn commit_pending(&self) -> Option<u64> {
+        if self.read_only {
+            return None;
+        }
+        self.with_sum(|st| (summary::needs_commit(st) && st.poisoned.is_none()).then_some(st.changes))
+            .flatten()
+    }
+
+    /// The caller synced the backing file system after reading `changes`
+    /// from [`Self::commit_pending`]: if the file did not change since,
+    /// its new record is written (the caller syncs again, then calls
+    /// [`Self::erase_sealed`] with what this returns); `None` when it
+    /// changed (a handle's own close or fsync commits it then).
+    pub fn seal_if_unchanged(&self, changes: u64) -> Result<Option<Vec<u64>>, ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(None);
+        };
+        let (guard, fs) = self.sh.lock.acquire(|_| Some(Want::whole()));
+        let Some(h) = fs.hdr else {
+            return Ok(None);
+        };
+        let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        let r = match g.as_mut() {
+            Some(st) if st.changes == changes && summary::needs_commit(st) && st.poisoned.is_none() => {
+                let before = st.rec;
+                let old = summary::seal_record(&self.file, &s.key(), &h.file_id, fs.size, st)?;
+                if let Some(w) = self.sh.keys.witness() {
+                    w.replaced(&h.file_id, &before, Some(&st.rec));
+                }
+                Some(old)
+            }
+            _ => None,
+        };
+        drop(g);
+        drop(guard);
+        Ok(r)
+    }
+
+    /// After the caller synced the record [`Self::seal_if_unchanged`]
+    /// wrote: erase the markers that commit ended.
+    pub fn erase_sealed(&self, old: &[u64]) -> Result<(), ContentError> {
+        let Some(s) = &self.sh.sum else {
+            return Ok(());
+        };
+        let (guard, fs) = self.sh.lock.acquire(|_| Some(Want::whole()));
+        let g = s.st.lock().unwrap_or_else(|e| e.into_inner());
+        let r = match g.as_ref() {
+            Some(st) => summary::erase_markers(&self.file, fs.size, old, st),
+            None => Ok(()),
+        };
+        drop(g);
         drop(guard);
         r
     }

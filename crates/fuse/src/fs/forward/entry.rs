@@ -84,6 +84,7 @@ impl MountOps for WarpFs {
 
     fn destroy(&self) {
         self.vol.rekey_stop();
+        self.vol.finish_commits();
         self.vol.flush_versions_seen();
         if let Some(s) = self.vol.engine_stats() {
             tracing::info!("at unmount: {}", s.summary());

@@ -487,6 +487,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // that does not authenticate, or aims outside CIPHERDIR, is never
     // applied; the mount stops until the user decides (warpfs fsck).
     super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
+    vol.commit_after_close();
     if let Some(dir) = versions_seen_dir(a.versions_seen.as_deref(), user.is_some())? {
         let canon = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
         let seen = Seen::open(&dir, &canon, &master).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
