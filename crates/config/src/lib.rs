@@ -19,8 +19,8 @@ mod tests;
 
 pub use config::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
 pub use config::{
-    Config, ContentMode, FeatureFlag, Fido2, Input, KeyState, NewSlot, Opened, Slot, SlotKind, UpgradeStage, FIDO2_RP_ID,
-    FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS, REKEY_ID_LEN,
+    Config, ContentMode, FeatureFlag, Fido2, Input, KeyState, NewSlot, Opened, Slot, SlotKind, UpgradeStage,
+    FIDO2_RP_ID, FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS, REKEY_ID_LEN,
 };
 pub use error::{ConfigError, DeviceError, DeviceFailure, Result};
 pub use warpfs_crypto::{KdfParams, MasterKey};

@@ -30,6 +30,7 @@ mod scratch;
 pub mod summary;
 mod sysio;
 pub mod undo;
+pub mod upgrade;
 pub mod zeroundo;
 
 pub use cipher::Cipher;

@@ -197,7 +197,14 @@ mod tests {
         let names: Vec<&str> = done.feature_flags().iter().map(|f| f.as_str()).collect();
         assert_eq!(
             names,
-            ["dir-iv", "long-names", "siv-names", "bound-seals", "file-summary", "keyslots"]
+            [
+                "dir-iv",
+                "long-names",
+                "siv-names",
+                "bound-seals",
+                "file-summary",
+                "keyslots"
+            ]
         );
         assert_eq!(done.version(), 3);
         let back = Config::load_file(&p).unwrap();
