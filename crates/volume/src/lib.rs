@@ -21,6 +21,7 @@ mod pathnames;
 pub mod rekey;
 pub mod reverse;
 mod synced;
+pub mod upgrade;
 mod volume;
 mod xattr;
 
