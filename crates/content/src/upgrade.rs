@@ -181,6 +181,19 @@ mod tests {
     }
 
     #[test]
+    fn a_conversion_stopped_between_its_writes_is_done_again() {
+        let d = data(200_000);
+        let f = v1_file(&d);
+        let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            convert_with(&f, &skey(), || std::panic::resume_unwind(Box::new("stopped")))
+        }));
+        assert!(stop.is_err());
+        assert_eq!(version(&f), 1, "the header changes last");
+        assert_eq!(convert(&f, &skey()).unwrap(), Converted::Now(d.len() as u64));
+        assert_eq!(read_v2(&f).unwrap(), d);
+    }
+
+    #[test]
     fn after_conversion_a_rolled_back_block_is_found() {
         let d = data(100_000);
         let f = v1_file(&d);
