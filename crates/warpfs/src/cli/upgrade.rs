@@ -20,6 +20,13 @@ use warpfs_volume::upgrade::{self, Event, Progress};
 
 /// Arguments of `warpfs upgrade`.
 #[derive(Args, Debug)]
+#[command(after_long_help = "\
+Each file gets its summary beside its nonce entries (FORMAT.md 12.6); no block is re-encrypted. \
+Afterwards a block rolled back or mixed in from another version of a file reads as an error and \
+warpfs fsck reports it. Killed at any point, run it again to finish; until then mount, fsck and \
+rekey refuse the volume (exit 18). Refused, nothing written (exit 1): a mounted volume, ctr and \
+xts modes (no authentication to build on), gcm over Twofish, a volume that has summaries \
+already, one mid-rekey.")]
 pub struct UpgradeArgs {
     #[command(flatten)]
     pass: PassArgs,
