@@ -57,9 +57,16 @@ impl Config {
     }
 
     /// Why this volume cannot be given file summaries, if it cannot:
-    /// a mode without them, summaries already on, a rekey under way.
+    /// a reverse view, a mode without them, summaries already on, a rekey
+    /// under way.
     pub fn summary_upgrade_refused(&self) -> Option<String> {
         let mode = self.content_mode;
+        if self.has_feature(FeatureFlag::Reverse) {
+            return Some(
+                "a reverse view's config: its cipher files are made on the fly from plaintext, there are none to give a summary"
+                    .into(),
+            );
+        }
         if !mode.is_authenticated() {
             return Some(format!(
                 "content mode {} has no authentication to build on: file summaries need an authenticated mode (gcm or xchacha20-poly1305)",
@@ -229,6 +236,10 @@ mod tests {
         let (c, _) = Config::create(d.path(), PW, ContentMode::Gcm, 256, KdfParams::MIN).unwrap();
         let mid = c.set_generations(d.path(), PW, 0, Some(1)).unwrap();
         assert!(mid.summary_upgrade_refused().unwrap().contains("rekey"));
+        let p = d.path().join("reverse.conf");
+        let (r, _) = Config::create_reverse(&p, PW, 256, KdfParams::MIN).unwrap();
+        assert!(r.summary_upgrade_refused().unwrap().contains("reverse view"));
+        assert!(r.set_summary_upgrade_at(&p, PW, UpgradeStage::Start).is_err());
     }
 
     #[test]
