@@ -334,3 +334,32 @@ fn a_mounted_volume_is_refused() {
     v.mount();
     assert_eq!(fs::read(v.p("f")).unwrap(), b"data");
 }
+
+/// A cipher file whose header does not parse is left as it is and named;
+/// every other file gets its summary and the upgrade finishes.
+#[test]
+fn a_file_whose_header_does_not_parse_is_left_and_named() {
+    require_fuse!();
+    let mut v = copy_of("v1-gcm");
+    let bad = backing_by_size(&v, 70_000);
+    let f = fs::OpenOptions::new().write(true).open(&bad).unwrap();
+    f.write_all_at(b"XXXX", 0).unwrap();
+    drop(f);
+    let before = fs::read(&bad).unwrap();
+    let o = upgrade(&v, None);
+    o.expect_ok("a bad header");
+    let name = bad.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        o.stderr
+            .lines()
+            .any(|l| l.contains(&name) && l.contains("left without a file summary")),
+        "{o}"
+    );
+    assert_eq!(fs::read(&bad).unwrap(), before, "left as it was");
+    assert!(flags(&conf_of(&v.cipher)).iter().any(|x| x == "file-summary"));
+    v.mount();
+    let e = fs::read(v.p("cross-64k.bin")).expect_err("a bad header reads as an error");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let want = fs::read(volumes_dir().join("v1-gcm/expected/cross-page1.bin")).unwrap();
+    assert_bytes_eq(&fs::read(v.p("cross-page1.bin")).unwrap(), &want, "cross-page1.bin");
+}
