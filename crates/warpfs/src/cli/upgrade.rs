@@ -148,7 +148,9 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
         };
         CliError::new(ERROR, format!("{m}\n{then}"))
     })?;
-    let cfg = Config::load_file(&conf)?;
+    // The config as this run wrote it (or, resuming, as it unlocked): never
+    // one read back from disk, which someone may have edited meanwhile.
+    let cfg = cfg.take().expect("the config");
     access.write(&cfg, &conf, UpgradeStage::Finish)?;
     for (p, why) in &report.left {
         eprintln!(
