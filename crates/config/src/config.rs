@@ -18,6 +18,7 @@ use fields::WRAP_ALGORITHM;
 
 pub use flags::FeatureFlag;
 pub use state::KeyState;
+pub use upgrade::UpgradeStage;
 pub(crate) use validate::check_generations as check_gens;
 
 /// A loaded (validated) volume config. Holds no secret: the master key
@@ -155,6 +156,12 @@ impl fmt::Display for Config {
                 "volume key:    a rekey to a new volume key is unfinished: run warpfs rekey to finish it"
             )?;
         }
+        if self.summary_upgrade_under_way() {
+            writeln!(
+                f,
+                "file summary:  an upgrade is unfinished: run warpfs upgrade again to finish it"
+            )?;
+        }
         match self.rekey_target {
             Some(t) => writeln!(
                 f,
@@ -191,6 +198,7 @@ mod mac;
 mod reverse;
 mod slots;
 mod state;
+mod upgrade;
 mod validate;
 
 pub use keyslots::{NewSlot, Opened};

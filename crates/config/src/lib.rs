@@ -19,8 +19,8 @@ mod tests;
 
 pub use config::{tcti_is_safe_hint, Tpm2Object, Unseal, TPM2_MAX_PCR};
 pub use config::{
-    Config, ContentMode, FeatureFlag, Fido2, Input, KeyState, NewSlot, Opened, Slot, SlotKind, FIDO2_RP_ID,
-    FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS, REKEY_ID_LEN,
+    Config, ContentMode, FeatureFlag, Fido2, Input, KeyState, NewSlot, Opened, Slot, SlotKind, UpgradeStage,
+    FIDO2_RP_ID, FIDO2_SALT_LEN, MAX_LABEL_LEN, MAX_SLOTS, REKEY_ID_LEN,
 };
 pub use error::{ConfigError, DeviceError, DeviceFailure, Result};
 pub use warpfs_crypto::{KdfParams, MasterKey};
@@ -41,7 +41,8 @@ pub const MAX_CONFIG_SIZE: usize = 64 * 1024;
 /// Feature flags a version 1 config carries (all required).
 pub const V1_FEATURE_FLAGS: [FeatureFlag; 3] = [FeatureFlag::DirIv, FeatureFlag::LongNames, FeatureFlag::SivNames];
 /// Feature flags a config of any version may carry besides those.
-pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 2] = [FeatureFlag::Reverse, FeatureFlag::RekeyId];
+pub const OPTIONAL_FEATURE_FLAGS: [FeatureFlag; 3] =
+    [FeatureFlag::Reverse, FeatureFlag::RekeyId, FeatureFlag::SummaryUpgrade];
 /// Name of a reverse config inside PLAINDIR (FORMAT.md 14); a reverse view
 /// shows it as `warpfs.conf`.
 pub const REVERSE_CONFIG_FILE: &str = ".warpfs.reverse.conf";

@@ -30,6 +30,7 @@ mod scratch;
 pub mod summary;
 mod sysio;
 pub mod undo;
+pub mod upgrade;
 pub mod witness;
 pub mod zeroundo;
 

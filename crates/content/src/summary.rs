@@ -54,7 +54,7 @@ pub fn seg_range(k: u64) -> (u64, u64) {
 }
 
 /// The first of the 8 entries whose slots hold segment `k`'s marker.
-fn marker_first(k: u64) -> u64 {
+pub(crate) fn marker_first(k: u64) -> u64 {
     if k == 0 {
         8
     } else {
@@ -64,7 +64,7 @@ fn marker_first(k: u64) -> u64 {
 
 /// Segments holding blocks of a file of `size` bytes (at least segment 0,
 /// which holds the record).
-fn segments(size: u64) -> u64 {
+pub(crate) fn segments(size: u64) -> u64 {
     let n = block_count(size);
     if n == 0 {
         1
@@ -81,7 +81,7 @@ pub fn mask(ents: &mut [u8]) {
 }
 
 /// The 8 slots (32 bytes) of 8 raw entries.
-fn gather(raw: &[u8]) -> [u8; 32] {
+pub(crate) fn gather(raw: &[u8]) -> [u8; 32] {
     let mut out = [0u8; 32];
     for (j, e) in raw.chunks_exact(E).take(8).enumerate() {
         out[4 * j..4 * j + 4].copy_from_slice(&e[12..16]);
@@ -90,7 +90,7 @@ fn gather(raw: &[u8]) -> [u8; 32] {
 }
 
 /// Put 32 bytes into the slots of 8 raw entries.
-fn scatter(bytes: &[u8; 32], raw: &mut [u8]) {
+pub(crate) fn scatter(bytes: &[u8; 32], raw: &mut [u8]) {
     for (j, e) in raw.chunks_exact_mut(E).take(8).enumerate() {
         e[12..16].copy_from_slice(&bytes[4 * j..4 * j + 4]);
     }
@@ -129,7 +129,7 @@ pub struct Record {
 }
 
 impl Record {
-    fn parse(b: &[u8; 32]) -> Self {
+    pub(crate) fn parse(b: &[u8; 32]) -> Self {
         Self {
             seq: u64::from_le_bytes(b[..8].try_into().expect("8")),
             size: u64::from_le_bytes(b[8..16].try_into().expect("8")),
@@ -137,7 +137,7 @@ impl Record {
         }
     }
 
-    fn to_bytes(self) -> [u8; 32] {
+    pub(crate) fn to_bytes(self) -> [u8; 32] {
         let mut b = [0u8; 32];
         b[..8].copy_from_slice(&self.seq.to_le_bytes());
         b[8..16].copy_from_slice(&self.size.to_le_bytes());
@@ -326,7 +326,7 @@ impl SumState {
 
 /// Raw entries of blocks `[a, a + n)`; past the end of the backing file
 /// they read as zeros.
-fn read_raw(file: &File, a: u64, n: u64, out: &mut Vec<u8>) -> Result<(), ContentError> {
+pub(crate) fn read_raw(file: &File, a: u64, n: u64, out: &mut Vec<u8>) -> Result<(), ContentError> {
     out.clear();
     out.resize(n as usize * E, 0);
     let off = entry_offset(Mode::Gcm, a);
@@ -343,7 +343,13 @@ fn read_raw(file: &File, a: u64, n: u64, out: &mut Vec<u8>) -> Result<(), Conten
 }
 
 /// Segment `k`'s current sum over the blocks below `n` (masked entries).
-fn current_sum(file: &File, key: &SummaryKey, k: u64, n: u64, buf: &mut Vec<u8>) -> Result<[u8; 16], ContentError> {
+pub(crate) fn current_sum(
+    file: &File,
+    key: &SummaryKey,
+    k: u64,
+    n: u64,
+    buf: &mut Vec<u8>,
+) -> Result<[u8; 16], ContentError> {
     let (s, e) = seg_range(k);
     let e = e.min(n);
     if e <= s {

@@ -23,6 +23,7 @@ pub mod rekey;
 pub mod reverse;
 pub mod seen;
 mod synced;
+pub mod upgrade;
 mod volume;
 mod xattr;
 

@@ -87,7 +87,9 @@ impl Volume {
     /// (the config has a rekey target) files of the old key generation stay
     /// readable. A volume whose rekey to a new volume key is unfinished is
     /// refused: its names are under two keys until `warpfs rekey` finishes
-    /// it (FORMAT.md 10.5).
+    /// it (FORMAT.md 10.5); so is one mid-upgrade to file summaries, unless
+    /// read-only (its files are of both versions until `warpfs upgrade`
+    /// finishes, FORMAT.md 12.6).
     pub fn open(
         cipherdir: &Path,
         config: &Config,
@@ -99,6 +101,13 @@ impl Volume {
                 "{}: {}",
                 cipherdir.display(),
                 crate::rekey::VOLUME_REKEY_UNFINISHED
+            ));
+        }
+        if config.summary_upgrade_under_way() && !opts.read_only {
+            return Err(format!(
+                "{}: {}",
+                cipherdir.display(),
+                crate::upgrade::UPGRADE_UNFINISHED
             ));
         }
         Self::open_keys(cipherdir, config, master, None, opts)

@@ -120,6 +120,7 @@ fn every_command_that_reads_a_password_is_non_dumpable() {
         ("passwd", args!["passwd", "--passfile", &stdin, &c]),
         ("fsck", args!["fsck", "--passfile", &stdin, &c]),
         ("rekey", args!["rekey", "--passfile", &stdin, &c]),
+        ("upgrade", args!["upgrade", "--passfile", &stdin, &c]),
         ("mount", args!["mount", "--passfile", &stdin, &c, &m]),
         ("key add", args!["key", "add", "--passfile", &stdin, "--recovery", &c]),
         ("key remove", args!["key", "remove", "--passfile", &stdin, &c, "1"]),

@@ -63,6 +63,14 @@ mod summaries {
     }
 }
 
+/// `warpfs upgrade` (FORMAT.md 12.6) of the frozen format 1 gcm volume
+/// cut short by a power loss anywhere: run again, it finishes, and every
+/// file reads back with its summary verified.
+#[test]
+fn upgrade() {
+    crashsim::offline::upgrade("v1-gcm")
+}
+
 /// Sequential and random writes, appends, fsync and fdatasync, truncation.
 fn writes(mode: Mode) {
     crashsim::run(mode, "writes")

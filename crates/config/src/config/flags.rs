@@ -26,6 +26,11 @@ pub enum FeatureFlag {
     /// journal records carry (FORMAT.md 10.1, 10.3). Present only while a
     /// rekey is under way; any config version.
     RekeyId,
+    /// `warpfs upgrade` is turning file summaries on: some cipher files
+    /// have one, some not yet (FORMAT.md 12.6). Present only while the
+    /// upgrade is under way; any config version. Until it ends only
+    /// `warpfs upgrade` uses the volume.
+    SummaryUpgrade,
     /// The volume key is wrapped in any number of keyslots and the config
     /// is authenticated by a MAC (FORMAT.md 2.6; config version 3).
     Keyslots,
@@ -42,6 +47,7 @@ impl FeatureFlag {
             FeatureFlag::BoundSeals => "bound-seals",
             FeatureFlag::FileSummary => "file-summary",
             FeatureFlag::RekeyId => "rekey-id",
+            FeatureFlag::SummaryUpgrade => "summary-upgrade",
             FeatureFlag::Keyslots => "keyslots",
         }
     }

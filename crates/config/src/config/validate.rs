@@ -52,7 +52,8 @@ pub(super) fn check_rekey_id(present: bool, rekey_target: Option<u32>, flags: &[
 }
 
 /// Version 2 exactly when a version 2 flag is present; `file-summary` in
-/// `gcm` and `xchacha20-poly1305` only.
+/// `gcm` and `xchacha20-poly1305` only, and `summary-upgrade` there too,
+/// never beside `file-summary`.
 pub(super) fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: ContentMode) -> Result<()> {
     if version != version_of(flags) {
         return Err(ConfigError::parse(format!(
@@ -64,6 +65,19 @@ pub(super) fn check_version_flags(version: u32, flags: &[FeatureFlag], mode: Con
             "feature flag file-summary needs content mode gcm or xchacha20-poly1305, not {}",
             mode.as_str()
         )));
+    }
+    if flags.contains(&FeatureFlag::SummaryUpgrade) {
+        if !mode.has_file_summaries() {
+            return Err(ConfigError::Unsupported(format!(
+                "feature flag summary-upgrade needs content mode gcm or xchacha20-poly1305, not {}",
+                mode.as_str()
+            )));
+        }
+        if flags.contains(&FeatureFlag::FileSummary) {
+            return Err(ConfigError::parse(
+                "feature flags summary-upgrade and file-summary exclude each other",
+            ));
+        }
     }
     Ok(())
 }

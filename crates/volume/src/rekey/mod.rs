@@ -260,7 +260,7 @@ impl Links {
 
     /// Why the file of `st` must not be rewritten, if it has links outside
     /// CIPHERDIR (counted again, in case links were made since).
-    fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
+    pub(crate) fn outside(&self, root: &Root, st: &libc::stat) -> Option<String> {
         let nlink = warpfs_backing::nlink(st);
         let inside = |l: &Links| l.0.get(&(st.st_dev, st.st_ino)).copied().unwrap_or(1);
         if nlink <= 1 || inside(self) >= nlink {

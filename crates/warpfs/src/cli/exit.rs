@@ -26,6 +26,9 @@ pub const DEVICE_REFUSED: i32 = 16;
 /// The slot is not of this device (sealed by another TPM, or the TPM was
 /// cleared since).
 pub const DEVICE_FOREIGN: i32 = 17;
+/// An upgrade to file summaries is unfinished: mount, fsck and rekey
+/// refuse the volume until `warpfs upgrade` finishes it.
+pub const UPGRADE_UNFINISHED: i32 = 18;
 /// `fsck`: problems found (some not repaired).
 pub const FSCK_PROBLEMS: i32 = 20;
 /// `fsck`: every problem found was repaired.

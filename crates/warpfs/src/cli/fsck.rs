@@ -123,6 +123,7 @@ pub fn run(a: FsckArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
+    super::unlock::not_mid_upgrade(&cfg, &a.cipherdir)?;
     let hw = (&a.tpm2, &a.fido2);
     let (cfg, opened, pw) = super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
     let master = opened.key;

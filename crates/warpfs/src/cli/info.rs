@@ -50,6 +50,7 @@ pub fn info_json(cfg: &Config, cipherdir: &Path, config: &Path) -> serde_json::V
         "keyslots": cfg.has_slots().then(|| cfg.slots().iter().map(super::key::slot_json).collect::<Vec<_>>()),
         "keyslot_revision": cfg.revision(),
         "volume_rekey_unfinished": cfg.volume_rekey_under_way(),
+        "summary_upgrade_unfinished": cfg.summary_upgrade_under_way(),
         "mounted_at": super::mounted::mounted_at(cipherdir),
     })
 }

@@ -84,6 +84,7 @@ pub struct InitArgs {
     /// that rolling back or mixing some of a file's blocks is detected
     /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
     /// write throughput (bench/results/2026-11-27-summary/summary.md, decision record 0015).
+    /// `warpfs upgrade` turns it on later for a volume made without it.
     #[arg(long, value_enum, value_name = "on|off", default_value = "off")]
     file_summary: OnOff,
     /// The (empty or new) directory that will hold the encrypted files.

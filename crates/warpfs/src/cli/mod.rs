@@ -30,6 +30,7 @@ mod speed;
 mod stats;
 mod tpm2;
 mod unlock;
+mod upgrade;
 mod volkey;
 mod volkey_mount;
 mod xts_device;
@@ -61,7 +62,8 @@ option of warpfs mount is also an -o option (passfile=FILE, idle=10m, ...); see 
 Exit codes: 0 success; 1 other error; 2 bad command line or mount option; 10 wrong password; \
 11 missing, corrupt, tampered or unsupported warpfs.conf; 12 init on a non-empty directory; \
 13 the mount failed; 14 a rekey to a new volume key is unfinished (run warpfs rekey); 15 no FIDO2 security \
-key found, or it did not answer (not touched in time, PIN blocked); 20 fsck found problems; 21 fsck repaired every problem found; \
+key found, or it did not answer (not touched in time, PIN blocked); 18 an upgrade to file summaries is \
+unfinished (run warpfs upgrade); 20 fsck found problems; 21 fsck repaired every problem found; \
 22 fsck refused, the volume is in use. docs/CLI.md describes the machine-readable outputs.";
 
 /// Where the password comes from.
@@ -139,6 +141,8 @@ enum Cmd {
     Container(container::ContainerArgs),
     /// Re-encrypt every file under a new content key, in place (mounted or not; resumable); --new-volume-key: everything under a new volume key.
     Rekey(rekey::RekeyArgs),
+    /// Turn file summaries on for an unmounted volume made without them (gcm, xchacha20-poly1305; in place, resumable).
+    Upgrade(upgrade::UpgradeArgs),
     /// Translate paths between CIPHERDIR and plaintext (find a file in a sync tool's history or trash).
     Name(name::NameArgs),
     /// Throughput of each content mode, cipher and keystream backend on this CPU (about a second).
@@ -239,6 +243,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
             | Cmd::Fsck(_)
             | Cmd::Container(_)
             | Cmd::Rekey(_)
+            | Cmd::Upgrade(_)
             | Cmd::Name(_)
     ) && !warpfs_crypto::make_non_dumpable()
     {
@@ -262,6 +267,7 @@ fn dispatch(cli: Cli) -> Result<(), exit::CliError> {
         Cmd::Fsck(a) => fsck::run(a),
         Cmd::Container(a) => container::run(a),
         Cmd::Rekey(a) => rekey::run(a),
+        Cmd::Upgrade(a) => upgrade::run(a),
         Cmd::Name(a) => name::run(a),
         Cmd::Speed(a) => speed::run(a),
         Cmd::GenMan(a) => gen::man(a),

@@ -161,6 +161,7 @@ pub fn run(a: RekeyArgs) -> Result<(), CliError> {
     }
     let conf = a.config.path(&a.cipherdir);
     let cfg = Config::load_file(&conf)?;
+    super::unlock::not_mid_upgrade(&cfg, &a.cipherdir)?;
     if a.new_volume_key || cfg.volume_rekey_under_way() {
         return volume_key(&a, &conf, cfg);
     }

@@ -101,6 +101,23 @@ pub fn usable(cfg: &Config, cipherdir: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Refuse a volume whose upgrade to file summaries is unfinished (exit
+/// 18): its files are of both versions until `warpfs upgrade` finishes
+/// (FORMAT.md 12.6). Mount, fsck and rekey ask.
+pub fn not_mid_upgrade(cfg: &Config, cipherdir: &Path) -> Result<(), CliError> {
+    if cfg.summary_upgrade_under_way() {
+        return Err(CliError::new(
+            super::exit::UPGRADE_UNFINISHED,
+            format!(
+                "{}: {}",
+                cipherdir.display(),
+                warpfs_volume::upgrade::UPGRADE_UNFINISHED
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// What is found at the volume's own config path when another file is used
 /// (`--config FILE`, `passwd --from-copy COPY`).
 #[derive(Debug)]

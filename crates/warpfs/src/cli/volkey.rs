@@ -219,6 +219,7 @@ pub fn start(
     keep: &KeepArgs,
     run: &RunArgs,
 ) -> Result<(), CliError> {
+    super::unlock::not_mid_upgrade(&cfg, cipherdir)?;
     let mnt = mounted(cipherdir)?;
     let _lock = match &mnt {
         None => Some(super::lock::lock_for_rekey(cipherdir)?),

@@ -7,12 +7,16 @@
 //! through the real mount against what the workload may have lost
 //! (`oracle`, `check`).
 //!
+//! `offline` does the same for `warpfs upgrade` run on an unmounted
+//! volume.
+//!
 //! `WARPFS_CRASH_STATES` sets how many distinct states each test checks
 //! (default 24); `WARPFS_TEST_SEED` replays a run.
 
 pub mod check;
 pub mod exec;
 pub mod fsmodel;
+pub mod offline;
 pub mod ops;
 pub mod oracle;
 pub mod persist;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Calls the recorder traces: every way to change or sync a file, a
 /// directory entry or a descriptor's position, the process tree, the
 /// markers, and the calls it refuses to model.
-const TRACED: &str = "open,openat,openat2,creat,write,pwrite64,writev,pwritev,pwritev2,\
+pub const TRACED: &str = "open,openat,openat2,creat,write,pwrite64,writev,pwritev,pwritev2,\
 ftruncate,truncate,fallocate,fsync,fdatasync,syncfs,sync,sync_file_range,\
 rename,renameat,renameat2,link,linkat,unlink,unlinkat,mkdir,mkdirat,rmdir,\
 symlink,symlinkat,mknod,mknodat,lseek,dup,dup2,dup3,fcntl,clone,clone3,fork,vfork,\
@@ -30,7 +30,7 @@ setxattr,lsetxattr,fsetxattr,removexattr,lremovexattr,fremovexattr";
 
 /// Largest buffer the recorder must see whole (a rekey segment or its undo
 /// record is about 1 MiB).
-const STRING_LIMIT: &str = "8388608";
+pub const STRING_LIMIT: &str = "8388608";
 
 /// Why recording cannot run here (no strace), or `None`.
 pub fn unavailable() -> Option<String> {

@@ -104,6 +104,18 @@ fn the_documented_exit_codes_are_the_real_ones() {
     check(14, warpfs(args!["mount", "--passfile", &pw, &c, &v.mnt]));
     check(14, warpfs(args!["fsck", "--passfile", &pw, &c]));
     check(0, warpfs(args!["rekey", "--passfile", &pw, &c]));
+    // An upgrade to file summaries stopped right after it wrote the config.
+    let mut u = Command::new(BIN);
+    u.args(["upgrade", "--passfile"])
+        .arg(&pw)
+        .arg(&c)
+        .env("WARPFS_UPGRADE_KILL", "config:0");
+    assert_eq!(run_cmd(u, std::time::Duration::from_secs(60)).code, None, "not killed");
+    check(18, warpfs(args!["mount", "--passfile", &pw, &c, &v.mnt]));
+    check(18, warpfs(args!["fsck", "--passfile", &pw, &c]));
+    check(18, warpfs(args!["rekey", "--passfile", &pw, &c]));
+    check(0, warpfs(args!["upgrade", "--passfile", &pw, &c]));
+    check(1, warpfs(args!["upgrade", "--passfile", &pw, &c]));
     // TPM2 slots: a frozen volume with one (sealed by a TPM long gone).
     let t = Volume::blank(Mode::Gcm);
     let frozen = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/volumes/v3-tpm2-gcm");

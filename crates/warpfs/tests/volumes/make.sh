@@ -24,6 +24,12 @@
 #                        tree with a `warpfs rekey` killed part way (config
 #                        with a rekey target, files of both key generations,
 #                        one file with a rekey watermark inside it; FORMAT.md 10)
+#   MIDUPGRADE=1         make v<VERSION>-midupgrade-<MODE> instead: the same
+#                        tree with a `warpfs upgrade` killed part way (config
+#                        with the flag summary-upgrade, files with a summary
+#                        and files without, and one file whose record is
+#                        written but whose header is still version 1;
+#                        FORMAT.md 12.6)
 #   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary on";
 #                        "--key-bits 128" with TAG=aes128 made v3-aes128-gcm
 #                        and v3-aes128-ctr)
@@ -147,6 +153,22 @@ midrekey() {
     die "no kill point left a file mid-rekey"
 }
 
+# midupgrade DIR PASSFILE: kill a `warpfs upgrade` of DIR right after the
+# record of its 5th file is durable, before that file's header changes.
+midupgrade() {
+    local dir=$1 pw=$2 f v n1=0 n2=0
+    WARPFS_UPGRADE_KILL=record:5 "$bin" upgrade --passfile "$pw" "$dir" >/dev/null 2>&1 && die "upgrade was not killed"
+    grep -q '"summary-upgrade"' "$dir/warpfs.conf" || die "the config does not say the upgrade is under way"
+    # The killed run's lock file (a stale one is harmless, but not part of the format).
+    rm -f "$dir/warpfs.lock"
+    for f in $(find "$dir" -type f ! -name 'warpfs.*' -size +0); do
+        v=$(od -An -tu2 -j4 -N2 "$f" | tr -d ' ')
+        [[ $v == 1 ]] && n1=$((n1 + 1))
+        [[ $v == 2 ]] && n2=$((n2 + 1))
+    done
+    ((n1 > 1 && n2 > 0)) || die "no mix of files with and without a summary ($n1 without, $n2 with)"
+}
+
 # tpm2_slot DIR PASSFILE: a tpm2 keyslot sealed to PCR 7 by a swtpm that
 # lives only for this call.
 tpm2_slot() {
@@ -168,6 +190,7 @@ tpm2_slot() {
 for mode in "${modes[@]}"; do
     out="$here/v$version-$mode"
     [[ ${MIDREKEY:-} == 1 ]] && out="$here/v$version-midrekey-$mode"
+    [[ ${MIDUPGRADE:-} == 1 ]] && out="$here/v$version-midupgrade-$mode"
     [[ -n ${TAG:-} ]] && out="$here/v$version-$TAG-$mode"
     if [[ -e $out ]]; then
         [[ ${FORCE:-} == 1 ]] || die "$out exists (frozen volumes are not regenerated; FORCE=1 to replace)"
@@ -194,9 +217,20 @@ for mode in "${modes[@]}"; do
     unmount "$mnt"
     sleep 0.5
     [[ ${MIDREKEY:-} == 1 ]] && midrekey "$out/cipher" "$out/password.txt"
+    if [[ ${MIDUPGRADE:-} == 1 ]]; then
+        midupgrade "$out/cipher" "$out/password.txt"
+        # The check below mounts: on a copy the upgrade finishes first (a
+        # volume mid-upgrade does not mount).
+        checked=$(mktemp -d)
+        cp -a "$out/cipher" "$checked/c"
+        "$bin" upgrade --passfile "$out/password.txt" "$checked/c" >/dev/null
+        out_cipher=$checked/c
+    else
+        out_cipher=$out/cipher
+    fi
 
     # Check: a fresh mount shows exactly expected/.
-    "$bin" mount --passfile "$out/password.txt" --log-file "$log" "$out/cipher" "$mnt"
+    "$bin" mount --passfile "$out/password.txt" --log-file "$log" "$out_cipher" "$mnt"
     rc=0
     diff -r --no-dereference "$out/expected" "$mnt" || rc=$?
     unmount "$mnt"
@@ -208,6 +242,7 @@ for mode in "${modes[@]}"; do
         die "$out: the remounted volume differs from expected/ (left in place for inspection)"
     fi
     rm -f "$log"
+    [[ ${MIDUPGRADE:-} == 1 ]] && rm -rf "$checked"
     # Modes as a git checkout will have them (git keeps only 644/755), so the
     # tests see what CI sees.
     find "$out" -type d -exec chmod 755 {} +

@@ -458,6 +458,7 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     }
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     super::unlock::usable(&cfg, &a.cipherdir)?;
+    super::unlock::not_mid_upgrade(&cfg, &a.cipherdir)?;
     // The extpass program runs as the --setuid user.
     let hw = (&a.tpm2, &a.fido2);
     let masterkey = a.masterkey.is_some();
