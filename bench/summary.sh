@@ -13,9 +13,16 @@
 #                         based, end_fsync=1 (one commit at the end)
 #   randwrite-4k-fsync32  the same with an fsync every 32 writes (a commit each)
 #   seqwrite-128k         sequential 128 KiB writes of a new file, end_fsync=1
+#   randwrite-4k-fsync1   the same with an fsync after every write
+#   seqwrite-1m           sequential 1 MiB writes of a new file, end_fsync=1
 #   seqwrite-4k           sequential 4 KiB writes of a new file, end_fsync=1
-#   smallfiles-5k         create, write 5,000 bytes, close; 1,000 files
+#   smallfiles-5k         create, write 5,000 bytes, close; 4,000 files
 #                         (reported as MiB/s of file data)
+#   untar                 `tar xf` of a tarball of 3,000 files of 1-24 KiB
+#                         in 60 directories (made once, outside the
+#                         mounts; MiB/s of file data)
+#   sqlite-wal-full       SQLite, journal_mode=WAL, synchronous=FULL: 400
+#                         transactions of one 200-byte row each (commits/s)
 # Each job runs on a fresh mount (unmount, drop_caches, mount). Repetitions
 # interleave the two configurations (on, off, on, off, ...) so drift on a
 # shared machine hits both alike; the table gives medians and the ratio
@@ -97,21 +104,61 @@ job() { # NAME -> fio arguments
     randwrite-4k) echo "${common[*]} --rw=randwrite --bs=4k --filename=rand --size=${SIZE_MIB}m --end_fsync=1" ;;
     randwrite-4k-fsync32) echo "${common[*]} --rw=randwrite --bs=4k --filename=rand --size=${SIZE_MIB}m --fsync=32" ;;
     seqwrite-128k) echo "${common[*]} --rw=write --bs=128k --filename=seq --size=${SIZE_MIB}m --end_fsync=1" ;;
+    randwrite-4k-fsync1) echo "${common[*]} --rw=randwrite --bs=4k --filename=rand --size=${SIZE_MIB}m --fsync=1" ;;
+    seqwrite-1m) echo "${common[*]} --rw=write --bs=1m --filename=seq --size=${SIZE_MIB}m --end_fsync=1" ;;
     seqwrite-4k) echo "${common[*]} --rw=write --bs=4k --filename=seq --size=${SIZE_MIB}m --end_fsync=1" ;;
     esac
 }
-WORKLOADS=(randwrite-4k randwrite-4k-fsync32 seqwrite-128k seqwrite-4k smallfiles-5k)
-smallfiles() { # DIR -> MiB/s of file data written as 1,000 new 5,000-byte files
+WORKLOADS=(randwrite-4k randwrite-4k-fsync32 randwrite-4k-fsync1 seqwrite-128k seqwrite-1m seqwrite-4k
+    smallfiles-5k untar sqlite-wal-full)
+smallfiles() { # DIR -> MiB/s of file data written as 4,000 new 5,000-byte files
     taskset -c "$FIO_CPU" python3 - "$1" <<'PY'
 import os, sys, time
 d = os.path.join(sys.argv[1], "small")
 os.makedirs(d, exist_ok=True)
 data = b"s" * 5000
 t = time.monotonic()
-for i in range(1000):
+for i in range(4000):
     with open(os.path.join(d, f"f{i}"), "wb") as f:
         f.write(data)
-print(1000 * 5000 / (time.monotonic() - t) / 1048576)
+print(4000 * 5000 / (time.monotonic() - t) / 1048576)
+PY
+}
+# The tarball of the untar job, made once.
+python3 - "$work/tree.tar" <<'PY'
+import io, random, sys, tarfile
+rng = random.Random(39)
+with tarfile.open(sys.argv[1], "w") as t:
+    for i in range(3000):
+        data = bytes(rng.getrandbits(8) for _ in range(rng.randint(1024, 24 * 1024)))
+        ti = tarfile.TarInfo(f"tree/d{i % 60}/f{i}")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+PY
+TAR_MIB=$(tar tvf "$work/tree.tar" | awk '{s += $3} END {print s / 1048576}')
+untar() { # DIR -> MiB/s of file data extracted
+    local t0 t1
+    t0=$(date +%s.%N)
+    taskset -c "$FIO_CPU" tar xf "$work/tree.tar" -C "$1"
+    t1=$(date +%s.%N)
+    echo "$TAR_MIB $t0 $t1" | awk '{print $1 / ($3 - $2)}'
+}
+sqlite_wal() { # DIR -> commits/s
+    taskset -c "$FIO_CPU" python3 - "$1" <<'PY'
+import os, sqlite3, sys, time
+p = os.path.join(sys.argv[1], "db.sqlite")
+c = sqlite3.connect(p, isolation_level=None)
+c.execute("PRAGMA journal_mode=WAL")
+c.execute("PRAGMA synchronous=FULL")
+c.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+row = b"r" * 200
+t = time.monotonic()
+for i in range(400):
+    c.execute("BEGIN")
+    c.execute("INSERT INTO t (v) VALUES (?)", (row,))
+    c.execute("COMMIT")
+print(400 / (time.monotonic() - t))
+c.close()
 PY
 }
 busy=$(awk '/^cpu /{print $2+$3+$4+$6+$7+$8, $5}' /proc/stat)
@@ -127,9 +174,13 @@ for ((r = 1; r <= REPS; r++)); do
             sync && echo 3 >/proc/sys/vm/drop_caches
             mount_c "$c"
             [[ $w == seqwrite* ]] && rm -f "$work/$c/mnt/seq"
-            rm -rf "$work/$c/mnt/small"
+            rm -rf "$work/$c/mnt/small" "$work/$c/mnt/tree" "$work/$c/mnt"/db.sqlite*
             if [[ $w == smallfiles-5k ]]; then
                 mibs=$(smallfiles "$work/$c/mnt")
+            elif [[ $w == untar ]]; then
+                mibs=$(untar "$work/$c/mnt")
+            elif [[ $w == sqlite-wal-full ]]; then
+                mibs=$(sqlite_wal "$work/$c/mnt")
             else
                 # shellcheck disable=SC2046 # job prints words
                 (cd "$work/$c/mnt" && taskset -c "$FIO_CPU" fio --name="$w" $(job "$w")) >"$work/fio.json"
@@ -159,17 +210,22 @@ doc = {
     "git": {"commit": commit, "dirty": dirty == "1"},
     "settings": {"repetitions": int(reps), "runtime_s": int(runtime), "file_mib": int(size),
                  "fio_cpu": fcpu, "daemon_cpus": dcpu, "backing": backing, "mode": "gcm"},
-    "results": [{"workload": w, "summary": c, "mib_s": v} for w in data for c in data[w] for v in data[w][c]],
+    "results": [{"workload": w, "summary": c, "value": v,
+                 "unit": "commits/s" if w.startswith("sqlite") else "MiB/s"}
+                for w in data for c in data[w] for v in data[w][c]],
 }
 json.dump(doc, open(f"{out}/{name}.json", "w"), indent=2)
 md = [f"# File summary cost (gcm, --file-summary on vs off, {backing})", "",
       f"{doc['date']} · {cpu}, kernel {platform.release()} · CPUs {busy}% busy just before the run (shared machine)",
       f"git {commit[:12]}{' (dirty)' if dirty == '1' else ''} · {where} · fio psync, iodepth 1, direct=0, {size} MiB file, {runtime} s per job, {reps} repetitions interleaved, cold cache and fresh mount per job · fio on CPU {fcpu}, daemon on CPU {dcpu}",
-      "", "| workload | summaries on, MiB/s median (min–max) | off | on / off |", "|---|---|---|---|"]
+      "", "| workload | unit | summaries on, median (min–max) | off | on / off | goal |", "|---|---|---|---|---|---|"]
 for w in data:
     on, off = data[w].get("on", []), data[w].get("off", [])
     mon, moff = statistics.median(on), statistics.median(off)
-    md.append(f"| {w} | {mon:.1f} ({min(on):.1f}–{max(on):.1f}) | {moff:.1f} ({min(off):.1f}–{max(off):.1f}) | {mon / moff:.2f} |")
+    unit = "commits/s" if w.startswith("sqlite") else "MiB/s"
+    goal = 0.75 if w == "randwrite-4k-fsync1" else 0.90
+    met = "met" if mon / moff >= goal else "unmet"
+    md.append(f"| {w} | {unit} | {mon:.1f} ({min(on):.1f}–{max(on):.1f}) | {moff:.1f} ({min(off):.1f}–{max(off):.1f}) | {mon / moff:.2f} | ≥ {goal:.2f}: {met} |")
 md += ["", f"Produced by `bash bench/summary.sh --backing {backing}` (as root; the machine was shared with other work)."]
 open(f"{out}/{name}.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))
