@@ -111,6 +111,8 @@ job() { # NAME -> fio arguments
 }
 WORKLOADS=(randwrite-4k randwrite-4k-fsync32 randwrite-4k-fsync1 seqwrite-128k seqwrite-1m seqwrite-4k
     smallfiles-5k untar sqlite-wal-full)
+# SUMMARY_JOBS="untar smallfiles-5k" runs those alone (a quick look).
+[[ -z ${SUMMARY_JOBS:-} ]] || read -r -a WORKLOADS <<<"$SUMMARY_JOBS"
 smallfiles() { # DIR -> MiB/s of file data written as 4,000 new 5,000-byte files
     taskset -c "$FIO_CPU" python3 - "$1" <<'PY'
 import os, sys, time

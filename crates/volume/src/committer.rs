@@ -10,8 +10,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use warpfs_content::CipherFile;
 
-/// How long a closed file waits for others to share its syncs.
-const GATHER: Duration = Duration::from_secs(1);
+/// How long a closed file waits for others to share its syncs: the
+/// kernel's writeback interval (and ext4's journal commit interval).
+const GATHER: Duration = Duration::from_secs(5);
 
 #[derive(Default)]
 struct Queue {

@@ -34,7 +34,13 @@ impl CipherFile {
         };
         let n = crate::layout::block_count(self.sh.lock.state().size);
         let mut old = vec![0u8; ents.len()];
-        let read = crate::sysio::read_exact_at(&self.file, &mut old, crate::layout::entry_offset(self.mode(), first));
+        // Entries at or past the block count were never counted: nothing
+        // to read back for them (a file growing writes only those).
+        let read = if n <= first {
+            Err(crate::ContentError::Io(std::io::ErrorKind::UnexpectedEof.into()))
+        } else {
+            crate::sysio::read_exact_at(&self.file, &mut old, crate::layout::entry_offset(self.mode(), first))
+        };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         let Some(st) = g.as_mut() else {
             return;
