@@ -208,14 +208,18 @@ fn an_old_config_put_back_after_a_passwd_is_refused() {
     let old = fs::read(&conf).unwrap();
     let newpass = v.cipher.parent().unwrap().join("new.txt");
     fs::write(&newpass, "a new password\n").unwrap();
-    warpfs(args![
-        "passwd",
-        "--passfile",
-        &v.passfile,
-        "--new-passfile",
-        &newpass,
-        &v.cipher
-    ])
+    // The passwd records the config it replaced in the state (kept here).
+    warpfs_seen(
+        &v,
+        args![
+            "passwd",
+            "--passfile",
+            &v.passfile,
+            "--new-passfile",
+            &newpass,
+            &v.cipher
+        ],
+    )
     .expect_ok("passwd");
     let oldpass = std::mem::replace(&mut v.passfile, newpass);
     mount_seen(&mut v);
@@ -231,6 +235,15 @@ fn an_old_config_put_back_after_a_passwd_is_refused() {
     assert!(!v.is_mounted());
     // Without the option it opens (what the option adds).
     v.mount();
+    v.unmount();
+    // Named with --config (a copy the user chose, as a sync conflict's is),
+    // the same old config is used: the user decided.
+    let copy = v.cipher.parent().unwrap().join("chosen.conf");
+    fs::write(&copy, &old).unwrap();
+    let mut a = seen_args(&v);
+    a.extend(["--config".to_string(), copy.display().to_string()]);
+    let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+    v.mount_with(&a);
     v.unmount();
 }
 

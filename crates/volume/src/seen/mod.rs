@@ -108,49 +108,43 @@ impl Seen {
     }
 
     /// Check the config a mount is about to use (its key state, authenticated
-    /// by its unlock, and the digest of its bytes) against what this host
-    /// saw, then remember it and write the state. `Err` names what was put
-    /// back; nothing is remembered then.
-    pub fn check_config(&self, ks: KeyState, digest: [u8; 32]) -> Result<(), String> {
+    /// by its unlock, and the digest of its bytes; `None` for a config the
+    /// user named with `--config`) against what this host saw: a key state
+    /// below the highest seen, or a config a command on this host replaced
+    /// ([`Seen::config_replaced`]), is refused. Then the highest key state
+    /// is raised and the state written. A config merely seen replaced (a
+    /// sync tool may show one version, then another, then the first while
+    /// it settles a conflict) is never refused.
+    pub fn check_config(&self, ks: KeyState, digest: Option<[u8; 32]>) -> Result<(), String> {
         let mut g = self.inner();
         if let Some(f) = g.st.floor {
             if (ks.generation, ks.rekey_under_way) < (f.generation, f.rekey_under_way) {
                 return Err(format!(
-                    "warpfs.conf is older than the one this host last used: its {ks}, \
+                    "the config is older than the one this host last used: its {ks}, \
                      where this host saw {f}: an older copy was put back"
                 ));
             }
         }
-        let n = g.st.configs.len();
-        if g.st.configs.iter().take(n.saturating_sub(1)).any(|c| *c == digest) {
+        if digest.is_some_and(|d| g.st.configs.contains(&d)) {
             return Err(format!(
-                "warpfs.conf ({ks}) is a config this host saw replaced by a newer one: \
-                 an older copy was put back"
+                "warpfs.conf ({ks}) is a config a command on this host replaced (passwd, key add, \
+                 key remove): an older copy was put back"
             ));
         }
         g.st.floor = g.st.floor.max(Some(ks));
-        if g.st.configs.back() != Some(&digest) {
-            g.st.configs.retain(|c| *c != digest);
-            g.st.configs.push_back(digest);
-            while g.st.configs.len() > MAX_CONFIGS {
-                g.st.configs.pop_front();
-            }
-        }
         g.dirty = true;
         drop(g);
         self.flush()
     }
 
     /// A command on this host replaced config `old` by `new` (each its key
-    /// state and digest): both are remembered, `new` as the one used last
-    /// (so `old` put back is refused), and the state is written.
+    /// state and digest): `old` put back is refused from now on, and the
+    /// state is written.
     pub fn config_replaced(&self, old: (KeyState, [u8; 32]), new: (KeyState, [u8; 32])) -> Result<(), String> {
         let mut g = self.inner();
         g.st.floor = g.st.floor.max(Some(old.0)).max(Some(new.0));
-        for d in [old.1, new.1] {
-            g.st.configs.retain(|c| *c != d);
-            g.st.configs.push_back(d);
-        }
+        g.st.configs.retain(|c| *c != old.1 && *c != new.1);
+        g.st.configs.push_back(old.1);
         while g.st.configs.len() > MAX_CONFIGS {
             g.st.configs.pop_front();
         }

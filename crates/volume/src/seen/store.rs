@@ -21,7 +21,8 @@ const TAG: usize = 32;
 pub(crate) struct State {
     /// The highest key state of a config seen.
     pub floor: Option<KeyState>,
-    /// SHA-256 of each `warpfs.conf` seen, the latest last.
+    /// SHA-256 of each config a command on this host replaced, oldest
+    /// first.
     pub configs: VecDeque<[u8; 32]>,
     /// Per file ID: the first 8 bytes of the record tag of each version
     /// a commit on this host replaced, oldest first.
@@ -130,19 +131,13 @@ impl State {
     }
 
     /// Add what `o` holds (another mount's state of the same volume):
-    /// the higher floor, every config and version either saw. This
-    /// state's latest config stays the latest.
+    /// the higher floor, every config and version either holds.
     pub(crate) fn merge(&mut self, o: &State) {
         self.floor = self.floor.max(o.floor);
-        let latest = self.configs.back().copied();
         for c in &o.configs {
             if !self.configs.contains(c) {
                 self.configs.push_front(*c);
             }
-        }
-        if let Some(l) = latest {
-            self.configs.retain(|c| *c != l);
-            self.configs.push_back(l);
         }
         while self.configs.len() > MAX_CONFIGS {
             self.configs.pop_front();
@@ -255,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn a_merge_keeps_the_higher_floor_every_version_and_this_latest_config() {
+    fn a_merge_keeps_the_higher_floor_and_every_config_and_version() {
         let mut a = sample();
         let mut b = State {
             floor: Some(KeyState {

@@ -49,7 +49,7 @@ fn versions_survive_a_remount_under_the_same_key_only() {
     let d = tempfile::tempdir().unwrap();
     {
         let s = Seen::open(d.path(), Path::new("/v"), &master(1)).unwrap();
-        s.check_config(ks(1, false, 0), [1; 32]).unwrap();
+        s.check_config(ks(1, false, 0), Some([1; 32])).unwrap();
         s.replaced(&ID, &rec(1, 1), Some(&rec(2, 2)));
     }
     let s = Seen::open(d.path(), Path::new("/v"), &master(1)).unwrap();
@@ -60,29 +60,36 @@ fn versions_survive_a_remount_under_the_same_key_only() {
     // Under another volume key only the key state is kept, as a floor.
     let n = Seen::open(d.path(), Path::new("/v"), &master(2)).unwrap();
     assert!(n.opened(&ID, &rec(1, 1)).is_ok());
-    assert!(n.check_config(ks(0, true, 0), [3; 32]).is_err());
-    assert!(n.check_config(ks(1, false, 0), [1; 32]).is_ok());
+    assert!(n.check_config(ks(0, true, 0), Some([3; 32])).is_err());
+    assert!(n.check_config(ks(1, false, 0), Some([1; 32])).is_ok());
 }
 
 #[test]
-fn a_config_put_back_is_refused_a_new_one_taken() {
+fn a_config_a_command_replaced_is_refused_one_merely_seen_replaced_is_not() {
     let d = tempfile::tempdir().unwrap();
     let s = Seen::open(d.path(), Path::new("/v"), &master(1)).unwrap();
-    s.check_config(ks(0, false, 1), [1; 32]).unwrap();
-    s.check_config(ks(0, false, 1), [1; 32]).unwrap();
-    // A passwd on this host: the same key state, other bytes.
-    s.check_config(ks(0, false, 1), [2; 32]).unwrap();
-    let e = s.check_config(ks(0, false, 1), [1; 32]).unwrap_err();
+    s.check_config(ks(0, false, 1), Some([1; 32])).unwrap();
+    // A sync tool settling a conflict shows one config, then another, then
+    // the first again: never an alarm.
+    s.check_config(ks(0, false, 1), Some([2; 32])).unwrap();
+    s.check_config(ks(0, false, 1), Some([1; 32])).unwrap();
+    // A passwd (or key add, key remove) on this host replaced [1] by [3].
+    s.config_replaced((ks(0, false, 1), [1; 32]), (ks(0, false, 2), [3; 32]))
+        .unwrap();
+    let e = s.check_config(ks(0, false, 1), Some([1; 32])).unwrap_err();
     assert!(e.contains("put back"), "{e}");
-    // A keyslot revision below the highest seen, in a config never seen
-    // (another host's conflicting edit), is taken.
-    s.check_config(ks(0, false, 5), [5; 32]).unwrap();
-    s.check_config(ks(0, false, 4), [4; 32]).unwrap();
+    s.check_config(ks(0, false, 2), Some([3; 32])).unwrap();
+    // A keyslot revision below the highest seen, in a config no command
+    // here replaced (another host's conflicting edit), is taken.
+    s.check_config(ks(0, false, 1), Some([4; 32])).unwrap();
     // A generation or a rekey step below the highest seen never is.
-    s.check_config(ks(1, true, 0), [6; 32]).unwrap();
-    let e = s.check_config(ks(1, false, 9), [7; 32]).unwrap_err();
+    s.check_config(ks(1, true, 0), Some([6; 32])).unwrap();
+    let e = s.check_config(ks(1, false, 9), Some([7; 32])).unwrap_err();
     assert!(e.contains("older than"), "{e}");
-    assert!(s.check_config(ks(2, false, 0), [8; 32]).is_ok());
+    assert!(s.check_config(ks(2, false, 0), Some([8; 32])).is_ok());
+    // A config the user names is held to the key state alone.
+    assert!(s.check_config(ks(2, false, 0), None).is_ok());
+    assert!(s.check_config(ks(1, true, 0), None).is_err());
 }
 
 #[test]

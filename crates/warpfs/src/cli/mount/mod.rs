@@ -133,11 +133,11 @@ pub struct MountArgs {
     /// within a second.
     #[arg(long, conflicts_with = "caches")]
     shared_storage: bool,
-    /// Remember, outside CIPHERDIR, the versions of the config and of files
-    /// this host's mounts saw, and refuse one put back after a newer one was
-    /// seen (an older warpfs.conf: the mount fails; a whole file: EIO and a
-    /// log line; files need file summaries); versions another host made are
-    /// taken as new: on (in $WARPFS_STATE_DIR, else $XDG_STATE_HOME/warpfs/seen
+    /// Remember, outside CIPHERDIR, the versions of files and configs this
+    /// host's changes ended and the highest key state it used, and refuse one
+    /// put back (an older warpfs.conf: the mount fails; a whole file: EIO and
+    /// a log line; files need file summaries); versions another host made
+    /// are taken as new: on (in $WARPFS_STATE_DIR, else $XDG_STATE_HOME/warpfs/seen
     /// or ~/.local/state/warpfs/seen; as root /var/lib/warpfs/seen), off, or
     /// a directory [default: off].
     #[arg(long, value_name = "on|off|DIR")]
@@ -492,17 +492,23 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if let Some(dir) = versions_seen_dir(a.versions_seen.as_deref(), user.is_some())? {
         let canon = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
         let seen = Seen::open(&dir, &canon, &master).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
-        seen.check_config(cfg.key_state(), seen::config_digest(cfg.to_json().as_bytes()))
-            .map_err(|e| {
-                CliError::new(
-                    super::exit::BAD_CONFIG,
-                    format!(
-                        "{}: {e} (if you put it back yourself, remove {} to accept it)",
-                        a.cipherdir.display(),
-                        seen.path().display()
-                    ),
-                )
-            })?;
+        // A config named with --config (a copy the user chose) is held to
+        // its key state alone.
+        let digest = a
+            .config
+            .config
+            .is_none()
+            .then(|| seen::config_digest(cfg.to_json().as_bytes()));
+        seen.check_config(cfg.key_state(), digest).map_err(|e| {
+            CliError::new(
+                super::exit::BAD_CONFIG,
+                format!(
+                    "{}: {e} (if you put it back yourself, remove {} to accept it)",
+                    a.cipherdir.display(),
+                    seen.path().display()
+                ),
+            )
+        })?;
         vol.remember_versions(Arc::new(seen));
     }
     let engine_cfg = engine_config(&a, cfg.content_mode().cipher());
