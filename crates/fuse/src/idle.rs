@@ -245,7 +245,17 @@ mod tests {
         let inner = d.path().join("sub");
         std::fs::create_dir(&inner).unwrap();
         let mut child = Command::new("sleep").arg("30").current_dir(&inner).spawn().unwrap();
-        let found = cwd_inside(&d.path().canonicalize().unwrap());
+        // Under an emulator (qemu-user runs the arm64 suite) the child may
+        // show in /proc a moment after spawn returns: look until it does.
+        let root = d.path().canonicalize().unwrap();
+        let mut found = cwd_inside(&root);
+        for _ in 0..250 {
+            if found.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            found = cwd_inside(&root);
+        }
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(found.map(|f| f.0), Some(child.id()));
