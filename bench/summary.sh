@@ -3,6 +3,7 @@
 # with `--file-summary on` (the default) and `off`, side by side in one run.
 #
 #   sudo bash bench/summary.sh [--reps 3] [--runtime 8] [--size-mib 256] [--backing tmpfs|disk]
+#                              [--peers gocryptfs,securefs|none]
 #
 # Per configuration: a backing dir (a tmpfs, or with --backing disk a
 # directory on the disk file system of /var/tmp, where every fdatasync
@@ -23,10 +24,13 @@
 #                         mounts; MiB/s of file data)
 #   sqlite-wal-full       SQLite, journal_mode=WAL, synchronous=FULL: 400
 #                         transactions of one 200-byte row each (commits/s)
-# Each job runs on a fresh mount (unmount, drop_caches, mount). Repetitions
-# interleave the two configurations (on, off, on, off, ...) so drift on a
-# shared machine hits both alike; the table gives medians and the ratio
-# on/off. Output: bench/results/DATE-summary/summary.json and summary.md (DATE
+# The same jobs run on each peer of --peers (default gocryptfs and securefs,
+# Debian's packages, installed when missing; bench/peers/NAME.sh, default
+# settings, the daemon on the same CPU), for the ratio of warpfs with
+# summaries to each. Each job runs on a fresh mount (unmount, drop_caches,
+# mount). Repetitions interleave the configurations (on, off, peers, on,
+# off, ...) so drift on a shared machine hits all alike; the table gives
+# medians, the ratio on/off and on/peer. Output: bench/results/DATE-summary/summary.json and summary.md (DATE
 # the UTC day; DATE-summary-disk/summary-disk.* with --backing disk; --out
 # DIR elsewhere). Needs root, fio, fuse3.
 set -euo pipefail
@@ -34,7 +38,7 @@ export LC_ALL=C
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
-REPS=3 RUNTIME=8 SIZE_MIB=256 OUT="" BACKING=tmpfs
+REPS=3 RUNTIME=8 SIZE_MIB=256 OUT="" BACKING=tmpfs PEERS=gocryptfs,securefs
 while (($#)); do
     case "$1" in
     --reps) REPS=$2 && shift 2 ;;
@@ -42,6 +46,7 @@ while (($#)); do
     --size-mib) SIZE_MIB=$2 && shift 2 ;;
     --out) OUT=$2 && shift 2 ;;
     --backing) BACKING=$2 && shift 2 ;;
+    --peers) PEERS=$2 && shift 2 ;;
     *) echo "summary.sh: unknown argument $1" >&2 && exit 2 ;;
     esac
 done
@@ -57,13 +62,25 @@ if [[ -z $OUT ]]; then
     OUT="$repo/bench/results/$(date -u +%F)-summary"
     [[ $BACKING == tmpfs ]] || OUT="$OUT-$BACKING"
 fi
+# Peers: bench/peers/NAME.sh (their _available installs the package).
+WF_NAME=summary
+# shellcheck source=bench/lib-measure.sh
+. "$here/lib-measure.sh"
+peer_skip() { echo "summary.sh: peer $1 is not available${2:+: $2}; left out" >&2; }
+ACTIVE=()
+[[ $PEERS == none ]] || load_peers "$PEERS" peer_skip
+CONFIGS=(on off "${ACTIVE[@]}")
+PIN=(setsid taskset -c "$FS_CPUS")
+declare -A PID=()
+is_peer() { [[ $1 != on && $1 != off ]]; }
 work=$(mktemp -d "$([[ $BACKING == disk ]] && echo /var/tmp || echo /tmp)/warpfs-bench-summary.XXXXXX")
 mounts=()
 cleanup() {
     for m in "${mounts[@]}"; do
         mountpoint -q "$m" && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
     done
-    for c in on off; do mountpoint -q "$work/$c/back" && umount "$work/$c/back"; done
+    for c in "${ACTIVE[@]}"; do wf_stop_daemon "${PID[$c]:-}" 5; done
+    for c in "${CONFIGS[@]}"; do mountpoint -q "$work/$c/back" && umount "$work/$c/back"; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,16 +92,37 @@ for c in on off; do
     "$BIN" init --passfile "$work/pass" --quiet --file-summary "$c" "$work/$c/back/cipher" >/dev/null
     mounts+=("$work/$c/mnt")
 done
+for c in "${ACTIVE[@]}"; do
+    mkdir -p "$work/$c/back/cipher" "$work/$c/mnt"
+    [[ $BACKING == tmpfs ]] && mount -t tmpfs -o size=4g tmpfs "$work/$c/back" && mkdir "$work/$c/back/cipher"
+    "$(fn "$c")_init" "$work/$c/back/cipher" "$work/pass" >"$work/$c.init.log" 2>&1 ||
+        { cat "$work/$c.init.log" >&2; exit 1; }
+    mounts+=("$work/$c/mnt")
+done
 
 mount_c() {
     local c=$1
+    if is_peer "$c"; then
+        PEER_PID=""
+        "$(fn "$c")_mount" "$work/$c/back/cipher" "$work/$c/mnt" "$work/pass" "$work/$c.log"
+        PID[$c]=$PEER_PID
+        wf_wait_mounted "$work/$c/mnt" 30 "$PEER_PID" || { tail -n 20 "$work/$c.log" >&2; exit 1; }
+        return
+    fi
     taskset -c "$FS_CPUS" "$BIN" mount --passfile "$work/pass" --log-file "$work/$c.log" \
         "$work/$c/back/cipher" "$work/$c/mnt"
 }
-umount_c() { fusermount3 -u "$work/$1/mnt" 2>/dev/null || umount "$work/$1/mnt"; }
+umount_c() {
+    if is_peer "$1"; then
+        if declare -F "$(fn "$1")_umount" >/dev/null; then "$(fn "$1")_umount" "$work/$1/mnt"; else wf_unmount "$work/$1/mnt"; fi
+        wf_stop_daemon "${PID[$1]:-}" 5
+        return
+    fi
+    fusermount3 -u "$work/$1/mnt" 2>/dev/null || umount "$work/$1/mnt"
+}
 
 # Round trip once per configuration.
-for c in on off; do
+for c in "${CONFIGS[@]}"; do
     mount_c "$c"
     head -c 3000000 /dev/urandom >"$work/rt"
     cp "$work/rt" "$work/$c/mnt/rt"
@@ -172,7 +210,7 @@ results="$work/results.tsv"
 : >"$results"
 for ((r = 1; r <= REPS; r++)); do
     for w in "${WORKLOADS[@]}"; do
-        for c in on off; do
+        for c in "${CONFIGS[@]}"; do
             sync && echo 3 >/proc/sys/vm/drop_caches
             mount_c "$c"
             [[ $w == seqwrite* ]] && rm -f "$work/$c/mnt/seq"
@@ -195,10 +233,14 @@ for ((r = 1; r <= REPS; r++)); do
 done
 
 mkdir -p "$OUT"
+versions=()
+for c in "${ACTIVE[@]}"; do versions+=("$c=$("$(fn "$c")_version")"); done
 python3 - "$results" "$OUT" "$BACKING" "$REPS" "$RUNTIME" "$SIZE_MIB" "$busy_pct" "$FIO_CPU" "$FS_CPUS" \
-    "$(git -C "$repo" rev-parse HEAD)" "$(git -C "$repo" status --porcelain | grep -q . && echo 1 || echo 0)" <<'EOF'
+    "$(git -C "$repo" rev-parse HEAD)" "$(git -C "$repo" status --porcelain | grep -q . && echo 1 || echo 0)" \
+    "$(IFS='|' && echo "${versions[*]}")" <<'EOF'
 import json, statistics, sys, platform, datetime
-res, out, backing, reps, runtime, size, busy, fcpu, dcpu, commit, dirty = sys.argv[1:]
+res, out, backing, reps, runtime, size, busy, fcpu, dcpu, commit, dirty, vers = sys.argv[1:]
+peers = dict(v.split("=", 1) for v in vers.split("|") if v)
 name = "summary" if backing == "tmpfs" else f"summary-{backing}"
 where = "tmpfs backing" if backing == "tmpfs" else "ext4 backing (/var/tmp on the VM's disk)"
 rows = [l.rstrip("\n").split("\t") for l in open(res) if l.strip()]
@@ -210,6 +252,7 @@ doc = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "machine": {"cpu_model": cpu, "kernel": platform.release(), "cpu_busy_pct_before": int(busy)},
     "git": {"commit": commit, "dirty": dirty == "1"},
+    "peers": peers,
     "settings": {"repetitions": int(reps), "runtime_s": int(runtime), "file_mib": int(size),
                  "fio_cpu": fcpu, "daemon_cpus": dcpu, "backing": backing, "mode": "gcm"},
     "results": [{"workload": w, "summary": c, "value": v,
@@ -220,14 +263,20 @@ json.dump(doc, open(f"{out}/{name}.json", "w"), indent=2)
 md = [f"# File summary cost (gcm, --file-summary on vs off, {backing})", "",
       f"{doc['date']} · {cpu}, kernel {platform.release()} · CPUs {busy}% busy just before the run (shared machine)",
       f"git {commit[:12]}{' (dirty)' if dirty == '1' else ''} · {where} · fio psync, iodepth 1, direct=0, {size} MiB file, {runtime} s per job, {reps} repetitions interleaved, cold cache and fresh mount per job · fio on CPU {fcpu}, daemon on CPU {dcpu}",
-      "", "| workload | unit | summaries on, median (min–max) | off | on / off | goal |", "|---|---|---|---|---|---|"]
+      "", "| workload | unit | summaries on, median (min–max) | off | on / off | goal |"
+      + "".join(f" {p} | on / {p} |" for p in peers), "|---|---|---|---|---|---|" + "---|---|" * len(peers)]
 for w in data:
     on, off = data[w].get("on", []), data[w].get("off", [])
     mon, moff = statistics.median(on), statistics.median(off)
     unit = "commits/s" if w.startswith("sqlite") else "MiB/s"
     goal = 0.75 if w == "randwrite-4k-fsync1" else 0.90
     met = "met" if mon / moff >= goal else "unmet"
-    md.append(f"| {w} | {unit} | {mon:.1f} ({min(on):.1f}–{max(on):.1f}) | {moff:.1f} ({min(off):.1f}–{max(off):.1f}) | {mon / moff:.2f} | ≥ {goal:.2f}: {met} |")
+    row = f"| {w} | {unit} | {mon:.1f} ({min(on):.1f}–{max(on):.1f}) | {moff:.1f} ({min(off):.1f}–{max(off):.1f}) | {mon / moff:.2f} | ≥ {goal:.2f}: {met} |"
+    for p in peers:
+        v = data[w].get(p, [])
+        row += f" {statistics.median(v):.1f} | {mon / statistics.median(v):.2f} |" if v else " – | – |"
+    md.append(row)
+md += [""] + [f"{p}: {v}" for p, v in peers.items()]
 md += ["", f"Produced by `bash bench/summary.sh --backing {backing}` (as root; the machine was shared with other work)."]
 open(f"{out}/{name}.md", "w").write("\n".join(md) + "\n")
 print("\n".join(md))

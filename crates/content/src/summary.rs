@@ -184,6 +184,12 @@ pub struct SumState {
     /// a commit made in steps ([`seal_record`] after a sync the caller
     /// made) can tell the file did not change since that sync.
     pub changes: u64,
+    /// Since when the file has had segments changed since its record (set
+    /// by the first marker after a commit, cleared by the commit), so that
+    /// a commit left for later is not left for ever.
+    pub since: Option<std::time::Instant>,
+    /// Marker syncs since the record (see [`EAGER`]).
+    pub marks: u32,
 }
 
 /// The sums of a file's current entries: per segment, so that a segment
@@ -248,6 +254,8 @@ impl SumState {
             poisoned: None,
             sums: Some(Sums::default()),
             changes: 0,
+            since: Some(std::time::Instant::now()),
+            marks: 0,
         }
     }
 
@@ -403,12 +411,15 @@ pub fn check(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64) -> Result<
             }
         }
     }
+    let since = (!dirty.is_empty()).then(std::time::Instant::now);
     let mut st = SumState {
         rec,
         dirty,
         poisoned: None,
         sums: None,
         changes: 0,
+        since,
+        marks: 0,
     };
     let (last, growing) = (st.last_committed(), st.growing());
     let mut sum = [0u8; 16];
@@ -502,9 +513,79 @@ pub fn make_dirty(
         };
         let bytes = key.seal_marker(id, st.rec.seq, k, kind, &sum);
         st.dirty.insert(k, Dirty { kind, sum, bytes });
+        st.since.get_or_insert_with(std::time::Instant::now);
         marks.push((k, bytes));
     }
+    if !marks.is_empty() {
+        st.marks = st.marks.saturating_add(1);
+        if st.marks > EAGER {
+            mark_more(file, key, id, size, st, last, &mut marks)?;
+        }
+    }
     write_markers(file, &marks)
+}
+
+/// Marker syncs in one commit cycle after which each further one marks
+/// more of the file ([`EAGER_BATCH`] committed segments), so that a file
+/// changing all over (random writes, a database) pays a handful of marker
+/// syncs per cycle instead of one per segment. A segment marked before it
+/// changes is checked by its tags alone until the commit, as one that
+/// changed is.
+pub const EAGER: u32 = 8;
+/// How many more segments each marker sync past [`EAGER`] marks.
+pub const EAGER_BATCH: u64 = 256;
+
+/// Add segment markers to `marks` for up to [`EAGER_BATCH`] committed,
+/// unmarked segments of the file (of plaintext `size`), the first after
+/// segment `from`, wrapping.
+fn mark_more(
+    file: &File,
+    key: &SummaryKey,
+    id: &[u8; 16],
+    size: u64,
+    st: &mut SumState,
+    from: u64,
+    marks: &mut Vec<(u64, [u8; 32])>,
+) -> Result<(), ContentError> {
+    let tail = st.dirty.iter().find(|(_, d)| d.kind == KIND_TAIL).map(|(&k, _)| k);
+    let end = segments(size)
+        .min(st.last_committed() + 1)
+        .min(tail.map_or(u64::MAX, |t| t));
+    if end == 0 {
+        return Ok(());
+    }
+    let n = block_count(size);
+    let mut buf = Vec::new();
+    let mut added = 0;
+    let start = (from + 1) % end;
+    let mut k = start;
+    loop {
+        if !st.dirty.contains_key(&k) {
+            let sum = match st.known_sum(k) {
+                Some(s) => s,
+                None => current_sum(file, key, k, n, &mut buf)?,
+            };
+            let bytes = key.seal_marker(id, st.rec.seq, k, KIND_SEGMENT, &sum);
+            st.dirty.insert(
+                k,
+                Dirty {
+                    kind: KIND_SEGMENT,
+                    sum,
+                    bytes,
+                },
+            );
+            marks.push((k, bytes));
+            added += 1;
+            if added >= EAGER_BATCH {
+                break;
+            }
+        }
+        k = (k + 1) % end;
+        if k == start {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Before a truncation to `new_size` (> 0) of a file of `size`: a tail
@@ -547,6 +628,7 @@ pub fn mark_tail(
             bytes,
         },
     );
+    st.since.get_or_insert_with(std::time::Instant::now);
     write_markers(file, &[(t, bytes)])
 }
 
@@ -618,6 +700,8 @@ pub fn seal_record(
     crate::sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, 0))?;
     st.rec = rec;
     st.changes = st.changes.wrapping_add(1);
+    st.since = None;
+    st.marks = 0;
     Ok(std::mem::take(&mut st.dirty).into_keys().collect())
 }
 

@@ -1,8 +1,11 @@
 //! A mount's committer: the file summary a file's last writable handle
-//! leaves uncommitted at close (FORMAT.md 12.3) is committed here, off the
-//! closing request's path and for many files under one pair of syncs of the
-//! backing file system, where an inline commit costs each file two
-//! `fdatasync`s of its own (docs/decisions/0101-commits-after-close-in-batches.md).
+//! leaves uncommitted at close, or an fsync leaves uncommitted (FORMAT.md
+//! 12.3), is committed here, off the request's path and for many files
+//! under one pair of syncs of the backing file system, where an inline
+//! commit costs each file two `fdatasync`s of its own
+//! (docs/decisions/0101-commits-after-close-in-batches.md). A file that
+//! keeps changing is committed on its own once it has gone uncommitted for
+//! [`MAX_UNCOMMITTED`].
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -14,13 +17,33 @@ use warpfs_content::CipherFile;
 /// kernel's writeback interval (and ext4's journal commit interval).
 const GATHER: Duration = Duration::from_secs(5);
 
+/// How long a file that keeps changing (and so never holds still for a
+/// batch) may go uncommitted before the committer commits it on its own,
+/// holding its writers for the commit's two syncs.
+pub const MAX_UNCOMMITTED: Duration = Duration::from_secs(30);
+
 #[derive(Default)]
 struct Queue {
     files: Vec<Arc<CipherFile>>,
+    /// The files of `files`, by address (one entry per file).
+    held: std::collections::HashSet<usize>,
     /// A batch is being committed (taken from `files`).
     busy: bool,
     started: bool,
     stop: bool,
+}
+
+impl Queue {
+    fn add(&mut self, f: &Arc<CipherFile>) {
+        if self.held.insert(Arc::as_ptr(f) as usize) {
+            self.files.push(f.clone());
+        }
+    }
+
+    fn take(&mut self) -> Vec<Arc<CipherFile>> {
+        self.held.clear();
+        std::mem::take(&mut self.files)
+    }
 }
 
 /// Commits closed files' summaries in batches, on a thread of its own.
@@ -50,9 +73,7 @@ impl Committer {
         if q.stop {
             return false;
         }
-        if !q.files.iter().any(|g| Arc::ptr_eq(g, f)) {
-            q.files.push(f.clone());
-        }
+        q.add(f);
         if !q.started {
             q.started = true;
             let me = self.clone();
@@ -62,9 +83,9 @@ impl Committer {
             if spawned.is_err() {
                 // No thread: commit here.
                 q.started = false;
-                let files = std::mem::take(&mut q.files);
+                let files = q.take();
                 drop(q);
-                commit_batch(&files);
+                commit_batch(&files, true);
                 return true;
             }
         }
@@ -95,12 +116,18 @@ impl Committer {
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
             }
-            let files = std::mem::take(&mut q.files);
+            let files = q.take();
+            let stop = q.stop;
             q.busy = true;
             drop(q);
-            commit_batch(&files);
+            let again = commit_batch(&files, stop);
             drop(files);
-            self.queue().busy = false;
+            let mut q = self.queue();
+            for f in again {
+                q.add(&f);
+            }
+            q.busy = false;
+            drop(q);
             self.cv.notify_all();
         }
     }
@@ -112,9 +139,9 @@ impl Committer {
         q.stop = true;
         self.cv.notify_all();
         if !q.started {
-            let files = std::mem::take(&mut q.files);
+            let files = q.take();
             drop(q);
-            commit_batch(&files);
+            commit_batch(&files, true);
             return;
         }
         while !q.files.is_empty() || q.busy {
@@ -123,13 +150,12 @@ impl Committer {
     }
 }
 
-/// Sync the file systems the files of `files` live on, once each.
-fn sync_filesystems(files: &[&Arc<CipherFile>]) -> bool {
+/// Sync the file systems of `files` (each with the device its backing
+/// file is on), once each.
+fn sync_filesystems<'a>(files: impl Iterator<Item = (u64, &'a Arc<CipherFile>)>) -> bool {
     let mut by_dev: HashMap<u64, &Arc<CipherFile>> = HashMap::new();
-    for f in files {
-        if let Ok(st) = warpfs_backing::fstat(f.backing()) {
-            by_dev.entry(st.st_dev).or_insert(f);
-        }
+    for (dev, f) in files {
+        by_dev.entry(dev).or_insert(f);
     }
     let mut ok = true;
     for f in by_dev.values() {
@@ -149,40 +175,54 @@ fn sync_filesystems(files: &[&Arc<CipherFile>]) -> bool {
 /// Commit the summaries of `files` as one commit does each (FORMAT.md
 /// 12.3), the syncs shared: the backing file system synced, each record
 /// written, synced again, then each file's ended markers erased. A file
-/// that changed since its count was read is left to its handles.
-fn commit_batch(files: &[Arc<CipherFile>]) {
-    let pending: Vec<(&Arc<CipherFile>, u64)> = files
-        .iter()
-        .filter_map(|f| f.commit_pending().map(|c| (f, c)))
-        .collect();
-    if pending.is_empty() {
-        return;
-    }
-    let all: Vec<&Arc<CipherFile>> = pending.iter().map(|(f, _)| *f).collect();
-    if !sync_filesystems(&all) {
-        // Their drops (or next commits) commit them one by one.
-        return;
-    }
-    let mut sealed = Vec::with_capacity(pending.len());
-    for (f, c) in &pending {
-        match f.seal_if_unchanged(*c) {
-            Ok(Some(old)) => sealed.push((*f, old)),
-            Ok(None) => {}
-            Err(e) => tracing::error!("{}: file summary not committed after close: {e}", f.label()),
+/// that changed since its count was read is committed on its own when
+/// `force` (an unmount) or when it has gone uncommitted for
+/// [`MAX_UNCOMMITTED`], and otherwise returned, for the next batch.
+fn commit_batch(files: &[Arc<CipherFile>], force: bool) -> Vec<Arc<CipherFile>> {
+    // Each pending file with its backing device and change count. A file
+    // removed since (its last name unlinked or renamed over) can never be
+    // opened again: nothing to commit, now or as it drops.
+    let mut pending: Vec<(&Arc<CipherFile>, u64, u64)> = Vec::new();
+    for f in files {
+        let Some(c) = f.commit_pending() else { continue };
+        match warpfs_backing::fstat(f.backing()) {
+            Ok(st) if st.st_nlink == 0 => f.drop_pending_commit(),
+            Ok(st) => pending.push((f, st.st_dev, c)),
+            Err(e) => tracing::error!("{}: file summary not committed: {e}", f.label()),
         }
     }
-    if sealed.is_empty() {
-        return;
+    let mut again = Vec::new();
+    if pending.is_empty() {
+        return again;
     }
-    let done: Vec<&Arc<CipherFile>> = sealed.iter().map(|(f, _)| *f).collect();
-    if !sync_filesystems(&done) {
-        return;
+    if !sync_filesystems(pending.iter().map(|&(f, dev, _)| (dev, f))) {
+        // Their drops (or next commits) commit them one by one.
+        return again;
     }
-    for (f, old) in &sealed {
+    let mut sealed = Vec::with_capacity(pending.len());
+    for &(f, dev, c) in &pending {
+        match f.seal_if_unchanged(c) {
+            Ok(Some(old)) => sealed.push((f, dev, old)),
+            // Still changing: committed on its own once it has waited long
+            // enough, else tried again in the next batch.
+            Ok(None) if force || f.uncommitted_for().is_some_and(|d| d >= MAX_UNCOMMITTED) => {
+                if let Err(e) = f.commit_summary() {
+                    tracing::error!("{}: file summary not committed: {e}", f.label());
+                }
+            }
+            Ok(None) => again.push(f.clone()),
+            Err(e) => tracing::error!("{}: file summary not committed: {e}", f.label()),
+        }
+    }
+    if sealed.is_empty() || !sync_filesystems(sealed.iter().map(|&(f, dev, _)| (dev, f))) {
+        return again;
+    }
+    for (f, _, old) in &sealed {
         if let Err(e) = f.erase_sealed(old) {
             tracing::warn!("{}: the markers of a committed summary not erased: {e}", f.label());
         }
     }
+    again
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ type Slot = (Weak<CipherFile>, bool);
 #[derive(Default)]
 pub(crate) struct FileTable {
     map: Mutex<HashMap<(u64, u64), Slot>>,
+    /// The map's size at which its next pass drops closed files.
+    prune_at: Mutex<usize>,
 }
 
 impl FileTable {
@@ -77,9 +79,15 @@ impl FileTable {
                 return Err(e.into());
             }
         };
-        if map.len() > 1024 {
+        // Drop the entries of files no longer open once the map has
+        // doubled since the last pass (files a committer still holds stay:
+        // a pass on every open would make creating many files quadratic).
+        let mut prune = self.prune_at.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= (*prune).max(1024) {
             map.retain(|_, (w, _)| w.strong_count() > 0);
+            *prune = map.len() * 2;
         }
+        drop(prune);
         map.insert(key, (Arc::downgrade(&f), writable));
         Ok(f)
     }

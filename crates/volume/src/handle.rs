@@ -77,6 +77,23 @@ impl OpenFile {
         }
     }
 
+    /// Flush the file's data and entries to stable storage (fsync). With a
+    /// committer, a summary commit the sync leaves pending is the
+    /// committer's (with the commits of other files, once the file stops
+    /// changing): an fsync then costs the sync of a volume without
+    /// summaries, not three.
+    pub fn sync(&self, datasync: bool) -> Result<(), ContentError> {
+        match &self.committer {
+            Some(c) => {
+                if self.file.sync_uncommitted(datasync)? && !c.defer(&self.file) {
+                    self.file.commit_summary()?;
+                }
+                Ok(())
+            }
+            None => self.file.sync(datasync),
+        }
+    }
+
     /// Whether this handle's sequential reads are decrypted ahead.
     pub fn reads_ahead(&self) -> bool {
         self.ahead.is_some()

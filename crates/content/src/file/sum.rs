@@ -203,6 +203,13 @@ impl CipherFile {
             .flatten()
     }
 
+    /// The file was removed (its backing file has no name left, so it can
+    /// never be opened again): its pending commit is dropped, and its
+    /// summary is left as it is on disk.
+    pub fn drop_pending_commit(&self) {
+        self.with_sum(|st| st.dirty.clear());
+    }
+
     /// The caller synced the backing file system after reading `changes`
     /// from [`Self::commit_pending`]: if the file did not change since,
     /// its new record is written (the caller syncs again, then calls
@@ -271,6 +278,28 @@ impl CipherFile {
         drop(g);
         drop(guard);
         Ok(())
+    }
+
+    /// How long the file has had changes its summary's record does not
+    /// cover (`None`: none, or no summary).
+    pub fn uncommitted_for(&self) -> Option<std::time::Duration> {
+        self.with_sum(|st| st.since.map(|t| t.elapsed())).flatten()
+    }
+
+    /// Flush data and entries to stable storage and leave the summary's
+    /// commit to the caller (a mount's committer): every segment changed
+    /// since the record has its marker synced before the change, so the
+    /// file verifies after a crash at any point, its changed segments
+    /// checked by their tags alone until the commit. `Ok(true)` when a
+    /// commit is pending.
+    pub fn sync_uncommitted(&self, datasync: bool) -> Result<bool, ContentError> {
+        let r = if datasync {
+            self.file.sync_data()
+        } else {
+            self.file.sync_all()
+        };
+        r.map_err(|e| self.log("fsync", ContentError::Io(e)))?;
+        Ok(self.commit_pending().is_some())
     }
 
     /// Flush data and entries to stable storage. A summary commit makes

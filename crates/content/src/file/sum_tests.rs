@@ -104,3 +104,36 @@ fn a_marker_comes_from_the_running_sum_not_from_the_disk() {
         "the entry changed behind the file's back is found"
     );
 }
+
+/// A file changing in many segments pays one marker sync per segment only
+/// up to `EAGER`: the next marks the rest of the file with it (up to
+/// `EAGER_BATCH`), the file still checks as it stands, and the commit
+/// leaves it clean.
+#[test]
+fn past_eager_marker_syncs_the_rest_of_the_file_is_marked_at_once() {
+    use crate::summary::{seg_range, EAGER};
+    let f = cf();
+    let segs = 20u64;
+    f.write_at(0, &vec![1u8; (seg_range(segs - 1).0 * BLOCK) as usize + 1])
+        .unwrap();
+    f.commit_summary().unwrap();
+    for k in 1..=u64::from(EAGER) {
+        f.write_at(seg_range(k).0 * BLOCK, b"w").unwrap();
+    }
+    let (_, disk) = f.sums_and_disk().unwrap();
+    assert_eq!(
+        disk.dirty.len() as u64,
+        u64::from(EAGER),
+        "one marker per changed segment"
+    );
+    f.write_at(seg_range(EAGER as u64 + 1).0 * BLOCK, b"w").unwrap();
+    let (_, disk) = f.sums_and_disk().unwrap();
+    assert_eq!(disk.dirty.len() as u64, segs, "every segment marked");
+    assert!(disk.poisoned.is_none(), "{:?}", disk.poisoned);
+    // A segment marked without a change still checks after more writes.
+    f.write_at(seg_range(15).0 * BLOCK + 7, b"later").unwrap();
+    assert!(f.sums_and_disk().unwrap().1.poisoned.is_none());
+    f.commit_summary().unwrap();
+    let (_, disk) = f.sums_and_disk().unwrap();
+    assert!(disk.dirty.is_empty() && disk.poisoned.is_none());
+}

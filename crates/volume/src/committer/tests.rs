@@ -88,3 +88,63 @@ fn after_finish_files_are_refused_and_commit_as_they_drop() {
     drop(f);
     assert_eq!(on_disk(&disk, &sk), (1, vec![], true), "committed inline by the drop");
 }
+
+/// An fsync that leaves the commit to the committer syncs without one:
+/// the file on disk verifies as it is (its changed segment covered by its
+/// marker, as after a crash), and a batch then commits it while it is
+/// still open; a batch at unmount commits what is pending.
+#[test]
+fn an_fsynced_open_file_verifies_uncommitted_and_a_batch_commits_it() {
+    let d = tempfile::tempdir().unwrap();
+    let (keys, sk) = keys();
+    let (f, disk) = file(d.path(), "f", &keys);
+    f.write_at(0, &[5u8; 70_000]).unwrap();
+    assert!(f.sync_uncommitted(true).unwrap(), "a commit is pending");
+    assert_eq!(
+        on_disk(&disk, &sk),
+        (0, vec![0], true),
+        "synced, not committed, verifying"
+    );
+    assert!(f.uncommitted_for().is_some());
+    assert!(commit_batch(std::slice::from_ref(&f), false).is_empty(), "sealed");
+    assert_eq!(on_disk(&disk, &sk), (1, vec![], true), "committed while open");
+    assert!(f.uncommitted_for().is_none());
+    f.write_at(300 * 4096, b"x").unwrap();
+    assert!(f.sync_uncommitted(false).unwrap());
+    assert_eq!(on_disk(&disk, &sk).1, vec![1], "a new cycle's marker, synced");
+    assert!(commit_batch(std::slice::from_ref(&f), true).is_empty());
+    assert_eq!(on_disk(&disk, &sk), (2, vec![], true));
+}
+
+/// A handle's fsync with a committer that has stopped (an unmount under
+/// way) commits inline; without a committer it commits as before.
+#[test]
+fn a_handle_fsync_commits_inline_once_the_committer_stopped() {
+    let d = tempfile::tempdir().unwrap();
+    let (keys, sk) = keys();
+    let c = Committer::new();
+    c.finish();
+    let (f, disk) = file(d.path(), "f", &keys);
+    let h = crate::OpenFile::new(f.clone(), None, Some(&c));
+    h.write_at(0, b"late").unwrap();
+    h.sync(true).unwrap();
+    assert_eq!(on_disk(&disk, &sk), (1, vec![], true));
+    let bare = crate::OpenFile::new(f.clone(), None, None);
+    bare.write_at(0, b"again").unwrap();
+    bare.sync(true).unwrap();
+    assert_eq!(on_disk(&disk, &sk), (2, vec![], true));
+}
+
+/// A file removed while the committer holds it is not committed (it can
+/// never be opened again).
+#[test]
+fn a_removed_file_is_not_committed() {
+    let d = tempfile::tempdir().unwrap();
+    let (keys, sk) = keys();
+    let (f, disk) = file(d.path(), "f", &keys);
+    f.write_at(0, b"gone").unwrap();
+    std::fs::remove_file(d.path().join("f")).unwrap();
+    assert!(commit_batch(std::slice::from_ref(&f), true).is_empty());
+    drop(f);
+    assert_eq!(on_disk(&disk, &sk).0, 0, "no commit written");
+}

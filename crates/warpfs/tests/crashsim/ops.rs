@@ -320,6 +320,14 @@ impl<'a> Conv<'a> {
             }
             "fsync" | "fdatasync" | "syncfs" => {
                 let fd = c.fd(0)?;
+                // A syncfs through a file deleted since it was opened syncs
+                // the file system all the same.
+                let whole = n == "syncfs" && fd.deleted && fd.path.as_deref().is_some_and(|p| self.rel(p).is_some());
+                if whole {
+                    let covers = self.ops_at_call[c.entered.min(self.ops_at_call.len() - 1)];
+                    self.ops.push(BOp::Sync { ino: None, covers });
+                    return Ok(());
+                }
                 let Some(ino) = self.fd_ino(c, &fd)? else {
                     return Ok(());
                 };
