@@ -257,7 +257,7 @@ step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
 # where whole files are checked too: another host's changes must raise no
 # alarm. GlusterFS runs with versions seen alone: its two live hosts reading
 # each other's files mid-write trip the file summaries themselves.
-step seen env WARPFS_STATE_DIR="$WF_REPO/target/seen-state" WARPFS_TEST_MOUNT_ARGS="--versions-seen on" \
+step seen env WARPFS_STATE_DIR="$WF_REPO/target/seen-state" WARPFS_TEST_MOUNT_ARGS="--versions-seen=on" \
     bash -c 'WARPFS_TEST_INIT_ARGS="--file-summary on" cargo test --release -p warpfs --test syncthing --test shared --no-fail-fast
         r=$?; cargo test --release -p warpfs --test glusterfs --no-fail-fast || r=1; exit $r'
 step capi bash crates/engine-capi/run-c-test.sh --release

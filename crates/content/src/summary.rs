@@ -635,7 +635,10 @@ pub fn mark_tail(
 /// Commit: sync, write a new record for the file as it is (plaintext
 /// `size`), sync again. Nothing is committed for a poisoned file.
 pub fn commit(file: &File, key: &SummaryKey, id: &[u8; 16], size: u64, st: &mut SumState) -> Result<(), ContentError> {
-    commit_then(file, key, id, size, st, LastSync::Data).map(|_| ())
+    commit_then(file, size, st, LastSync::Data, |st| {
+        seal_record(file, key, id, size, st)
+    })
+    .map(|_| ())
 }
 
 /// How a commit's last sync (the one after the record) is made: an
@@ -649,21 +652,22 @@ pub enum LastSync {
     All,
 }
 
-/// [`commit`] with the last sync as `last` asks; `Ok(true)` when a commit
-/// ran (and so that sync), `Ok(false)` for a poisoned file.
+/// [`commit`] with the last sync as `last` asks and the record written by
+/// `seal` ([`seal_record`], or a caller's that also tells someone);
+/// `Ok(true)` when a commit ran (and so that sync), `Ok(false)` for a
+/// poisoned file.
 pub fn commit_then(
     file: &File,
-    key: &SummaryKey,
-    id: &[u8; 16],
     size: u64,
     st: &mut SumState,
     last: LastSync,
+    seal: impl FnOnce(&mut SumState) -> Result<Vec<u64>, ContentError>,
 ) -> Result<bool, ContentError> {
     if st.poisoned.is_some() {
         return Ok(false);
     }
     file.sync_data()?;
-    let old = seal_record(file, key, id, size, st)?;
+    let old = seal(st)?;
     match last {
         LastSync::Data => file.sync_data()?,
         LastSync::All => file.sync_all()?,

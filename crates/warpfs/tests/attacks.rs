@@ -85,7 +85,7 @@ fn volume(mode: Mode, summary: bool) -> Volume {
     let mut v = if summary {
         Volume::init_with(mode, &["--file-summary", "on"])
     } else {
-        Volume::init(mode)
+        Volume::init_with(mode, &["--file-summary", "off"])
     };
     v.mount();
     v

@@ -35,7 +35,7 @@ fn volume(summary: bool) -> Volume {
     let mut v = if summary {
         Volume::init_with(MODE, &["--file-summary", "on"])
     } else {
-        Volume::init(MODE)
+        Volume::init_with(MODE, &["--file-summary", "off"])
     };
     v.mount();
     v

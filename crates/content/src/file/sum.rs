@@ -115,17 +115,28 @@ impl CipherFile {
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
             Some(st) if summary::needs_commit(st) => {
-                let old = st.rec;
-                let done = summary::commit_then(&self.file, &s.key(), id, size, st, last)?;
-                if done {
-                    if let Some(w) = self.sh.keys.witness() {
-                        w.replaced(id, &old, Some(&st.rec));
-                    }
-                }
-                Ok(done)
+                let key = s.key();
+                summary::commit_then(&self.file, size, st, last, |st| self.seal_and_tell(&key, id, size, st))
             }
             _ => Ok(false),
         }
+    }
+
+    /// Write a new record for the file as it is ([`summary::seal_record`])
+    /// and tell the witness of versions seen the version it ended.
+    fn seal_and_tell(
+        &self,
+        key: &warpfs_crypto::SummaryKey,
+        id: &[u8; 16],
+        size: u64,
+        st: &mut SumState,
+    ) -> Result<Vec<u64>, ContentError> {
+        let before = st.rec;
+        let old = summary::seal_record(&self.file, key, id, size, st)?;
+        if let Some(w) = self.sh.keys.witness() {
+            w.replaced(id, &before, Some(&st.rec));
+        }
+        Ok(old)
     }
 
     /// A new header with file ID `id` is being written: its record and
@@ -146,18 +157,6 @@ impl CipherFile {
             if let (Some(st), Some(id), Some(w)) = (old, id, self.sh.keys.witness()) {
                 w.replaced(&id, &st.rec, None);
             }
-        }
-    }
-
-    /// This file is about to be removed or renamed over: its last
-    /// committed version is gone (the witness of versions seen hears it).
-    pub fn retire(&self) {
-        let Some(w) = self.sh.keys.witness() else {
-            return;
-        };
-        let id = self.sh.lock.state().hdr.map(|h| h.file_id);
-        if let (Some(id), Some(rec)) = (id, self.with_sum(|st| st.rec)) {
-            w.replaced(&id, &rec, None);
         }
     }
 
@@ -226,12 +225,7 @@ impl CipherFile {
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         let r = match g.as_mut() {
             Some(st) if st.changes == changes && summary::needs_commit(st) && st.poisoned.is_none() => {
-                let before = st.rec;
-                let old = summary::seal_record(&self.file, &s.key(), &h.file_id, fs.size, st)?;
-                if let Some(w) = self.sh.keys.witness() {
-                    w.replaced(&h.file_id, &before, Some(&st.rec));
-                }
-                Some(old)
+                Some(self.seal_and_tell(&s.key(), &h.file_id, fs.size, st)?)
             }
             _ => None,
         };

@@ -132,9 +132,7 @@ impl Seen {
             ));
         }
         g.st.floor = g.st.floor.max(Some(ks));
-        g.dirty = true;
-        drop(g);
-        self.flush()
+        self.write_now(g)
     }
 
     /// A command on this host replaced config `old` by `new` (each its key
@@ -148,6 +146,11 @@ impl Seen {
         while g.st.configs.len() > MAX_CONFIGS {
             g.st.configs.pop_front();
         }
+        self.write_now(g)
+    }
+
+    /// The state `g` holds changed and is written now.
+    fn write_now(&self, mut g: std::sync::MutexGuard<'_, Inner>) -> Result<(), String> {
         g.dirty = true;
         drop(g);
         self.flush()

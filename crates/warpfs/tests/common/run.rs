@@ -117,7 +117,9 @@ pub fn test_speculation() -> Option<String> {
 
 /// Extra `warpfs mount` arguments for every mount of the tests, from
 /// `WARPFS_TEST_MOUNT_ARGS` (whitespace-separated; scripts/option-matrix.sh
-/// sets `--no-xattr`). An argument a mount already has is not repeated.
+/// sets `--no-xattr`). An argument a mount already has is not repeated,
+/// word by word: give an option with its value as one word
+/// (`--versions-seen=on`).
 pub fn test_mount_args() -> Vec<OsString> {
     std::env::var("WARPFS_TEST_MOUNT_ARGS")
         .unwrap_or_default()
