@@ -73,6 +73,10 @@ impl Committer {
         if q.stop {
             return false;
         }
+        // Only a queue that was empty has a thread waiting for it: while
+        // it gathers a batch, more files do not end the wait (and an
+        // fsync-heavy file would wake it at every fsync).
+        let wake = q.files.is_empty();
         q.add(f);
         if !q.started {
             q.started = true;
@@ -89,7 +93,9 @@ impl Committer {
                 return true;
             }
         }
-        self.cv.notify_all();
+        if wake {
+            self.cv.notify_all();
+        }
         true
     }
 
