@@ -14,7 +14,8 @@
 //! that commit, so a crash at any moment leaves a file whose clean
 //! segments match the record and whose dirty ones are accounted for by
 //! their markers. A commit (fsync, close of the last writable handle,
-//! truncate) syncs the data, writes a new record and syncs again.
+//! truncate; on a mount, its committer's, soon after) syncs the data,
+//! writes a new record and syncs again.
 
 use crate::layout::{block_count, entry_offset, segment_end, NNODE_BLOCKS, PAGE_BLOCKS};
 use crate::{ContentError, Mode};

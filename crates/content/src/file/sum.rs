@@ -2,7 +2,10 @@
 //! masked after every read and their slots filled before every write,
 //! segments are made dirty before they change, and the summary is
 //! committed on fsync, after a truncation and when the last writable
-//! handle closes; fsync commits it before syncing the backing file. Files of volumes without summaries skip all of it.
+//! handle closes; fsync commits it before syncing the backing file. A
+//! mount leaves the commits of fsync and close to its committer
+//! ([`CipherFile::sync_uncommitted`], [`CipherFile::seal_if_unchanged`]).
+//! Files of volumes without summaries skip all of it.
 
 use crate::file::CipherFile;
 use crate::rangelock::Want;
