@@ -507,15 +507,9 @@ pub fn make_dirty(
             Some(d) if d.kind == kind || d.kind != KIND_SEGMENT => continue,
             Some(d) => d.sum, // a segment marker becomes a grow marker
             // Not dirty: its sum now is its sum at the last commit.
-            None => match st.known_sum(k) {
-                Some(s) => s,
-                None => current_sum(file, key, k, n, &mut buf)?,
-            },
+            None => committed_sum(file, key, st, k, n, &mut buf)?,
         };
-        let bytes = key.seal_marker(id, st.rec.seq, k, kind, &sum);
-        st.dirty.insert(k, Dirty { kind, sum, bytes });
-        st.since.get_or_insert_with(std::time::Instant::now);
-        marks.push((k, bytes));
+        marks.push(add_marker(key, id, st, k, kind, sum));
     }
     if !marks.is_empty() {
         st.marks = st.marks.saturating_add(1);
@@ -524,6 +518,31 @@ pub fn make_dirty(
         }
     }
     write_markers(file, &marks)
+}
+
+/// The sum segment `k` (not dirty) had at the last commit: its current
+/// one, as the writes kept it or read from its entries.
+fn committed_sum(
+    file: &File,
+    key: &SummaryKey,
+    st: &SumState,
+    k: u64,
+    n: u64,
+    buf: &mut Vec<u8>,
+) -> Result<[u8; 16], ContentError> {
+    match st.known_sum(k) {
+        Some(s) => Ok(s),
+        None => current_sum(file, key, k, n, buf),
+    }
+}
+
+/// Make segment `k` dirty in the state with a marker of `kind` naming
+/// `sum`; returns the marker to write.
+fn add_marker(key: &SummaryKey, id: &[u8; 16], st: &mut SumState, k: u64, kind: u8, sum: [u8; 16]) -> (u64, [u8; 32]) {
+    let bytes = key.seal_marker(id, st.rec.seq, k, kind, &sum);
+    st.dirty.insert(k, Dirty { kind, sum, bytes });
+    st.since.get_or_insert_with(std::time::Instant::now);
+    (k, bytes)
 }
 
 /// Marker syncs in one commit cycle after which each further one marks
@@ -562,20 +581,8 @@ fn mark_more(
     let mut k = start;
     loop {
         if !st.dirty.contains_key(&k) {
-            let sum = match st.known_sum(k) {
-                Some(s) => s,
-                None => current_sum(file, key, k, n, &mut buf)?,
-            };
-            let bytes = key.seal_marker(id, st.rec.seq, k, KIND_SEGMENT, &sum);
-            st.dirty.insert(
-                k,
-                Dirty {
-                    kind: KIND_SEGMENT,
-                    sum,
-                    bytes,
-                },
-            );
-            marks.push((k, bytes));
+            let sum = committed_sum(file, key, st, k, n, &mut buf)?;
+            marks.push(add_marker(key, id, st, k, KIND_SEGMENT, sum));
             added += 1;
             if added >= EAGER_BATCH {
                 break;
@@ -614,23 +621,11 @@ pub fn mark_tail(
                 }
             }
             None if growing && k > lc => {}
-            None => match st.known_sum(k) {
-                Some(s) => xor(&mut sum, &s),
-                None => xor(&mut sum, &current_sum(file, key, k, n, &mut buf)?),
-            },
+            None => xor(&mut sum, &committed_sum(file, key, st, k, n, &mut buf)?),
         }
     }
-    let bytes = key.seal_marker(id, st.rec.seq, t, KIND_TAIL, &sum);
-    st.dirty.insert(
-        t,
-        Dirty {
-            kind: KIND_TAIL,
-            sum,
-            bytes,
-        },
-    );
-    st.since.get_or_insert_with(std::time::Instant::now);
-    write_markers(file, &[(t, bytes)])
+    let mark = add_marker(key, id, st, t, KIND_TAIL, sum);
+    write_markers(file, &[mark])
 }
 
 /// Commit: sync, write a new record for the file as it is (plaintext
