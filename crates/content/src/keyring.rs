@@ -5,6 +5,7 @@
 
 use crate::cipher::Cipher;
 use crate::Mode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 #[derive(Clone)]
@@ -24,6 +25,10 @@ pub struct Keyring {
     summary: RwLock<Option<Arc<warpfs_crypto::SummaryKey>>>,
     /// What remembers the file versions seen (with summaries only).
     witness: RwLock<Option<Arc<dyn crate::Witness>>>,
+    /// Other hosts may write the same cipher files at once (a mount of
+    /// shared storage): summaries are coordinated between them (FORMAT.md
+    /// 12.7).
+    shared: AtomicBool,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -74,6 +79,7 @@ impl Keyring {
             gens: RwLock::new(Gens { write, previous }),
             summary: RwLock::new(None),
             witness: RwLock::new(None),
+            shared: AtomicBool::new(false),
         }
     }
 
@@ -110,6 +116,18 @@ impl Keyring {
     /// The witness of file versions, if one is set.
     pub fn witness(&self) -> Option<Arc<dyn crate::Witness>> {
         self.witness.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Other hosts may write the volume's files at once (a mount of shared
+    /// storage): files written from now on coordinate their summaries with
+    /// them through locks on the cipher file (FORMAT.md 12.7).
+    pub fn set_shared_storage(&self, on: bool) {
+        self.shared.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether summaries are coordinated with other hosts.
+    pub fn shared_storage(&self) -> bool {
+        self.shared.load(Ordering::Relaxed)
     }
 
     fn read(&self) -> Gens {

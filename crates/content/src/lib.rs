@@ -21,6 +21,7 @@ pub mod error;
 pub mod faultlog;
 pub mod file;
 pub mod header;
+pub mod hostlock;
 pub mod keyring;
 pub mod layout;
 mod rangelock;

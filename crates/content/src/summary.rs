@@ -492,11 +492,16 @@ pub fn make_dirty(
     let mut marks = Vec::new();
     let mut buf = Vec::new();
     let growing = st.growing() || grow;
+    // A tail marker stands for its segment and every later one.
+    let tail = tail_of(st).unwrap_or(u64::MAX);
     let mut want: Vec<(u64, u8)> = Vec::new();
-    if grow {
+    if grow && lc < tail {
         want.push((lc, KIND_GROW));
     }
     for k in first..=last {
+        if k >= tail {
+            break;
+        }
         if k > lc && growing {
             continue; // new since the commit: no marker needed
         }
@@ -567,7 +572,7 @@ fn mark_more(
     from: u64,
     marks: &mut Vec<(u64, [u8; 32])>,
 ) -> Result<(), ContentError> {
-    let tail = st.dirty.iter().find(|(_, d)| d.kind == KIND_TAIL).map(|(&k, _)| k);
+    let tail = tail_of(st);
     let end = segments(size)
         .min(st.last_committed() + 1)
         .min(tail.map_or(u64::MAX, |t| t));
@@ -608,6 +613,39 @@ pub fn mark_tail(
     st: &mut SumState,
 ) -> Result<(), ContentError> {
     let t = seg_of(block_count(new_size) - 1);
+    let sum = tail_sum(file, key, st, t, size)?;
+    let mark = add_marker(key, id, st, t, KIND_TAIL, sum);
+    write_markers(file, &[mark])
+}
+
+/// Mark the whole file, a file of plaintext `size`, dirty: a tail marker
+/// on segment 0, written and synced (unless it has one), so that the
+/// file's record vouches for nothing until the next commit, whoever
+/// changes it (hosts sharing the file, FORMAT.md 12.7).
+pub fn mark_whole(
+    file: &File,
+    key: &SummaryKey,
+    id: &[u8; 16],
+    size: u64,
+    st: &mut SumState,
+) -> Result<(), ContentError> {
+    if tail_of(st) == Some(0) {
+        return Ok(());
+    }
+    let sum = tail_sum(file, key, st, 0, size)?;
+    let mark = add_marker(key, id, st, 0, KIND_TAIL, sum);
+    write_markers(file, &[mark])
+}
+
+/// The segment with a tail marker, if one has.
+fn tail_of(st: &SumState) -> Option<u64> {
+    st.dirty.iter().find(|(_, d)| d.kind == KIND_TAIL).map(|(&k, _)| k)
+}
+
+/// The sum a tail marker on segment `t` names in a file of plaintext
+/// `size`: the committed sum of `t` and of every later segment, walked as
+/// the check walks them (12.4).
+fn tail_sum(file: &File, key: &SummaryKey, st: &SumState, t: u64, size: u64) -> Result<[u8; 16], ContentError> {
     let (lc, growing) = (st.last_committed(), st.growing());
     let n = block_count(size);
     let mut buf = Vec::new();
@@ -624,8 +662,7 @@ pub fn mark_tail(
             None => xor(&mut sum, &committed_sum(file, key, st, k, n, &mut buf)?),
         }
     }
-    let mark = add_marker(key, id, st, t, KIND_TAIL, sum);
-    write_markers(file, &[mark])
+    Ok(sum)
 }
 
 /// Commit: sync, write a new record for the file as it is (plaintext

@@ -234,8 +234,10 @@ impl Volume {
             .get(write.generation().wrapping_sub(1))
             .filter(|_| self.keys.rekeying());
         let (summary, witness) = (self.keys.summary(), self.keys.witness());
+        let shared = self.keys.shared_storage();
         self.keys = Arc::new(Keyring::new(write, previous).with_summary(summary));
         self.keys.set_witness(witness);
+        self.keys.set_shared_storage(shared);
         Ok(())
     }
 

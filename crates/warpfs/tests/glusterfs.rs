@@ -7,8 +7,8 @@
 //!   files and their own half of one shared file at the same time, each
 //!   reading the other's finished files as it goes: right bytes every time;
 //!   afterwards each host reads everything; `warpfs fsck` (every name,
-//!   header and tag, and the volume-wide repeated-nonce check) is clean from
-//!   either client.
+//!   header, tag and file summary, and the volume-wide repeated-nonce
+//!   check) is clean from either client, the shared file committed.
 //! - `glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data`: one brick
 //!   process is SIGKILLed while a writer runs (file after fsynced file), writes
 //!   go on, the brick is restarted (`gluster volume start … force`) and the
@@ -48,9 +48,9 @@ macro_rules! require_gluster {
     };
 }
 
-/// A volume initialised on client 0 of `c`.
-fn cipher_on(c: &Cluster) -> PathBuf {
-    let template = Volume::init(Mode::Gcm);
+/// A volume initialised on client 0 of `c` (`warpfs init` with `extra`).
+fn cipher_on(c: &Cluster, extra: &[&str]) -> PathBuf {
+    let template = Volume::init_with(Mode::Gcm, extra);
     let cipher = c.clients[0].join("cipher");
     fs::create_dir(&cipher).unwrap();
     copy_tree(&template.cipher, &cipher);
@@ -96,7 +96,9 @@ fn glusterfs_two_live_hosts_write_and_read_each_other() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();
-    cipher_on(&c);
+    // With file summaries: each host's writes into the shared file are
+    // coordinated with the other's, so neither breaks the summary.
+    cipher_on(&c, &["--file-summary", "on"]);
     let (mut a, mut b) = (host(&c, 0), host(&c, 1));
     a.mount();
     b.mount();
@@ -181,6 +183,9 @@ fn glusterfs_two_live_hosts_write_and_read_each_other() {
         let o = warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]);
         o.expect_ok(&format!("fsck through {}", v.cipher.display()));
         assert!(o.stdout.contains("fsck: clean"), "{o}");
+        // The last host to let go of the shared file committed it for
+        // both: its summary vouches for every block again.
+        assert!(!o.stdout.contains("changed since the file's last commit"), "{o}");
     }
 }
 
@@ -189,7 +194,7 @@ fn glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();
-    cipher_on(&c);
+    cipher_on(&c, &[]);
     let (mut a, mut b) = (host(&c, 0), host(&c, 1));
     a.mount();
     // A writer writes and fsyncs files one after another (each 64 KiB and
@@ -295,7 +300,7 @@ fn glusterfs_an_offline_rekey_on_one_host_keeps_out_a_mount_on_the_other() {
     require_gluster!();
     let root = tempfile::Builder::new().prefix("warpfs-gluster-").tempdir().unwrap();
     let c = Cluster::start(root.path()).unwrap();
-    cipher_on(&c);
+    cipher_on(&c, &[]);
     let (mut a, mut b) = (host(&c, 0), host(&c, 1));
     a.mount();
     let data = content_of("big", 24 << 20);

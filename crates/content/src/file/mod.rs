@@ -15,7 +15,7 @@ use crate::summary::{self, SumState};
 use crate::sysio;
 use crate::{ContentError, Mode};
 use std::fs::File;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU8, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 use warpfs_keystream::BlockReader;
 
@@ -67,6 +67,21 @@ pub struct CipherFile {
     pub(crate) file: File,
     pub(crate) read_only: bool,
     pub(crate) sh: Arc<Shared>,
+    /// Whether this handle's backing file holds the writers' lock of a
+    /// summary shared with other hosts (a [`Lease`] as a byte; `lease.rs`).
+    pub(crate) lease: AtomicU8,
+}
+
+/// Where a writable handle stands with the hosts sharing its file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Lease {
+    /// Not writing: the next change reads the summary back first.
+    None = 0,
+    /// Writing under the whole-file marker, the writers' lock held shared.
+    Held = 1,
+    /// The backing store keeps no locks: not coordinated.
+    Unsupported = 2,
 }
 
 /// What one request needs to encrypt and decrypt its blocks: the file ID,
@@ -230,6 +245,7 @@ impl CipherFile {
                 sum,
                 writers: AtomicUsize::new(0),
             }),
+            lease: AtomicU8::new(Lease::None as u8),
         })
     }
 
@@ -241,6 +257,7 @@ impl CipherFile {
             read_only: sysio::is_read_only(&file)?,
             file,
             sh: self.sh.clone(),
+            lease: AtomicU8::new(Lease::None as u8),
         })
     }
 
@@ -334,6 +351,7 @@ impl CipherFile {
     }
 }
 
+mod lease;
 mod read;
 mod seek;
 mod size;
@@ -344,6 +362,8 @@ pub use seek::{Seek, Writer};
 
 #[cfg(test)]
 mod layout_tests;
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod seek_tests;
 #[cfg(test)]

@@ -81,8 +81,10 @@ impl CipherFile {
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
             Some(st) => {
+                let key = s.key();
+                self.lease_enter(&key, id, st)?;
                 st.changes = st.changes.wrapping_add(1);
-                summary::make_dirty(&self.file, &s.key(), id, size, st, summary::segs(a, b), grow)
+                summary::make_dirty(&self.file, &key, id, size, st, summary::segs(a, b), grow)
             }
             None => Ok(()),
         }
@@ -96,8 +98,10 @@ impl CipherFile {
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
             Some(st) => {
+                let key = s.key();
+                self.lease_enter(&key, id, st)?;
                 st.changes = st.changes.wrapping_add(1);
-                summary::mark_tail(&self.file, &s.key(), id, size, new_size, st)
+                summary::mark_tail(&self.file, &key, id, size, new_size, st)
             }
             None => Ok(()),
         }
@@ -117,6 +121,7 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
+            Some(st) if self.coordinated() => self.commit_coordinated(&s.key(), id, st, last),
             Some(st) if summary::needs_commit(st) => {
                 let key = s.key();
                 summary::commit_then(&self.file, size, st, last, |st| self.seal_and_tell(&key, id, size, st))
@@ -127,7 +132,7 @@ impl CipherFile {
 
     /// Write a new record for the file as it is ([`summary::seal_record`])
     /// and tell the witness of versions seen the version it ended.
-    fn seal_and_tell(
+    pub(super) fn seal_and_tell(
         &self,
         key: &warpfs_crypto::SummaryKey,
         id: &[u8; 16],
@@ -155,6 +160,8 @@ impl CipherFile {
     /// The file (of ID `id`, when it had a header) was emptied: no header,
     /// no summary; its last committed version is gone.
     pub(crate) fn sum_reset(&self, id: Option<[u8; 16]>) {
+        // Shared with other hosts: the next change starts from the disk.
+        self.let_go();
         if let Some(s) = &self.sh.sum {
             let old = s.st.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let (Some(st), Some(id), Some(w)) = (old, id, self.sh.keys.witness()) {
@@ -227,6 +234,12 @@ impl CipherFile {
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         let r = match g.as_mut() {
+            // Shared with other hosts: committed here, on its own, if this
+            // host writes it last (nothing left to erase after the batch's
+            // sync).
+            Some(st) if self.coordinated() && summary::needs_commit(st) && st.poisoned.is_none() => self
+                .commit_coordinated(&s.key(), &h.file_id, st, LastSync::Data)?
+                .then(Vec::new),
             Some(st) if st.changes == changes && summary::needs_commit(st) && st.poisoned.is_none() => {
                 Some(self.seal_and_tell(&s.key(), &h.file_id, fs.size, st)?)
             }
@@ -321,6 +334,7 @@ impl Drop for CipherFile {
         if let Err(e) = self.commit_summary() {
             tracing::error!("{}: file summary not committed at close: {e}", self.label());
         }
+        self.let_go();
     }
 }
 

@@ -480,6 +480,9 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     if !a.shared_storage {
         vol.keep_dirs_open(warpfs_volume::DIR_FD_TTL);
     }
+    // Other hosts may write the same files: their summaries are
+    // coordinated through locks on the cipher files (FORMAT.md 12.7).
+    vol.keys().set_shared_storage(a.shared_storage);
     if !verified {
         super::masterkey::check(&vol, &a.cipherdir)?;
     }
