@@ -12,7 +12,7 @@
 
 use crate::header::{self, Header};
 use crate::layout::{block_count, entry_offset, plain_size};
-use crate::summary::{current_sum, read_raw, scatter, segments, Record};
+use crate::summary::{current_sum, keeping_mtime, read_raw, scatter, segments, Record};
 use crate::{sysio, ContentError, Mode};
 use std::fs::File;
 use warpfs_crypto::SummaryKey;
@@ -71,11 +71,12 @@ pub fn convert_with(file: &File, key: &SummaryKey, between: impl FnOnce()) -> Re
     let rec = Record::sealed(key, &hdr.file_id, FIRST_SEQ, size, &sum);
     read_raw(file, 0, 8, &mut buf)?;
     scatter(&rec.to_bytes(), &mut buf);
-    sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, 0))?;
+    // The file's modification time stays: its content does not change.
+    keeping_mtime(file, || sysio::write_all_at(file, &buf, entry_offset(Mode::Gcm, 0)))?;
     file.sync_data()?;
     between();
     hdr.summary = true;
-    sysio::write_all_at(file, &hdr.to_bytes(), 0)?;
+    keeping_mtime(file, || sysio::write_all_at(file, &hdr.to_bytes(), 0))?;
     file.sync_data()?;
     Ok(Converted::Now(size))
 }

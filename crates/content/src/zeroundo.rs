@@ -487,8 +487,28 @@ pub fn recorded_now(file: &File, step: &Step) -> std::io::Result<Vec<Vec<u8>>> {
 /// written, and the file synced. Returns the blocks that are no longer
 /// holes. Refused (nothing written) with the reason otherwise.
 pub fn restore(file: &File, steps: &[&Loaded]) -> Result<u64, String> {
+    restore_then_reseal(file, steps, |_| Err(String::new())).map(|(n, _)| n)
+}
+
+/// Whether `step` seals a summary again ([`capture_reseal`]): no blocks,
+/// every range recorded.
+fn is_reseal(step: &Step) -> bool {
+    step.blocks.is_empty() && !step.ranges.is_empty() && step.ranges.iter().all(|r| r.after == After::Recorded)
+}
+
+/// [`restore`], where a summary sealed again since fsck (a rekey, or a
+/// mount's commit after writing other blocks) does not refuse the file: if
+/// `summary_ok` accepts the file as it is (its summary verifies), the
+/// blocks are put back, the summary slots left as they are, and `true`
+/// returned with the count: the caller seals the summary again over the
+/// entries put back. A `summary_ok` error is the reason it is not restored.
+pub fn restore_then_reseal(
+    file: &File,
+    steps: &[&Loaded],
+    summary_ok: impl FnOnce(&File) -> Result<(), String>,
+) -> Result<(u64, bool), String> {
     let Some(first) = steps.first() else {
-        return Ok(0);
+        return Ok((0, false));
     };
     let t = &first.step.target;
     let md = file.metadata().map_err(|e| e.to_string())?;
@@ -506,9 +526,14 @@ pub fn restore(file: &File, steps: &[&Loaded]) -> Result<u64, String> {
     let len = md.len();
     let mut writes: Vec<(u64, &[u8])> = Vec::new();
     let mut blocks = 0u64;
+    let mut resealed = None;
     for s in steps {
         if s.step.target != *t {
             return Err("its steps name different files".into());
+        }
+        if is_reseal(&s.step) && sealed_since(file, s, len)? {
+            resealed = Some(s.step.ranges[0].offset);
+            continue;
         }
         let mut rec = s.recorded.iter().flatten();
         let mut back = false;
@@ -539,11 +564,35 @@ pub fn restore(file: &File, steps: &[&Loaded]) -> Result<u64, String> {
             blocks += s.step.blocks.len() as u64;
         }
     }
+    if let Some(off) = resealed {
+        summary_ok(file).map_err(|why| {
+            format!(
+                "its summary (bytes from {off}) was sealed again since fsck (a rekey or a write){why}: not restored"
+            )
+        })?;
+    }
     for (off, b) in writes {
         file.write_all_at(b, off).map_err(|e| e.to_string())?;
     }
     file.sync_data().map_err(|e| e.to_string())?;
-    Ok(blocks)
+    Ok((blocks, resealed.is_some()))
+}
+
+/// Whether the summary slots a reseal step `s` recorded hold neither what
+/// they held before it nor what it wrote (sealed again since).
+fn sealed_since(file: &File, s: &Loaded, len: u64) -> Result<bool, String> {
+    let mut rec = s.recorded.iter().flatten();
+    for r in &s.step.ranges {
+        let after = rec.next();
+        if r.offset + r.before.len() as u64 > len {
+            return Ok(true);
+        }
+        let now = read_at(file, r.offset, r.before.len()).map_err(|e| e.to_string())?;
+        if now != r.before && after.map(Vec::as_slice) != Some(now.as_slice()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// An undo file being written: the header, then one record at a time,

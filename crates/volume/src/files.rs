@@ -57,7 +57,19 @@ impl FileTable {
         let key = (st.st_dev, st.st_ino);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((w, was_writable)) = map.get(&key) {
-            if let Some(f) = w.upgrade() {
+            let cached = w.upgrade().filter(|f| {
+                // No handle has it open, only a committer waiting to commit
+                // it (and this lookup): if it changed behind the mount's
+                // back since its close, it is opened anew and the commit
+                // dropped, which would seal a stale summary over it.
+                let idle = Arc::strong_count(f) <= 2;
+                let stale = idle && !f.is_current(st.st_size as u64);
+                if stale {
+                    f.drop_pending_commit();
+                }
+                !stale
+            });
+            if let Some(f) = cached {
                 if relabel {
                     f.set_label(label);
                 }

@@ -270,6 +270,23 @@ impl CipherFile {
         }
     }
 
+    /// Whether the backing file (of length `len`) still is what this open
+    /// file holds: the length of its size and the header it read. It is,
+    /// unless it was changed behind the mount's back.
+    pub fn is_current(&self, len: u64) -> bool {
+        let st = self.sh.lock.state();
+        if layout::backing_len(self.mode(), st.size) != len {
+            return false;
+        }
+        match st.hdr {
+            None => len == 0,
+            Some(h) => {
+                let mut b = [0u8; header::LEN];
+                sysio::read_exact_at(&self.file, &mut b, 0).is_ok() && Header::parse(&b).is_ok_and(|d| d == h)
+            }
+        }
+    }
+
     /// Current plaintext size.
     pub fn size(&self) -> u64 {
         self.sh.lock.state().size

@@ -204,6 +204,67 @@ fn zeroed_blocks_are_saved_and_fsck_undo_puts_them_back() {
     }
 }
 
+/// After the zeroing, the file's summary was sealed again (here by a
+/// write to another block and its commit, as a mount or a rekey does):
+/// `fsck --undo` still puts the zeroed block back and seals the summary
+/// over it, if the summary verifies; one that does not verify keeps the
+/// file as it is.
+#[test]
+fn fsck_undo_after_the_summary_was_sealed_again() {
+    use std::os::unix::fs::FileExt;
+    use warpfs_content::layout::{data_offset, entry_offset};
+    for tamper in [false, true] {
+        let t = tempfile::tempdir().unwrap();
+        let v = volume_with(t.path(), &[warpfs_config::FeatureFlag::FileSummary]);
+        write(&v, "f", 300);
+        let p = backing(&v, "f");
+        flip(&p, data_offset(v.mode, 3) + 1);
+        let damaged = std::fs::read(&p).unwrap();
+        let r = check(&v, zeroing(UndoTo::Cipherdir), &mut |_, _| {});
+        assert_eq!(r.repaired(), 1, "{:?}", r.findings);
+        // Block 280 (another segment) written and the file committed.
+        let f = warpfs_content::CipherFile::open(
+            std::fs::OpenOptions::new().read(true).write(true).open(&p).unwrap(),
+            v.keys().clone(),
+            "f".into(),
+        )
+        .unwrap();
+        f.write_at(280 * 4096, &[0x66; 4096]).unwrap();
+        f.commit_summary().unwrap();
+        drop(f);
+        if tamper {
+            // Block 280's entry rolled back to what it was at the zeroing.
+            let at = entry_offset(v.mode, 280);
+            let old = &damaged[at as usize..at as usize + 32];
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .write_all_at(old, at)
+                .unwrap();
+        }
+        let before = std::fs::read(&p).unwrap();
+        let rr = restore(&v, None).unwrap();
+        if tamper {
+            assert!(
+                matches!(&rr.files[0].1, Err(m) if m.contains("sealed again") && m.contains("does not verify")),
+                "{rr:?}"
+            );
+            assert!(std::fs::read(&p).unwrap() == before, "a refused restore wrote");
+            continue;
+        }
+        assert_eq!(rr.files[0].1, Ok(1), "{rr:?}");
+        assert!(rr.removed);
+        let now = std::fs::read(&p).unwrap();
+        let blk = |b: &[u8]| b[data_offset(v.mode, 3) as usize..data_offset(v.mode, 4) as usize].to_vec();
+        assert!(blk(&now) == blk(&damaged), "the damaged block is back");
+        // The summary verifies; the one problem is the damaged block.
+        let r = check(&v, Options::default(), &mut |_, _| {});
+        assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
+        assert!(!format!("{:?}", r.findings).contains("summary"), "{:?}", r.findings);
+    }
+}
+
 #[test]
 fn fsck_undo_refuses_a_planted_undo_file_and_a_file_written_since() {
     use std::os::unix::fs::FileExt;

@@ -273,6 +273,36 @@ fn find(vol: &Volume, l: &Loaded) -> Result<File, String> {
     Err("the file fsck changed is not in CIPHERDIR any more (same device and inode)".into())
 }
 
+/// Put one file back; a summary sealed again since fsck (a rekey, or a
+/// mount's commit) is sealed again over the blocks put back, when it
+/// verifies before (FORMAT.md 6b).
+fn restore_file(vol: &Volume, file: &File, steps: &[&Loaded]) -> Result<u64, String> {
+    let verifies = |f: &File| -> Result<(), String> {
+        let key = vol
+            .keys()
+            .summary()
+            .ok_or_else(|| ", and the volume has no summary key".to_string())?;
+        let mut h = [0u8; warpfs_content::header::LEN];
+        std::os::unix::fs::FileExt::read_exact_at(f, &mut h, 0).map_err(|e| format!(" ({e})"))?;
+        let hdr = warpfs_content::header::Header::parse(&h).map_err(|e| format!(" ({e})"))?;
+        let len = f.metadata().map_err(|e| format!(" ({e})"))?.len();
+        let size = warpfs_content::layout::plain_size(vol.mode, len).map_err(|e| format!(" ({e})"))?;
+        match warpfs_content::summary::check(f, &key, &hdr.file_id, size) {
+            Ok(c) => match c.state.poisoned {
+                None => Ok(()),
+                Some(w) => Err(format!(", and it does not verify ({w})")),
+            },
+            Err(e) => Err(format!(" ({e})")),
+        }
+    };
+    let (n, reseal) = zeroundo::restore_then_reseal(file, steps, verifies)?;
+    if reseal {
+        warpfs_content::scan::reseal_summary(file, vol.keys())
+            .map_err(|e| format!("blocks put back, but its summary not sealed again: {e}"))?;
+    }
+    Ok(n)
+}
+
 /// `fsck --undo`: put back what the undo file at `path` (or the newest in
 /// CIPHERDIR) says `--zero-bad-blocks` changed. The whole file is checked
 /// first (its tags under the volume's undo key, its records in order); a
@@ -300,7 +330,7 @@ pub fn restore(vol: &Volume, path: Option<&Path>) -> Result<Restored, UndoError>
     let mut files = Vec::new();
     for g in groups {
         let name = String::from_utf8_lossy(&g[0].step.target.path).into_owned();
-        let r = find(vol, g[0]).and_then(|file| zeroundo::restore(&file, &g));
+        let r = find(vol, g[0]).and_then(|file| restore_file(vol, &file, &g));
         files.push((name, r));
     }
     let removed = files.iter().all(|(_, r)| r.is_ok());
