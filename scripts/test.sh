@@ -58,11 +58,10 @@
 #                 xattr cases check the refusal instead);
 #                 scripts/option-matrix.sh runs the whole mount suite under
 #                 every combination of speculation, transport and --no-xattr
-#   4c. seen      tests/syncthing.rs and tests/shared.rs again over volumes
-#                 with file summaries, every mount with `--versions-seen on`
-#                 (WARPFS_TEST_INIT_ARGS, WARPFS_TEST_MOUNT_ARGS), and
-#                 tests/glusterfs.rs with `--versions-seen on` alone: no
-#                 false alarm from another host's changes
+#   4c. seen      tests/syncthing.rs, tests/shared.rs and tests/glusterfs.rs
+#                 again over volumes with file summaries (the default), every
+#                 mount with `--versions-seen on` (WARPFS_TEST_MOUNT_ARGS):
+#                 no false alarm from another host's changes
 #   5. capi       crates/engine-capi/run-c-test.sh --release (C known-answer
 #                 test of libwaes, linked dynamically and statically)
 #   5b. arm64     scripts/arm64.sh --ci: Debian's cross gcc and qemu-user
@@ -253,13 +252,11 @@ step spec-on env WARPFS_TEST_SPECULATION=on \
 step no-xattr env WARPFS_TEST_MOUNT_ARGS=--no-xattr \
     cargo test --release -p warpfs --test io --test namespace --test security --test bound --no-fail-fast
 # seen: the two-host and sync-conflict suites again, every mount remembering
-# the versions it saw (--versions-seen on) over volumes with file summaries,
-# where whole files are checked too: another host's changes must raise no
-# alarm. GlusterFS runs with versions seen alone: its two live hosts reading
-# each other's files mid-write trip the file summaries themselves.
+# the versions it saw (--versions-seen on) over volumes with file summaries
+# (the default), where whole files are checked too: another host's changes
+# must raise no alarm.
 step seen env WARPFS_STATE_DIR="$WF_REPO/target/seen-state" WARPFS_TEST_MOUNT_ARGS="--versions-seen=on" \
-    bash -c 'WARPFS_TEST_INIT_ARGS="--file-summary on" cargo test --release -p warpfs --test syncthing --test shared --no-fail-fast
-        r=$?; cargo test --release -p warpfs --test glusterfs --no-fail-fast || r=1; exit $r'
+    cargo test --release -p warpfs --test syncthing --test shared --test glusterfs --no-fail-fast
 step capi bash crates/engine-capi/run-c-test.sh --release
 # arm64: a cold aarch64 build of six crates plus their suites under qemu
 # took 16 min on a 2-core machine shared with other builds (load 8-12);

@@ -82,11 +82,13 @@ pub struct InitArgs {
     config: super::ConfigArg,
     /// gcm (AES or XChaCha20): keep an authenticated summary of each file's nonce entries, so
     /// that rolling back or mixing some of a file's blocks is detected
-    /// (FORMAT.md 12; format version 2). Off by default: it costs 12-69% of
-    /// write throughput (bench/results/2026-11-27-summary/summary.md, decision record 0015).
-    /// `warpfs upgrade` turns it on later for a volume made without it.
-    #[arg(long, value_enum, value_name = "on|off", default_value = "off")]
-    file_summary: OnOff,
+    /// (FORMAT.md 12; format version 2). On by default in gcm with AES or
+    /// XChaCha20, where it costs within about 10% of write throughput
+    /// (bench/results/2026-12-07-summary-fsync); other modes have no tags
+    /// to summarise. `warpfs upgrade` turns it on later for a volume made
+    /// without it.
+    #[arg(long, value_enum, value_name = "on|off")]
+    file_summary: Option<OnOff>,
     /// The (empty or new) directory that will hold the encrypted files.
     cipherdir: PathBuf,
 }
@@ -136,7 +138,12 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
     // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
     // their entry; gcm files with summaries when asked for.
     let mut features = vec![FeatureFlag::BoundSeals];
-    if a.file_summary == OnOff::On {
+    let summaries = match a.file_summary {
+        Some(OnOff::On) => true,
+        Some(OnOff::Off) => false,
+        None => mode.has_file_summaries(),
+    };
+    if summaries {
         if !mode.has_file_summaries() {
             return Err(CliError::new(
                 super::exit::USAGE,

@@ -30,7 +30,8 @@
 #                        and files without, and one file whose record is
 #                        written but whose header is still version 1;
 #                        FORMAT.md 12.6)
-#   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary on";
+#   INIT_ARGS="..."      more `warpfs init` arguments (e.g. "--file-summary off",
+#                        which a gcm volume without summaries now needs;
 #                        "--key-bits 128" with TAG=aes128 made v3-aes128-gcm
 #                        and v3-aes128-ctr)
 #   TAG=NAME             name the volume v<VERSION>-NAME-<MODE> (with
