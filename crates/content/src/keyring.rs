@@ -29,6 +29,9 @@ pub struct Keyring {
     /// shared storage): summaries are coordinated between them (FORMAT.md
     /// 12.7).
     shared: AtomicBool,
+    /// The volume is being given its summaries while mounted (FORMAT.md
+    /// 12.6): a file without one still opens.
+    upgrading: AtomicBool,
 }
 
 impl std::fmt::Debug for Keyring {
@@ -80,6 +83,7 @@ impl Keyring {
             summary: RwLock::new(None),
             witness: RwLock::new(None),
             shared: AtomicBool::new(false),
+            upgrading: AtomicBool::new(false),
         }
     }
 
@@ -105,6 +109,24 @@ impl Keyring {
         if g.is_some() {
             *g = Some(key);
         }
+    }
+
+    /// The volume gets file summaries while mounted (FORMAT.md 12.6): from
+    /// now on new files get one under `key`, and files without one still
+    /// open (until [`Keyring::end_summary_upgrade`]).
+    pub fn begin_summary_upgrade(&self, key: Arc<warpfs_crypto::SummaryKey>) {
+        self.upgrading.store(true, Ordering::Relaxed);
+        *self.summary.write().unwrap_or_else(|e| e.into_inner()) = Some(key);
+    }
+
+    /// Every file has its summary: one without is refused again.
+    pub fn end_summary_upgrade(&self) {
+        self.upgrading.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether files without a summary still open (an upgrade under way).
+    pub fn summaries_upgrading(&self) -> bool {
+        self.upgrading.load(Ordering::Relaxed)
     }
 
     /// Files opened from now on show their summary records to `w`, and

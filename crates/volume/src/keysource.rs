@@ -44,6 +44,12 @@ impl KeySource {
         &self.master
     }
 
+    /// Whether files of this volume can have summaries (FORMAT.md 12: the
+    /// `gcm` layout, with AES or XChaCha20).
+    pub(crate) fn has_summaries(&self) -> bool {
+        self.mode == Mode::Gcm && self.cipher != ContentCipher::Twofish
+    }
+
     /// The cipher of key generation `g`: masks from `engine`'s write pool
     /// when one is given (not in `xts`, which has no masks), else made on
     /// the calling thread. A software-AES or device engine is given the raw

@@ -24,6 +24,7 @@ pub mod reverse;
 pub mod seen;
 mod synced;
 pub mod upgrade;
+mod upgrade_online;
 mod volume;
 mod xattr;
 

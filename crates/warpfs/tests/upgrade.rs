@@ -3,8 +3,10 @@
 //! authenticated mode without summaries is upgraded (on a copy), shows its
 //! `expected/` tree, and a block rolled back after that is found by a
 //! mount and by fsck; an upgrade killed after any file, or between a
-//! file's record and its header, finishes when run again; what it refuses
-//! and how it exits.
+//! file's record and its header, finishes when run again; a mounted volume
+//! is upgraded while it serves (a writer writing, a handle open), and one
+//! whose mount is killed part way finishes unmounted; what it refuses and
+//! how it exits.
 
 #[macro_use]
 mod common;
@@ -315,24 +317,133 @@ fn refusals_and_their_exit_codes() {
     assert!(o.stdout.contains("run warpfs upgrade again"), "{o}");
 }
 
+/// The header version of every content file of `v` (1: no summary).
+fn header_versions(v: &Volume) -> Vec<u16> {
+    v.backing_paths()
+        .into_iter()
+        .filter(|p| {
+            let md = fs::symlink_metadata(p).unwrap();
+            md.is_file() && md.len() > 0 && !p.file_name().unwrap().to_string_lossy().starts_with("warpfs.")
+        })
+        .map(|p| {
+            let h = fs::read(&p).unwrap();
+            u16::from_le_bytes([h[4], h[5]])
+        })
+        .collect()
+}
+
+/// A mounted volume is upgraded while it serves: one writer keeps
+/// writing a file (with fsyncs) and another handle stays open; every file
+/// gets its summary, files made meanwhile and afterwards get one too,
+/// every byte reads back as written, fsck is clean and a rolled-back block
+/// is found afterwards.
 #[test]
-fn a_mounted_volume_is_refused() {
+fn a_mounted_volume_is_upgraded_while_it_serves() {
     require_fuse!();
     let mut v = Volume::init_with(Mode::Gcm, &["--file-summary", "off"]);
     v.mount();
-    write_file(&v.p("f"), b"data");
-    let before = fs::read(v.cipher.join("warpfs.conf")).unwrap();
-    let o = upgrade(&v, None);
-    o.expect_code(1, "mounted");
+    let mut want: Vec<(String, Vec<u8>)> = (0..30)
+        .map(|i| (format!("f{i:02}"), Rng::new(i).bytes(3_000 + 70_000 * i as usize)))
+        .collect();
+    for (n, d) in &want {
+        write_file(&v.p(n), d);
+    }
+    const BUSY: u64 = 3 << 20;
+    write_file(&v.p("busy"), &vec![0u8; BUSY as usize]);
+    write_file(&v.p("held"), b"held open");
+    assert!(header_versions(&v).iter().all(|&h| h == 1), "made without summaries");
+    let held = open_rw(&v.p("held"));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let busy = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let f = open_rw(&v.p("busy"));
+            let mut model = vec![0u8; BUSY as usize];
+            let mut rng = Rng::new(99);
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || n < 200 {
+                let b = rng.below(BUSY / BLOCK);
+                let val = (n % 251) as u8 + 1;
+                write_at(&f, b * BLOCK, &[val; BLOCK as usize]).unwrap();
+                model[(b * BLOCK) as usize..((b + 1) * BLOCK) as usize].fill(val);
+                n += 1;
+                if n.is_multiple_of(32) {
+                    f.sync_all().unwrap();
+                }
+            }
+            model
+        });
+        let o = upgrade(&v, None);
+        o.expect_ok("upgrade while mounted");
+        assert!(o.stdout.contains("while mounted"), "{o}");
+        write_file(&v.p("after"), b"made after the upgrade");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap()
+    });
+    write_at(&held, 0, b"HELD").unwrap();
+    drop(held);
+    want.push(("busy".into(), busy));
+    want.push(("held".into(), b"HELD open".to_vec()));
+    want.push(("after".into(), b"made after the upgrade".to_vec()));
+    for (n, d) in &want {
+        assert_bytes_eq(&fs::read(v.p(n)).unwrap(), d, n);
+    }
+    let conf = fs::read_to_string(v.cipher.join("warpfs.conf")).unwrap();
     assert!(
-        o.stderr.contains("is mounted at") && o.stderr.contains("unmount"),
-        "{o}"
+        conf.contains("\"file-summary\"") && !conf.contains("summary-upgrade"),
+        "{conf}"
     );
-    assert_eq!(fs::read(v.cipher.join("warpfs.conf")).unwrap(), before);
     v.unmount();
-    upgrade(&v, None).expect_ok("unmounted");
+    assert!(
+        header_versions(&v).iter().all(|&h| h == 2),
+        "every file has its summary"
+    );
+    let o = fsck(&v);
+    o.expect_ok("fsck after the upgrade while mounted");
+    assert!(o.stdout.contains("fsck: clean"), "{o}");
     v.mount();
-    assert_eq!(fs::read(v.p("f")).unwrap(), b"data");
+    rolled_back_block_is_found(
+        &mut v,
+        "f10",
+        3_000 + 70_000 * 10,
+        100,
+        "after an upgrade while mounted",
+    );
+}
+
+/// The mount is killed part way through an upgrade (its third file): the
+/// config still marks the upgrade under way, so the volume does not
+/// mount; `warpfs upgrade` unmounted finishes it, and every file reads
+/// back and checks.
+#[test]
+fn an_upgrade_of_a_mounted_volume_killed_part_way_finishes_unmounted() {
+    require_fuse!();
+    let mut v = Volume::init_with(Mode::Gcm, &["--file-summary", "off"]);
+    v.try_mount_env(&[], &[("WARPFS_UPGRADE_KILL", "file:3")])
+        .expect_ok("mount");
+    let want: Vec<(String, Vec<u8>)> = (0..8)
+        .map(|i| (format!("f{i}"), Rng::new(i + 40).bytes(9_000 * (i as usize + 1))))
+        .collect();
+    for (n, d) in &want {
+        write_file(&v.p(n), d);
+    }
+    let o = upgrade(&v, None);
+    o.expect_code(1, "the mount was killed part way");
+    assert!(o.stderr.contains("run warpfs upgrade again"), "{o}");
+    v.unmount();
+    let versions = header_versions(&v);
+    assert!(
+        versions.contains(&1) && versions.contains(&2),
+        "part way: files of both versions {versions:?}"
+    );
+    let o = v.try_mount(&[]);
+    o.expect_code(18, "mid-upgrade");
+    upgrade(&v, None).expect_ok("finished unmounted");
+    assert!(header_versions(&v).iter().all(|&h| h == 2));
+    fsck(&v).expect_ok("fsck after");
+    v.mount();
+    for (n, d) in &want {
+        assert_bytes_eq(&fs::read(v.p(n)).unwrap(), d, n);
+    }
 }
 
 /// A cipher file whose header does not parse is left as it is and named;

@@ -16,7 +16,7 @@ use warpfs_crypto::SummaryKey;
 impl CipherFile {
     /// Whether this file's summary is coordinated with other hosts.
     pub(crate) fn coordinated(&self) -> bool {
-        self.sh.sum.is_some()
+        self.summ().is_some()
             && !self.read_only
             && self.sh.keys.shared_storage()
             && self.lease.load(Ordering::Relaxed) != Lease::Unsupported as u8

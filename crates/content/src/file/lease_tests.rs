@@ -39,7 +39,7 @@ fn reader(p: &Path) -> CipherFile {
 fn look(p: &Path) -> SumState {
     let f = reader(p);
     let h = f.sh.lock.state().hdr.unwrap();
-    let key = f.sh.sum.as_ref().unwrap().key();
+    let key = f.summ().unwrap().key();
     crate::summary::check(&f.file, &key, &h.file_id, f.size())
         .unwrap()
         .state

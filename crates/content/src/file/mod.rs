@@ -16,7 +16,7 @@ use crate::sysio;
 use crate::{ContentError, Mode};
 use std::fs::File;
 use std::sync::atomic::{AtomicU8, AtomicUsize};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use warpfs_keystream::BlockReader;
 
 /// Size and header; changed only while the whole file is held, except the
@@ -38,9 +38,10 @@ pub(crate) struct Shared {
     reader: RwLock<(u32, Arc<dyn BlockReader>)>,
     label: Mutex<String>,
     pub(crate) lock: RangeLock<FileState>,
-    /// The file's summary (FORMAT.md 12), when the volume has summaries;
+    /// The file's summary (FORMAT.md 12), when the volume has summaries
+    /// (set later when the file gets its summary while mounted, 12.6);
     /// `None` inside while the file has no header.
-    pub(crate) sum: Option<Summ>,
+    pub(crate) sum: OnceLock<Summ>,
     /// Writable handles counted by [`CipherFile::writer`].
     writers: AtomicUsize,
 }
@@ -51,6 +52,13 @@ pub(crate) struct Summ {
     /// volume key), while no request is in flight.
     pub(crate) key: RwLock<Arc<warpfs_crypto::SummaryKey>>,
     pub(crate) st: Mutex<Option<SumState>>,
+}
+
+impl CipherFile {
+    /// The file's summary key and state, when it has a summary.
+    pub(crate) fn summ(&self) -> Option<&Summ> {
+        self.sh.sum.get()
+    }
 }
 
 impl Summ {
@@ -203,6 +211,10 @@ impl CipherFile {
                     "cipher file has a file summary (format 2) but the volume has none",
                 ))
             }
+            // While a mount gives its files their summaries (12.6), one
+            // not converted yet is opened as it is; the upgrade converts it
+            // through this open file.
+            (Some(_), Some(h)) if !h.summary && keys.summaries_upgrading() => None,
             (Some(_), Some(h)) if !h.summary => {
                 return Err(ContentError::corrupt(
                     "cipher file has no file summary (format 1), which this volume requires",
@@ -242,7 +254,7 @@ impl CipherFile {
                 reader: RwLock::new((gen, reader)),
                 label: Mutex::new(label),
                 lock: RangeLock::new(FileState { size, hdr }),
-                sum,
+                sum: sum.map_or_else(OnceLock::new, OnceLock::from),
                 writers: AtomicUsize::new(0),
             }),
             lease: AtomicU8::new(Lease::None as u8),
@@ -368,6 +380,7 @@ impl CipherFile {
     }
 }
 
+mod convert;
 mod lease;
 mod read;
 mod seek;

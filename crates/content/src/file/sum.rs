@@ -15,14 +15,14 @@ use crate::ContentError;
 impl CipherFile {
     /// Run `f` on the summary state, if the file has one.
     pub(crate) fn with_sum<R>(&self, f: impl FnOnce(&mut SumState) -> R) -> Option<R> {
-        let s = self.sh.sum.as_ref()?;
+        let s = self.summ()?;
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
         g.as_mut().map(f)
     }
 
     /// Zero the summary slots of entries just read.
     pub(crate) fn sum_mask(&self, ents: &mut [u8]) {
-        if self.sh.sum.is_some() {
+        if self.summ().is_some() {
             summary::mask(ents);
         }
     }
@@ -32,7 +32,7 @@ impl CipherFile {
     /// file's sum (the old entries are read back first). If the write
     /// then fails, call [`sum_unknown`](Self::sum_unknown).
     pub(crate) fn sum_patch(&self, first: u64, ents: &mut [u8]) {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return;
         };
         let n = crate::layout::block_count(self.sh.lock.state().size);
@@ -75,7 +75,7 @@ impl CipherFile {
     /// with `grow`, before it grows): their segments' dirty markers are
     /// written and synced.
     pub(crate) fn sum_dirty(&self, id: &[u8; 16], size: u64, a: u64, b: u64, grow: bool) -> Result<(), ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(());
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
@@ -92,7 +92,7 @@ impl CipherFile {
 
     /// Before a truncation from `size` to `new_size` (> 0).
     pub(crate) fn sum_tail(&self, id: &[u8; 16], size: u64, new_size: u64) -> Result<(), ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(());
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
@@ -116,7 +116,7 @@ impl CipherFile {
     /// [`Self::sum_commit`] with its last sync as `last` asks; `Ok(true)`
     /// when a commit ran and made that sync.
     fn sum_commit_then(&self, id: &[u8; 16], size: u64, last: LastSync) -> Result<bool, ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(false);
         };
         let mut g = s.st.lock().unwrap_or_else(|e| e.into_inner());
@@ -151,7 +151,18 @@ impl CipherFile {
     /// segment 0's grow marker go into the nnode with it. Returns the
     /// state to patch the nnode with; `None` without summaries.
     pub(crate) fn sum_fresh(&self, id: &[u8; 16]) -> Option<SumState> {
-        let s = self.sh.sum.as_ref()?;
+        // A file opened before the volume got summaries (an upgrade while
+        // mounted) gets one with its first header.
+        let s = match self.summ() {
+            Some(s) => s,
+            None => {
+                let key = self.sh.keys.summary()?;
+                self.sh.sum.get_or_init(|| crate::file::Summ {
+                    key: std::sync::RwLock::new(key),
+                    st: std::sync::Mutex::new(None),
+                })
+            }
+        };
         let st = SumState::fresh(&s.key(), id);
         *s.st.lock().unwrap_or_else(|e| e.into_inner()) = Some(st.clone());
         Some(st)
@@ -162,7 +173,7 @@ impl CipherFile {
     pub(crate) fn sum_reset(&self, id: Option<[u8; 16]>) {
         // Shared with other hosts: the next change starts from the disk.
         self.let_go();
-        if let Some(s) = &self.sh.sum {
+        if let Some(s) = self.summ() {
             let old = s.st.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let (Some(st), Some(id), Some(w)) = (old, id, self.sh.keys.witness()) {
                 w.replaced(&id, &st.rec, None);
@@ -184,7 +195,7 @@ impl CipherFile {
     /// [`Self::commit_summary`] with its last sync as `last` asks; `Ok(true)`
     /// when a commit ran and made that sync.
     fn commit_summary_then(&self, last: LastSync) -> Result<bool, ContentError> {
-        if self.sh.sum.is_none() || self.read_only {
+        if self.summ().is_none() || self.read_only {
             return Ok(false);
         }
         if !self.with_sum(|st| summary::needs_commit(st)).unwrap_or(false) {
@@ -225,7 +236,7 @@ impl CipherFile {
     /// [`Self::erase_sealed`] with what this returns); `None` when it
     /// changed (a handle's own close or fsync commits it then).
     pub fn seal_if_unchanged(&self, changes: u64) -> Result<Option<Vec<u64>>, ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(None);
         };
         let (guard, fs) = self.sh.lock.acquire(|_| Some(Want::whole()));
@@ -253,7 +264,7 @@ impl CipherFile {
     /// After the caller synced the record [`Self::seal_if_unchanged`]
     /// wrote: erase the markers that commit ended.
     pub fn erase_sealed(&self, old: &[u64]) -> Result<(), ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(());
         };
         let (guard, fs) = self.sh.lock.acquire(|_| Some(Want::whole()));
@@ -272,7 +283,7 @@ impl CipherFile {
     /// read back under that key, as at open. The caller makes sure no
     /// request is in flight on the file (and committed it before).
     pub fn rekey_summary(&self, key: &std::sync::Arc<warpfs_crypto::SummaryKey>) -> Result<(), ContentError> {
-        let Some(s) = &self.sh.sum else {
+        let Some(s) = self.summ() else {
             return Ok(());
         };
         let (guard, st) = self.sh.lock.acquire(|_| Some(Want::whole()));
@@ -343,7 +354,7 @@ impl CipherFile {
     /// The running sums, and what the file on disk checks to now (its
     /// state read back as at open), for the tests.
     pub(crate) fn sums_and_disk(&self) -> Option<(Option<summary::Sums>, summary::SumState)> {
-        let s = self.sh.sum.as_ref()?;
+        let s = self.summ()?;
         let st = self.sh.lock.state();
         let h = st.hdr?;
         let disk = summary::check(&self.file, &s.key(), &h.file_id, st.size).ok()?.state;

@@ -49,6 +49,9 @@ pub enum Request {
     Names,
     /// `finish`: the config no longer names the old generation; drop it.
     Finish,
+    /// `upgrade`: give every file its summary (FORMAT.md 12.6); the config
+    /// marks the upgrade under way (`warpfs upgrade` wrote it first).
+    Upgrade,
 }
 
 impl Request {
@@ -80,6 +83,7 @@ impl Request {
             }
             Request::Names => "names".into(),
             Request::Finish => "finish".into(),
+            Request::Upgrade => "upgrade".into(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Request {
         };
         match w.as_slice() {
             ["finish"] => Ok(Request::Finish),
+            ["upgrade"] => Ok(Request::Upgrade),
             ["names"] => Ok(Request::Names),
             ["volkey", target, jobs, rate, id, key] => Ok(Request::Volkey {
                 target: u32::try_from(num(target)?).map_err(|_| "key generation out of range".to_string())?,
@@ -148,6 +153,8 @@ pub struct Online {
     /// The rekey under way's ID (FORMAT.md 10.1): the config's when the
     /// volume was opened, or the one a start request carried.
     rekey_id: Mutex<Option<[u8; 16]>>,
+    /// An upgrade to file summaries while mounted (`upgrade_online.rs`).
+    pub(crate) upgrade: crate::upgrade_online::Slot,
 }
 
 impl Online {
@@ -157,6 +164,7 @@ impl Online {
             job: Mutex::new(None),
             refused: Mutex::new(None),
             rekey_id: Mutex::new(id),
+            upgrade: Default::default(),
         }
     }
 
@@ -318,6 +326,8 @@ impl Volume {
     /// unmount). Files stay wholly old, wholly new or half moved with
     /// their watermark; a later `warpfs rekey` finishes.
     pub fn rekey_stop(&self) {
+        // An upgrade to summaries too: a later `warpfs upgrade` finishes.
+        self.upgrade_stop();
         let mut job = self.online.job();
         if let Some(j) = job.as_mut() {
             j.stop.store(true, Ordering::Relaxed);
@@ -338,6 +348,9 @@ impl Volume {
         let job = self.online.job();
         let refused = self.online.refused.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(j) = job.as_ref() else {
+            if let Some(s) = self.upgrade_status() {
+                return Some(s);
+            }
             return refused.map(|m| serde_json::json!({ "state": "refused", "error": m }).to_string());
         };
         let state = match j.state.load(Ordering::Relaxed) {
@@ -392,6 +405,7 @@ mod tests {
     fn requests_round_trip_and_garbage_is_refused() {
         for r in [
             Request::Finish,
+            Request::Upgrade,
             Request::Start {
                 target: 3,
                 jobs: 2,
@@ -438,6 +452,7 @@ mod tests {
             b"volkey 1 1 0 000102030405060708090a0b0c0d0e0f",
             b"volkey 1 1 0 00 ab",
             b"names 1",
+            b"upgrade now",
             b"\xff",
         ] {
             assert!(Request::parse(bad).is_err(), "{bad:?}");

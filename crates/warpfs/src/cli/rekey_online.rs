@@ -16,6 +16,12 @@ use warpfs_volume::rekey::Request;
 /// mount is read-only or does not answer this user's control requests:
 /// both before the config changes.
 pub(super) fn mount_to_rekey(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
+    mount_to_change(cipherdir, "rekey")
+}
+
+/// [`mount_to_rekey`] for `verb` (`rekey`, `upgrade`): what the mount is
+/// asked to do to every file.
+pub(super) fn mount_to_change(cipherdir: &Path, verb: &str) -> Result<Option<PathBuf>, CliError> {
     let Some(m) = super::mounted::mount_of(cipherdir) else {
         return Ok(None);
     };
@@ -23,7 +29,7 @@ pub(super) fn mount_to_rekey(cipherdir: &Path) -> Result<Option<PathBuf>, CliErr
         return Err(CliError::new(
             ERROR,
             format!(
-                "{} is mounted read-only at {}: a rekey writes every file; remount it read-write or unmount it",
+                "{} is mounted read-only at {}: a {verb} writes every file; remount it read-write or unmount it",
                 cipherdir.display(),
                 m.at
             ),
@@ -32,7 +38,7 @@ pub(super) fn mount_to_rekey(cipherdir: &Path) -> Result<Option<PathBuf>, CliErr
     let at = PathBuf::from(&m.at);
     if let Err(e) = super::ctl_client::get(&at, REKEY_XATTR) {
         let why = if e.raw_os_error() == Some(libc::EPERM) {
-            "only root and the user the mount runs as may rekey it while it is mounted".to_string()
+            format!("only root and the user the mount runs as may {verb} it while it is mounted")
         } else {
             e.to_string()
         };

@@ -24,9 +24,10 @@ use warpfs_volume::upgrade::{self, Event, Progress};
 Each file gets its summary beside its nonce entries (FORMAT.md 12.6); no block is re-encrypted. \
 Afterwards a block rolled back or mixed in from another version of a file reads as an error and \
 warpfs fsck reports it. Killed at any point, run it again to finish; until then mount, fsck and \
-rekey refuse the volume (exit 18). Refused, nothing written (exit 1): a mounted volume, ctr and \
-xts modes (no authentication to build on), gcm over Twofish, a volume that has summaries \
-already, one mid-rekey.")]
+rekey refuse the volume (exit 18). On a mounted volume the mount gives its files their \
+summaries while it serves (new files get one at once), and this command follows it. Refused, \
+nothing written (exit 1): ctr and xts modes (no authentication to build on), gcm over Twofish, \
+a volume that has summaries already, one mid-rekey, one mounted read-only.")]
 pub struct UpgradeArgs {
     #[command(flatten)]
     pass: PassArgs,
@@ -36,7 +37,7 @@ pub struct UpgradeArgs {
     fido2: super::fido2::Fido2Args,
     #[command(flatten)]
     config: super::ConfigArg,
-    /// The volume's cipher directory (not mounted).
+    /// The volume's cipher directory (mounted or not).
     cipherdir: PathBuf,
 }
 
@@ -85,16 +86,13 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
     let conf = a.config.path(&a.cipherdir);
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     refused(&cfg, &a.cipherdir)?;
-    if let Some(m) = super::mounted::mounted_at(&a.cipherdir) {
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {m}: warpfs upgrade works on an unmounted volume; unmount it and run it again",
-                a.cipherdir.display()
-            ),
-        ));
-    }
-    let _lock = super::lock::lock_for_rekey(&a.cipherdir)?;
+    // Mounted: the mount converts its files while it serves (it holds the
+    // volume's lock); else this process does, holding the lock.
+    let mnt = super::rekey_online::mount_to_change(&a.cipherdir, "upgrade")?;
+    let _lock = match mnt {
+        Some(_) => None,
+        None => Some(super::lock::lock_for_rekey(&a.cipherdir)?),
+    };
     let hw = (&a.tpm2, &a.fido2);
     let (cfg, opened, given) =
         super::unlock::open_given(&a.cipherdir, &a.config, cfg, hw, &a.pass.source(), false, None)?;
@@ -108,6 +106,9 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
     let resuming = cfg.summary_upgrade_under_way();
     if resuming {
         eprintln!("warpfs: resuming the unfinished upgrade to file summaries");
+    }
+    if let Some(mnt) = mnt {
+        return online(&a.cipherdir, &mnt, &conf, cfg, access, master, resuming);
     }
     let mut cfg = Some(cfg);
     let start = || -> Result<(), String> {
@@ -167,6 +168,68 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The volume is mounted at `mnt`: the config marks the upgrade under way,
+/// the mount gives every file its summary while it serves (new files get
+/// one from then on), this process follows it and marks the config done.
+/// Stopped part way (the mount ended), the volume does not mount until an
+/// unmounted `warpfs upgrade` finishes, as after a crash of one.
+#[allow(clippy::too_many_arguments)]
+fn online(
+    cipherdir: &Path,
+    mnt: &Path,
+    conf: &Path,
+    cfg: Config,
+    access: Access,
+    master: warpfs_crypto::MasterKey,
+    resuming: bool,
+) -> Result<(), CliError> {
+    use super::rekey_online::{follow, refusal, send, Stopped};
+    let control = warpfs_crypto::ControlKey::derive(&master);
+    drop(master);
+    let cfg = if resuming {
+        cfg
+    } else {
+        access.write(&cfg, conf, UpgradeStage::Start)?
+    };
+    let again = "the volume does not mount until `warpfs upgrade` finishes it unmounted";
+    if let Err(e) = send(mnt, &control, &warpfs_volume::rekey::Request::Upgrade) {
+        return Err(CliError::new(
+            ERROR,
+            format!(
+                "{}: the mount refused the upgrade: {}\nwarpfs: unmount it and run warpfs upgrade again ({again})",
+                mnt.display(),
+                refusal(mnt, &e)
+            ),
+        ));
+    }
+    eprintln!(
+        "warpfs: {} is mounted at {}: the mount gives its files their summaries while it serves",
+        cipherdir.display(),
+        mnt.display()
+    );
+    let bar = bar();
+    let last = follow(mnt, &bar).map_err(|stop| {
+        let why = match stop {
+            Stopped::Gone => "the mount's status is gone (the mount ended?)".to_string(),
+            Stopped::Ended(state, why) => format!("the mount's upgrade {state}: {why}"),
+        };
+        CliError::new(
+            ERROR,
+            format!("{why}\nwarpfs: files done keep their summary; run warpfs upgrade again to finish ({again})"),
+        )
+    })?;
+    bar.finish_and_clear();
+    access.write(&cfg, conf, UpgradeStage::Finish)?;
+    let n = |k: &str| last[k].as_u64().unwrap_or(0);
+    println!(
+        "upgraded {} of {} files while mounted in {:.2} s: file summaries are on; rolled-back or mixed blocks are now detected",
+        n("files_converted"),
+        n("files_total"),
+        last["seconds"].as_f64().unwrap_or(0.0)
+    );
+    Ok(())
+}
+
 fn die() {
     // SAFETY: kill and getpid have no preconditions.
     unsafe {
@@ -178,7 +241,7 @@ fn die() {
 /// upgrade` at the Nth EVENT: `record` (a file's record is durable, its
 /// header not changed yet) or `file` (a file has its summary).
 /// `config:0` stops it right after the config marks the upgrade under way.
-fn kill_hook() -> Option<upgrade::Hook> {
+pub(super) fn kill_hook() -> Option<upgrade::Hook> {
     let v = std::env::var("WARPFS_UPGRADE_KILL").ok()?;
     let (ev, n) = v.split_once(':')?;
     let n: u64 = n.parse().ok()?;

@@ -63,6 +63,7 @@ impl WarpFs {
                 self.vol.volkey_names(&opts, |vol| self.relink(vol))
             }
             rekey::Request::Finish => self.vol.rekey_finish(),
+            rekey::Request::Upgrade => self.vol.upgrade_start(),
         });
         r.map_err(|m| {
             tracing::warn!("rekey request refused: {m}");

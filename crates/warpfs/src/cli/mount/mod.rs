@@ -492,6 +492,8 @@ pub fn run(a: MountArgs) -> Result<(), CliError> {
     // applied; the mount stops until the user decides (warpfs fsck).
     super::rekey_crash::recover_or_stop(&vol, &a.cipherdir, MOUNT_FAILED)?;
     vol.commit_after_close();
+    // Crash tests of `warpfs upgrade` while mounted (WARPFS_UPGRADE_KILL).
+    vol.set_upgrade_hook(super::upgrade::kill_hook());
     if let Some(dir) = versions_seen_dir(a.versions_seen.as_deref(), user.is_some())? {
         let canon = warpfs_backing::host::canonicalize(&a.cipherdir).unwrap_or(a.cipherdir.clone());
         let seen = Seen::open(&dir, &canon, &master).map_err(|e| CliError::new(MOUNT_FAILED, e))?;
