@@ -10,6 +10,7 @@ use crate::files::FileTable;
 use crate::rekey::{content_files, Links};
 use crate::upgrade::{Event, Hook, Progress};
 use crate::Volume;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -69,6 +70,9 @@ struct Work {
     keys: Arc<Keyring>,
     key: Arc<SummaryKey>,
     hook: Option<Hook>,
+    /// The volume's rename lock, held while the last look finds no file
+    /// left without a summary.
+    renames: Arc<std::sync::RwLock<()>>,
 }
 
 impl Volume {
@@ -126,6 +130,7 @@ impl Volume {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone(),
+            renames: self.renames.clone(),
         };
         let (progress, state) = (Arc::new(Progress::default()), Arc::new(AtomicU8::new(RUNNING)));
         let (error, stop) = (Arc::new(Mutex::new(None)), Arc::new(AtomicBool::new(false)));
@@ -137,7 +142,6 @@ impl Volume {
                 let (progress, state, error, stop) = t;
                 match run(&work, &progress, &stop) {
                     Ok(true) => {
-                        work.keys.end_summary_upgrade();
                         tracing::info!(
                             "upgrade: every file has its summary ({} converted in {:.1} s)",
                             progress.files_converted.load(Ordering::Relaxed),
@@ -204,13 +208,18 @@ impl Volume {
     }
 }
 
-/// Convert every content file; `Ok(false)` when stopped. A file whose
-/// header does not parse is left as it is and logged (it read as an error
-/// before and still does); hard links from outside CIPHERDIR stop the run
-/// before it converts anything, an I/O error where it is.
+/// Give every content file its summary; `Ok(false)` when stopped. A
+/// listing made while names move can miss a file (renamed from a place not
+/// listed yet to one listed already), so the files still without one are
+/// looked for again until none is left, the last look with renames through
+/// the mount held off; then files without a summary are refused again. A
+/// file whose header does not parse is left as it is and logged (it read
+/// as an error before and still does); hard links from outside CIPHERDIR
+/// stop the run before it converts anything, an I/O error where it is.
 fn run(w: &Work, progress: &Progress, stop: &AtomicBool) -> Result<bool, String> {
     let root = &w.root;
-    let files = content_files(root).map_err(|e| format!("{}: {e}", root.path().display()))?;
+    let listed = |e: std::io::Error| format!("{}: {e}", root.path().display());
+    let files = content_files(root).map_err(listed)?;
     let links = Links::count(root, &files);
     for rel in &files {
         let Ok(st) = root.lstat(rel) else { continue };
@@ -219,7 +228,75 @@ fn run(w: &Work, progress: &Progress, stop: &AtomicBool) -> Result<bool, String>
         }
     }
     progress.files_total.store(files.len() as u64, Ordering::Relaxed);
-    for rel in &files {
+    // Files left as they are (their header does not open): not looked for.
+    let mut left = std::collections::HashSet::new();
+    if !convert_all(w, &files, &links, progress, stop, &mut left)? {
+        return Ok(false);
+    }
+    let still = |left: &std::collections::HashSet<PathBuf>| {
+        without_summary(root)
+            .map(|(all, b)| (all, b.into_iter().filter(|r| !left.contains(r)).collect::<Vec<_>>()))
+            .map_err(listed)
+    };
+    for _ in 0..LOOKS {
+        let (all, behind) = still(&left)?;
+        if behind.is_empty() {
+            let _held = w.renames.write().unwrap_or_else(|e| e.into_inner());
+            if still(&left)?.1.is_empty() {
+                w.keys.end_summary_upgrade();
+                return Ok(true);
+            }
+            continue;
+        }
+        progress.files_total.fetch_add(behind.len() as u64, Ordering::Relaxed);
+        if !convert_all(w, &behind, &Links::count(root, &all), progress, stop, &mut left)? {
+            return Ok(false);
+        }
+    }
+    Err("files kept moving while the upgrade looked for the last ones: run warpfs upgrade again".into())
+}
+
+/// Looks for files left without a summary after the first pass.
+const LOOKS: usize = 8;
+
+/// Every content file, and those whose header parses and has no summary.
+fn without_summary(root: &Root) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let all = content_files(root)?;
+    let mut behind = Vec::new();
+    for rel in &all {
+        let f = match root.open_file(rel, libc::O_RDONLY, 0, Expect::File) {
+            Ok(f) => f,
+            Err(e) if e.0 == libc::ENOENT => continue,
+            Err(e) if e.0 == libc::ESTALE => {
+                behind.push(rel.clone());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut h = [0u8; warpfs_content::header::LEN];
+        // Empty, or shorter than a header (left, as the first pass left it).
+        if std::os::unix::fs::FileExt::read_exact_at(&f, &mut h, 0).is_err() {
+            continue;
+        }
+        if warpfs_content::header::Header::parse(&h).is_ok_and(|h| !h.summary) {
+            behind.push(rel.clone());
+        }
+    }
+    Ok((all, behind))
+}
+
+/// Convert `files` one by one, adding those left as they are to `left`;
+/// `Ok(false)` when stopped.
+fn convert_all(
+    w: &Work,
+    files: &[PathBuf],
+    links: &Links,
+    progress: &Progress,
+    stop: &AtomicBool,
+    left: &mut std::collections::HashSet<PathBuf>,
+) -> Result<bool, String> {
+    let root = &w.root;
+    for rel in files {
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
@@ -250,7 +327,10 @@ fn run(w: &Work, progress: &Progress, stop: &AtomicBool) -> Result<bool, String>
             }
             Ok(false) => {}
             Err(ContentError::Io(e)) => return Err(err(&e)),
-            Err(e) => tracing::warn!("{}: left without a file summary: {e}", shown.display()),
+            Err(e) => {
+                tracing::warn!("{}: left without a file summary: {e}", shown.display());
+                left.insert(rel.clone());
+            }
         }
         progress.files_done.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = &w.hook {
@@ -258,4 +338,69 @@ fn run(w: &Work, progress: &Progress, stop: &AtomicBool) -> Result<bool, String>
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Caller, Options};
+    use std::ffi::OsStr;
+    use std::path::Path;
+    use warpfs_config::{Config, ContentMode, KdfParams};
+
+    /// Every file is renamed through the volume while the first pass runs
+    /// (from its first file on): the names the pass listed are gone, so
+    /// only the later looks find those files. The upgrade still gives each
+    /// its summary before it ends, and a file without one is refused again.
+    #[test]
+    fn files_renamed_during_the_upgrade_still_get_their_summary() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path();
+        let (cfg, master) =
+            Config::create_with_features(dir, b"pw", ContentMode::Gcm, 256, KdfParams::MIN, &[]).unwrap();
+        Volume::init_root(&Root::open(dir).unwrap()).unwrap();
+        let v = Arc::new(Volume::open(dir, &cfg, &master, Options::default()).unwrap());
+        let who = Caller { uid: 0, gid: 0 };
+        let names: Vec<String> = (0..6).map(|i| format!("f{i}")).collect();
+        for n in &names {
+            let (_, _, f, _) = v
+                .create(Path::new(""), OsStr::new(n), 0o644, libc::O_RDWR, who, n.clone())
+                .unwrap();
+            f.write_at(0, &vec![7u8; 10_000]).unwrap();
+        }
+        let moved = Arc::new(AtomicBool::new(false));
+        let (vh, mh) = (Arc::downgrade(&v), moved.clone());
+        let names2 = names.clone();
+        v.set_upgrade_hook(Some(Arc::new(move |e| {
+            if e != Event::File || mh.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let v = vh.upgrade().unwrap();
+            for n in &names2 {
+                v.rename(
+                    Path::new(""),
+                    OsStr::new(n),
+                    Path::new(""),
+                    OsStr::new(&format!("{n}-moved")),
+                    0,
+                )
+                .unwrap();
+            }
+        })));
+        v.upgrade_start().unwrap();
+        let status = loop {
+            let s: serde_json::Value = serde_json::from_str(&v.upgrade_status().unwrap()).unwrap();
+            if s["state"] != "running" {
+                break s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status["state"], "done", "{status}");
+        assert!(moved.load(Ordering::SeqCst), "the hook renamed the files");
+        let (all, behind) = without_summary(&v.root).unwrap();
+        assert_eq!(all.len(), names.len());
+        assert!(behind.is_empty(), "left without a summary: {behind:?}");
+        assert!(!v.keys.summaries_upgrading(), "files without one are refused again");
+        v.set_upgrade_hook(None);
+    }
 }
