@@ -23,7 +23,7 @@ pub mod transport;
 mod unmount;
 
 pub use fs::forward::cache::{self, Caches};
-pub use fs::forward::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, REKEY_XATTR, STATS_XATTR};
+pub use fs::forward::{RekeyHook, WarpFs, CAPS, CAPS_XATTR, CAP_UPGRADE, CAP_VOLUME_KEY, REKEY_XATTR, STATS_XATTR};
 pub use serve::{serve, Mounted};
 pub use served::Served;
 pub use session::{mount_config, tune_bdi, MountConfig, MountOption, MountOptions};

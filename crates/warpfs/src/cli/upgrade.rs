@@ -89,6 +89,28 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
     // Mounted: the mount converts its files while it serves (it holds the
     // volume's lock); else this process does, holding the lock.
     let mnt = super::rekey_online::mount_to_change(&a.cipherdir, "upgrade")?;
+    if let Some(at) = &mnt {
+        // A daemon of an older warpfs cannot: say so before the config
+        // changes.
+        let caps = super::ctl_client::get(at, crate::fuse::CAPS_XATTR)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if !String::from_utf8_lossy(&caps)
+            .split_whitespace()
+            .any(|c| c == crate::fuse::CAP_UPGRADE)
+        {
+            return Err(CliError::new(
+                ERROR,
+                format!(
+                    "{} is mounted at {} by an older warpfs, which cannot give its files summaries while mounted: \
+                     unmount it (or remount it with this warpfs) first; nothing was changed",
+                    a.cipherdir.display(),
+                    at.display()
+                ),
+            ));
+        }
+    }
     let _lock = match mnt {
         Some(_) => None,
         None => Some(super::lock::lock_for_rekey(&a.cipherdir)?),

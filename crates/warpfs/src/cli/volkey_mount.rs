@@ -6,7 +6,7 @@
 
 use super::exit::{CliError, ERROR, REKEY_UNFINISHED};
 use super::rekey_online::{follow, refusal, send, status, Stopped};
-use crate::fuse::{CAPS, CAPS_XATTR};
+use crate::fuse::{CAPS_XATTR, CAP_VOLUME_KEY};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,10 @@ pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
         .ok()
         .flatten()
         .unwrap_or_default();
-    if !String::from_utf8_lossy(&caps).split_whitespace().any(|c| c == CAPS) {
+    if !String::from_utf8_lossy(&caps)
+        .split_whitespace()
+        .any(|c| c == CAP_VOLUME_KEY)
+    {
         return Err(CliError::new(
             ERROR,
             format!(

@@ -36,13 +36,18 @@ pub const STATS_XATTR: &str = "trusted.warpfs.stats";
 pub const REKEY_XATTR: &str = "trusted.warpfs.rekey";
 
 /// The virtual extended attribute of the mount root that names what this
-/// daemon's control channel can do, one word each (`volume-key`: a rekey
-/// to a new volume key on the mount, `Request::Volkey`); a daemon of an
-/// older warpfs has none. `warpfs` asks before it changes the config.
+/// daemon's control channel can do, one word each ([`CAP_VOLUME_KEY`],
+/// [`CAP_UPGRADE`]); a daemon of an older warpfs has fewer or none.
+/// `warpfs` asks before it changes the config.
 pub const CAPS_XATTR: &str = "trusted.warpfs.caps";
 
+/// A rekey to a new volume key on the mount (`Request::Volkey`).
+pub const CAP_VOLUME_KEY: &str = "volume-key";
+/// File summaries given to every file by the mount (`Request::Upgrade`).
+pub const CAP_UPGRADE: &str = "upgrade";
+
 /// What [`CAPS_XATTR`] says.
-pub const CAPS: &str = "volume-key";
+pub const CAPS: &str = "volume-key upgrade";
 
 /// Told of every point of an online rekey (crash tests stop there).
 pub type RekeyHook = Arc<dyn Fn(rekey::Event) + Send + Sync>;
