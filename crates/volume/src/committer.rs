@@ -89,7 +89,8 @@ impl Committer {
                 q.started = false;
                 let files = q.take();
                 drop(q);
-                commit_batch(&files, true);
+                let again = commit_batch(&files, true);
+                released(&files, &again);
                 return true;
             }
         }
@@ -127,6 +128,7 @@ impl Committer {
             q.busy = true;
             drop(q);
             let again = commit_batch(&files, stop);
+            released(&files, &again);
             drop(files);
             let mut q = self.queue();
             for f in again {
@@ -147,11 +149,23 @@ impl Committer {
         if !q.started {
             let files = q.take();
             drop(q);
-            commit_batch(&files, true);
+            let again = commit_batch(&files, true);
+            released(&files, &again);
             return;
         }
         while !q.files.is_empty() || q.busy {
             q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The committer lets go of `files` but those it keeps for the next batch
+/// (`again`): a file parked for its commit is parked no more (what holds
+/// it now is not waiting for a commit).
+fn released(files: &[Arc<CipherFile>], again: &[Arc<CipherFile>]) {
+    for f in files {
+        if !again.iter().any(|a| Arc::ptr_eq(a, f)) {
+            f.set_parked(false);
         }
     }
 }

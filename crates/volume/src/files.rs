@@ -58,14 +58,17 @@ impl FileTable {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((w, was_writable)) = map.get(&key) {
             let cached = w.upgrade().filter(|f| {
-                // No handle has it open, only a committer waiting to commit
-                // it (and this lookup): if it changed behind the mount's
-                // back since its close, it is opened anew and the commit
-                // dropped, which would seal a stale summary over it.
-                let idle = Arc::strong_count(f) <= 2;
+                // No handle has it open and nothing else holds it (a rekey
+                // or an upgrade moving it) but a committer waiting to
+                // commit it (and this lookup): if it changed behind the
+                // mount's back since its close, it is opened anew and the
+                // commit dropped, which would seal a stale summary over it.
+                let idle = f.parked() && Arc::strong_count(f) <= 2;
                 let stale = idle && !f.is_current(st.st_size as u64);
                 if stale {
                     f.drop_pending_commit();
+                } else {
+                    f.set_parked(false);
                 }
                 !stale
             });

@@ -24,21 +24,42 @@ pub trait ReadSink {
 /// [`CipherFile`] shared by every handle of the inode (writes, size,
 /// attributes); [`OpenFile::read`] reads through the handle's
 /// decrypt-ahead stream. Clones share the handle (and its stream).
-#[derive(Clone)]
 pub struct OpenFile {
     file: Arc<CipherFile>,
     ahead: Option<Arc<AheadStream>>,
     /// Where the file's summary is committed when its last handle closes
     /// (a mount's; `None`: inline, as the file drops).
     committer: Option<Arc<crate::committer::Committer>>,
+    /// A handle (counted on the file), not a view ([`OpenFile::shared`]).
+    handle: bool,
+}
+
+impl Clone for OpenFile {
+    fn clone(&self) -> Self {
+        if self.handle {
+            self.file.handle_opened();
+        }
+        Self {
+            file: self.file.clone(),
+            ahead: self.ahead.clone(),
+            committer: self.committer.clone(),
+            handle: self.handle,
+        }
+    }
 }
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
+        if !self.handle || !self.file.handle_closed() {
+            return;
+        }
         // The last handle of the file: hand its commit to the committer.
         if let Some(c) = &self.committer {
-            if Arc::strong_count(&self.file) == 1 {
-                c.defer(&self.file);
+            let pending = self.file.commit_pending().is_some();
+            if c.defer(&self.file) && pending {
+                // Kept only for the commit: a reopen checks that the file
+                // did not change behind the mount's back.
+                self.file.set_parked(true);
             }
         }
     }
@@ -60,10 +81,12 @@ impl OpenFile {
         engine: Option<&Arc<Engine>>,
         committer: Option<&Arc<crate::committer::Committer>>,
     ) -> Self {
+        file.handle_opened();
         Self {
             ahead: engine.and_then(AheadStream::new).map(Arc::new),
             file,
             committer: committer.cloned(),
+            handle: true,
         }
     }
 
@@ -74,6 +97,7 @@ impl OpenFile {
             file,
             ahead: None,
             committer: None,
+            handle: false,
         }
     }
 

@@ -44,6 +44,11 @@ pub(crate) struct Shared {
     pub(crate) sum: OnceLock<Summ>,
     /// Writable handles counted by [`CipherFile::writer`].
     writers: AtomicUsize,
+    /// Every handle closed, the file kept only for a commit left to a
+    /// mount's committer ([`CipherFile::set_parked`]).
+    parked: std::sync::atomic::AtomicBool,
+    /// A mount's open handles of the inode ([`CipherFile::handle_opened`]).
+    handles: AtomicUsize,
 }
 
 /// A file's summary key and state.
@@ -256,6 +261,8 @@ impl CipherFile {
                 lock: RangeLock::new(FileState { size, hdr }),
                 sum: sum.map_or_else(OnceLock::new, OnceLock::from),
                 writers: AtomicUsize::new(0),
+                parked: std::sync::atomic::AtomicBool::new(false),
+                handles: AtomicUsize::new(0),
             }),
             lease: AtomicU8::new(Lease::None as u8),
         })
@@ -280,6 +287,27 @@ impl CipherFile {
             Some(h) => h.generation,
             None => self.sh.keys.write_generation(),
         }
+    }
+
+    /// A mount opened a handle of the inode.
+    pub fn handle_opened(&self) {
+        self.sh.handles.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// A mount closed a handle of the inode: `true` when it was the last.
+    pub fn handle_closed(&self) -> bool {
+        self.sh.handles.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1
+    }
+
+    /// Every handle of the file closed and its commit was left to a mount's
+    /// committer (`true`), or a handle opened it again (`false`).
+    pub fn set_parked(&self, parked: bool) {
+        self.sh.parked.store(parked, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether every handle of the file closed while a commit of it waits.
+    pub fn parked(&self) -> bool {
+        self.sh.parked.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the backing file (of length `len`) still is what this open
