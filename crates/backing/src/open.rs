@@ -15,6 +15,7 @@ use crate::dir::Loc;
 use crate::errno::{Errno, Result};
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What a backing file is expected to be.
@@ -70,7 +71,21 @@ fn openat(l: &Loc, flags: i32, mode: u32) -> Result<File> {
             r => return r,
         }
     }
-    open(flags)
+    let f = open(flags)?;
+    if NOATIME.load(Ordering::Relaxed) && flags & libc::O_CREAT != 0 {
+        // Not asked for with O_CREAT above (a refusal, EPERM for a file of
+        // another owner, could not be retried as a plain open safely): set
+        // on the descriptor now, which is kept for the file's later reads
+        // (a summary commit's too). Refused, it stays without.
+        // SAFETY: fcntl on the descriptor just opened.
+        unsafe {
+            let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+            if fl >= 0 {
+                let _ = libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_NOATIME);
+            }
+        }
+    }
+    Ok(f)
 }
 
 /// Open the regular file `l` with open(2) `flags` (`mode` when creating).
