@@ -148,3 +148,28 @@ fn a_removed_file_is_not_committed() {
     drop(f);
     assert_eq!(on_disk(&disk, &sk).0, 0, "no commit written");
 }
+
+/// The last handle's close leaves the file to the committer *parked* (a
+/// reopen then checks it against the disk), while a handle still open
+/// keeps it unparked; the committer unparks what it lets go.
+#[test]
+fn a_closed_file_the_committer_holds_is_parked_until_it_lets_go() {
+    let d = tempfile::tempdir().unwrap();
+    let (keys, _) = keys();
+    let c = Committer::new();
+    let (f, _disk) = file(d.path(), "f", &keys);
+    let (a, b) = (
+        crate::OpenFile::new(f.clone(), None, Some(&c)),
+        crate::OpenFile::new(f.clone(), None, Some(&c)),
+    );
+    a.write_at(0, b"two handles").unwrap();
+    drop(a);
+    assert!(!f.parked(), "a handle is still open");
+    let b2 = b.clone();
+    drop(b);
+    assert!(!f.parked(), "a clone of a handle counts as one");
+    drop(b2);
+    assert!(f.parked(), "the last handle closed with a commit pending");
+    c.finish();
+    assert!(!f.parked(), "committed and let go");
+}
