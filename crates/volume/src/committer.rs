@@ -66,12 +66,26 @@ impl Committer {
     /// Commit `f`'s summary soon, if it needs a commit. `false` when the
     /// committer is stopped (the caller's drop then commits it inline).
     pub fn defer(self: &Arc<Self>, f: &Arc<CipherFile>) -> bool {
+        self.enqueue(f, false)
+    }
+
+    /// [`Committer::defer`] of a file whose last handle closed: one queued
+    /// is *parked* ([`CipherFile::set_parked`]) as it is queued, so a
+    /// reopen checks it against the disk.
+    pub fn defer_closed(self: &Arc<Self>, f: &Arc<CipherFile>) -> bool {
+        self.enqueue(f, true)
+    }
+
+    fn enqueue(self: &Arc<Self>, f: &Arc<CipherFile>, park: bool) -> bool {
         if f.commit_pending().is_none() {
             return true;
         }
         let mut q = self.queue();
         if q.stop {
             return false;
+        }
+        if park {
+            f.set_parked(true);
         }
         // Only a queue that was empty has a thread waiting for it: while
         // it gathers a batch, more files do not end the wait (and an
@@ -89,8 +103,8 @@ impl Committer {
                 q.started = false;
                 let files = q.take();
                 drop(q);
-                let again = commit_batch(&files, true);
-                released(&files, &again);
+                commit_batch(&files, true);
+                released(&self.queue(), &files);
                 return true;
             }
         }
@@ -128,12 +142,12 @@ impl Committer {
             q.busy = true;
             drop(q);
             let again = commit_batch(&files, stop);
-            released(&files, &again);
-            drop(files);
             let mut q = self.queue();
             for f in again {
                 q.add(&f);
             }
+            released(&q, &files);
+            drop(files);
             q.busy = false;
             drop(q);
             self.cv.notify_all();
@@ -149,8 +163,8 @@ impl Committer {
         if !q.started {
             let files = q.take();
             drop(q);
-            let again = commit_batch(&files, true);
-            released(&files, &again);
+            commit_batch(&files, true);
+            released(&self.queue(), &files);
             return;
         }
         while !q.files.is_empty() || q.busy {
@@ -159,12 +173,12 @@ impl Committer {
     }
 }
 
-/// The committer lets go of `files` but those it keeps for the next batch
-/// (`again`): a file parked for its commit is parked no more (what holds
-/// it now is not waiting for a commit).
-fn released(files: &[Arc<CipherFile>], again: &[Arc<CipherFile>]) {
+/// The committer lets go of `files` but those queued again (for the next
+/// batch, or by a close meanwhile): a file parked for its commit is parked
+/// no more (what holds it now is not waiting for a commit).
+fn released(q: &Queue, files: &[Arc<CipherFile>]) {
     for f in files {
-        if !again.iter().any(|a| Arc::ptr_eq(a, f)) {
+        if !q.held.contains(&(Arc::as_ptr(f) as usize)) {
             f.set_parked(false);
         }
     }

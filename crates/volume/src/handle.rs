@@ -53,14 +53,11 @@ impl Drop for OpenFile {
         if !self.handle || !self.file.handle_closed() {
             return;
         }
-        // The last handle of the file: hand its commit to the committer.
+        // The last handle of the file: hand its commit to the committer,
+        // which keeps it parked for it (a reopen checks that the file did
+        // not change behind the mount's back).
         if let Some(c) = &self.committer {
-            let pending = self.file.commit_pending().is_some();
-            if c.defer(&self.file) && pending {
-                // Kept only for the commit: a reopen checks that the file
-                // did not change behind the mount's back.
-                self.file.set_parked(true);
-            }
+            c.defer_closed(&self.file);
         }
     }
 }
