@@ -412,20 +412,48 @@ pub fn zero_blocks(file: &File, mode: Mode, summary: bool, blocks: &[u64]) -> st
 /// record over the file as it now is (its summary would fail otherwise).
 /// Does nothing for a file without a summary.
 pub fn reseal_summary(file: &File, keys: &Keyring) -> std::io::Result<()> {
+    let Some(mut d) = on_disk(file, keys)? else {
+        return Ok(());
+    };
+    d.st.poisoned = None;
+    crate::summary::commit(file, &d.key, &d.id, d.size, &mut d.st).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Why `file`'s summary does not verify as it is on disk, if it does not
+/// (a file without one verifies).
+pub fn summary_failure(file: &File, keys: &Keyring) -> std::io::Result<Option<String>> {
+    Ok(on_disk(file, keys)?.and_then(|d| d.st.poisoned))
+}
+
+/// A file's summary as it is on disk.
+struct OnDisk {
+    key: std::sync::Arc<warpfs_crypto::SummaryKey>,
+    id: [u8; 16],
+    size: u64,
+    st: crate::summary::SumState,
+}
+
+/// `file`'s summary read back as at open; `None` without one (in the
+/// volume or the file).
+fn on_disk(file: &File, keys: &Keyring) -> std::io::Result<Option<OnDisk>> {
     let io = |e: ContentError| std::io::Error::other(e.to_string());
     let Some(key) = keys.summary() else {
-        return Ok(());
+        return Ok(None);
     };
     let mut h = [0u8; header::LEN];
     file.read_exact_at(&mut h, 0)?;
     let hdr = Header::parse(&h).map_err(io)?;
     if !hdr.summary {
-        return Ok(());
+        return Ok(None);
     }
     let size = layout::plain_size(keys.mode(), file.metadata()?.len()).map_err(io)?;
-    let mut st = crate::summary::check(file, &key, &hdr.file_id, size).map_err(io)?.state;
-    st.poisoned = None;
-    crate::summary::commit(file, &key, &hdr.file_id, size, &mut st).map_err(io)
+    let st = crate::summary::check(file, &key, &hdr.file_id, size).map_err(io)?.state;
+    Ok(Some(OnDisk {
+        key,
+        id: hdr.file_id,
+        size,
+        st,
+    }))
 }
 
 /// Cut a torn tail: set the backing length to `fixed_len` (from

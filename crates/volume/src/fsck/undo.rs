@@ -277,23 +277,10 @@ fn find(vol: &Volume, l: &Loaded) -> Result<File, String> {
 /// mount's commit) is sealed again over the blocks put back, when it
 /// verifies before (FORMAT.md 6b).
 fn restore_file(vol: &Volume, file: &File, steps: &[&Loaded]) -> Result<u64, String> {
-    let verifies = |f: &File| -> Result<(), String> {
-        let key = vol
-            .keys()
-            .summary()
-            .ok_or_else(|| ", and the volume has no summary key".to_string())?;
-        let mut h = [0u8; warpfs_content::header::LEN];
-        std::os::unix::fs::FileExt::read_exact_at(f, &mut h, 0).map_err(|e| format!(" ({e})"))?;
-        let hdr = warpfs_content::header::Header::parse(&h).map_err(|e| format!(" ({e})"))?;
-        let len = f.metadata().map_err(|e| format!(" ({e})"))?.len();
-        let size = warpfs_content::layout::plain_size(vol.mode, len).map_err(|e| format!(" ({e})"))?;
-        match warpfs_content::summary::check(f, &key, &hdr.file_id, size) {
-            Ok(c) => match c.state.poisoned {
-                None => Ok(()),
-                Some(w) => Err(format!(", and it does not verify ({w})")),
-            },
-            Err(e) => Err(format!(" ({e})")),
-        }
+    let verifies = |f: &File| match warpfs_content::scan::summary_failure(f, vol.keys()) {
+        Ok(None) => Ok(()),
+        Ok(Some(w)) => Err(format!(", and it does not verify ({w})")),
+        Err(e) => Err(format!(" ({e})")),
     };
     let (n, reseal) = zeroundo::restore_then_reseal(file, steps, verifies)?;
     if reseal {

@@ -54,6 +54,28 @@ pub(super) fn mount_to_change(cipherdir: &Path, verb: &str) -> Result<Option<Pat
     Ok(Some(at))
 }
 
+/// Refuse, before the config changes, a mount at `at` (of `cipherdir`)
+/// whose daemon does not name `cap` in its capabilities (a daemon of an
+/// older warpfs): it `cannot` do what was asked while mounted.
+pub(super) fn require_cap(cipherdir: &Path, at: &Path, cap: &str, cannot: &str) -> Result<(), CliError> {
+    let caps = super::ctl_client::get(at, crate::fuse::CAPS_XATTR)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    if String::from_utf8_lossy(&caps).split_whitespace().any(|c| c == cap) {
+        return Ok(());
+    }
+    Err(CliError::new(
+        ERROR,
+        format!(
+            "{} is mounted at {} by an older warpfs, which cannot {cannot} while mounted: \
+             unmount it (or remount it with this warpfs) first; nothing was changed",
+            cipherdir.display(),
+            at.display()
+        ),
+    ))
+}
+
 /// Send control request `req` to the mount at `mnt`, proved with a tag
 /// under `control`.
 pub(super) fn send(mnt: &Path, control: &ControlKey, req: &Request) -> std::io::Result<()> {

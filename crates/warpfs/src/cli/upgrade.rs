@@ -92,24 +92,7 @@ pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
     if let Some(at) = &mnt {
         // A daemon of an older warpfs cannot: say so before the config
         // changes.
-        let caps = super::ctl_client::get(at, crate::fuse::CAPS_XATTR)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        if !String::from_utf8_lossy(&caps)
-            .split_whitespace()
-            .any(|c| c == crate::fuse::CAP_UPGRADE)
-        {
-            return Err(CliError::new(
-                ERROR,
-                format!(
-                    "{} is mounted at {} by an older warpfs, which cannot give its files summaries while mounted: \
-                     unmount it (or remount it with this warpfs) first; nothing was changed",
-                    a.cipherdir.display(),
-                    at.display()
-                ),
-            ));
-        }
+        super::rekey_online::require_cap(&a.cipherdir, at, crate::fuse::CAP_UPGRADE, "give its files summaries")?;
     }
     let _lock = match mnt {
         Some(_) => None,

@@ -4,9 +4,9 @@
 //! wait, and end it once the config records the end. Also how either run
 //! goes (`RunArgs`) and its progress bar, which the offline run shares.
 
-use super::exit::{CliError, ERROR, REKEY_UNFINISHED};
+use super::exit::{CliError, REKEY_UNFINISHED};
 use super::rekey_online::{follow, refusal, send, status, Stopped};
-use crate::fuse::{CAPS_XATTR, CAP_VOLUME_KEY};
+use crate::fuse::CAP_VOLUME_KEY;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -24,24 +24,7 @@ pub(super) fn mounted(cipherdir: &Path) -> Result<Option<PathBuf>, CliError> {
     };
     // A daemon of an older warpfs cannot take the new key: say so before
     // the config changes.
-    let caps = super::ctl_client::get(&at, CAPS_XATTR)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    if !String::from_utf8_lossy(&caps)
-        .split_whitespace()
-        .any(|c| c == CAP_VOLUME_KEY)
-    {
-        return Err(CliError::new(
-            ERROR,
-            format!(
-                "{} is mounted at {} by an older warpfs, which cannot rekey to a new volume key while mounted: \
-                 unmount it (or remount it with this warpfs) first; nothing was changed",
-                cipherdir.display(),
-                at.display()
-            ),
-        ));
-    }
+    super::rekey_online::require_cap(cipherdir, &at, CAP_VOLUME_KEY, "rekey to a new volume key")?;
     Ok(Some(at))
 }
 
