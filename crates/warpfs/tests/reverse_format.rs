@@ -246,3 +246,153 @@ fn a_format_2_reverse_config_keeps_giving_the_frozen_view_and_its_copy_restores_
     }
     warpfs(args!["fsck", "--passfile", &r.pass, &copy]).expect_ok("fsck of the restored copy");
 }
+
+/// The cipher file of `cross-64k.bin` in a copy of a frozen view: the
+/// largest file of its root.
+fn largest(copy: &Path) -> PathBuf {
+    fs::read_dir(copy)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && !p.is_symlink())
+        .max_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap()
+}
+
+/// Two copies of the mounted view of `r`, the second made after block 10
+/// of `cross-64k.bin` changed in PLAINDIR, with that block's nonce entry
+/// and data then put back from the first: a genuine older version of the
+/// block, which its GCM tag accepts.
+fn spliced_copies(r: &mut Rev, tag: &str) -> (PathBuf, PathBuf) {
+    let (old, new) = (r.p(&format!("{tag}-old")), r.p(&format!("{tag}-new")));
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&old));
+    let view = r.view.clone();
+    r.unmount(&view);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(r.plain.join("cross-64k.bin"))
+        .unwrap();
+    let newer = format!("{tag}: a newer version of block 10");
+    std::os::unix::fs::FileExt::write_all_at(&f, newer.as_bytes(), 10 * 4096 + 100).unwrap();
+    drop(f);
+    r.mount_view(&[]);
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&new));
+    let (e, d) = (32 + 10 * 32, 32 + 512 + 10 * 4096);
+    let a = fs::read(largest(&old)).unwrap();
+    let mut b = fs::read(largest(&new)).unwrap();
+    assert_ne!(a[e..e + 32], b[e..e + 32], "block 10 differs between the copies");
+    b[e..e + 32].copy_from_slice(&a[e..e + 32]);
+    b[d..d + 4096].copy_from_slice(&a[d..d + 4096]);
+    fs::write(largest(&new), b).unwrap();
+    (old, new)
+}
+
+/// `warpfs upgrade --reverse` replaces a format 2 reverse config with one
+/// with file summaries under a new master key, the old one kept hidden
+/// beside it: every byte of the view changes once, so the next backup
+/// copies every file. Before it, a copy holding a block put back from an
+/// older copy reads back without an error; after it, the same splice
+/// reads as EIO with a log line naming the file, and fsck reports it.
+#[test]
+fn a_reverse_config_upgraded_to_file_summaries_changes_its_view_once_and_detects_a_spliced_block() {
+    require_fuse!();
+    if warpfs_testkit::skip_if(rsync_missing()) {
+        return;
+    }
+    let mut r = frozen_view_is_kept("v2", 2);
+    let backup = r.p("backup");
+    fs::create_dir(&backup).unwrap();
+    rsync(&[], &r.view, &backup);
+    let (_, new) = spliced_copies(&mut r, "before");
+    let fwd = r.forward(&new);
+    let spliced = fs::read(fwd.join("cross-64k.bin")).expect("no summaries: the splice goes unseen");
+    assert_eq!(
+        &spliced[10 * 4096 + 100..10 * 4096 + 106],
+        &fs::read(frozen("v2").join("plain/cross-64k.bin")).unwrap()[10 * 4096 + 100..10 * 4096 + 106]
+    );
+    r.unmount(&fwd);
+    let view = r.view.clone();
+    r.unmount(&view);
+
+    let out = warpfs(args![
+        "upgrade",
+        "--reverse",
+        "--passfile",
+        &r.pass,
+        "--quiet",
+        &r.plain
+    ]);
+    out.expect_ok("upgrade --reverse");
+    assert!(out.stdout.contains("the next backup copies everything"), "{out}");
+    let (version, flags) = format_of(&r.plain.join(HIDDEN));
+    assert_eq!(version, 2);
+    assert!(flags.iter().any(|f| f == "file-summary"), "{flags:?}");
+    let aside: Vec<PathBuf> = fs::read_dir(&r.plain)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".warpfs.reverse.conf.old-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(
+        fs::read(&aside[0]).unwrap(),
+        fs::read(frozen("v2").join("plain").join(HIDDEN)).unwrap(),
+        "the old config is kept as it was"
+    );
+    warpfs(args!["upgrade", "--reverse", "--passfile", &r.pass, &r.plain]).expect_code(1, "a second upgrade --reverse");
+
+    r.mount_view(&[]);
+    let old = fs::read_to_string(frozen("v2").join("view.txt")).unwrap();
+    let now = view_listing(&r.view);
+    let kept: Vec<&str> = now.lines().filter(|l| old.lines().any(|o| o == *l)).collect();
+    assert!(kept.is_empty(), "entries of the view that did not change: {kept:?}");
+    assert!(!now.contains(".warpfs.reverse.conf"), "{now}");
+    let files = now.lines().filter(|l| l.starts_with("f ")).count() as u64;
+    let s = rsync(&["--delete"], &r.view, &backup);
+    assert_eq!(
+        s.transferred, files,
+        "the backup after the upgrade copies every file: {s:?}"
+    );
+
+    let was = fs::read(r.plain.join("cross-64k.bin")).unwrap();
+    let (old_copy, new) = spliced_copies(&mut r, "after");
+    let fwd = r.forward(&old_copy);
+    assert_eq!(fs::read(fwd.join("cross-64k.bin")).unwrap(), was);
+    r.unmount(&fwd);
+    let fwd = r.forward(&new);
+    let e = fs::read(fwd.join("cross-64k.bin")).expect_err("the spliced block is detected");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert_eq!(fs::read(fwd.join("hello.txt")).unwrap(), b"hello\n", "other files read");
+    r.unmount(&fwd);
+    let log = fs::read_to_string(r.p("fwd.log")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("/cross-64k.bin") && l.contains("summary")),
+        "{log}"
+    );
+    let out = warpfs(args!["fsck", "--passfile", &r.pass, &new]);
+    assert!(
+        !out.ok() && out.stdout.contains("file summary does not verify"),
+        "{out}"
+    );
+    warpfs(args!["fsck", "--passfile", &r.pass, &old_copy]).expect_ok("fsck of the copy before the change");
+}
+
+/// A reverse config made with `--file-summary on` (frozen in
+/// `revkit/v2-summary/`) keeps giving the same view byte for byte, and a
+/// copy of it is a volume that verifies every file's summary.
+#[test]
+fn a_reverse_config_with_file_summaries_keeps_giving_the_frozen_view() {
+    require_fuse!();
+    let mut r = frozen_view_is_kept("v2-summary", 2);
+    assert!(format_of(&r.plain.join(HIDDEN)).1.iter().any(|f| f == "file-summary"));
+    let copy = r.p("copy");
+    sh(Command::new("cp").arg("-a").arg(&r.view).arg(&copy));
+    let fwd = r.forward(&copy);
+    assert_eq!(tree(&fwd), tree(&r.plain));
+    r.unmount(&fwd);
+    warpfs(args!["fsck", "--passfile", &r.pass, &copy]).expect_ok("fsck of the copy");
+}

@@ -237,7 +237,7 @@ mod tests {
         let mid = c.set_generations(d.path(), PW, 0, Some(1)).unwrap();
         assert!(mid.summary_upgrade_refused().unwrap().contains("rekey"));
         let p = d.path().join("reverse.conf");
-        let (r, _) = Config::create_reverse(&p, PW, 256, KdfParams::MIN).unwrap();
+        let (r, _) = Config::create_reverse(&p, PW, 256, KdfParams::MIN, false).unwrap();
         assert!(r.summary_upgrade_refused().unwrap().contains("reverse view"));
         assert!(r.set_summary_upgrade_at(&p, PW, UpgradeStage::Start).is_err());
     }

@@ -94,7 +94,7 @@ pub(crate) fn gather(raw: &[u8]) -> [u8; 32] {
 }
 
 /// Put 32 bytes into the slots of 8 raw entries.
-pub(crate) fn scatter(bytes: &[u8; 32], raw: &mut [u8]) {
+pub fn scatter(bytes: &[u8; 32], raw: &mut [u8]) {
     for (j, e) in raw.chunks_exact_mut(E).take(8).enumerate() {
         e[12..16].copy_from_slice(&bytes[4 * j..4 * j + 4]);
     }
@@ -141,7 +141,8 @@ impl Record {
         }
     }
 
-    pub(crate) fn to_bytes(self) -> [u8; 32] {
+    /// The record's 32 bytes, as the slots of nnode entries 0–7 hold them.
+    pub fn to_bytes(self) -> [u8; 32] {
         let mut b = [0u8; 32];
         b[..8].copy_from_slice(&self.seq.to_le_bytes());
         b[8..16].copy_from_slice(&self.size.to_le_bytes());

@@ -11,14 +11,20 @@
 //! changing the file meanwhile makes it retry, then EIO), and a plaintext
 //! file that is shorter than it was at open gives EIO: what the view serves
 //! for a block is always one consistent encryption of one version of it.
+//! With `file-summary` the whole file is summed once before its first
+//! segment is served ([`super::sums`]), and a segment that no longer
+//! gives the sum it was summed with gives EIO: what the view serves of a
+//! file is then one version of all of it.
 
 use super::keys::Keys;
+use super::sums::Sums;
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use warpfs_content::header::Header;
 use warpfs_content::layout::{self, BLOCK, BLOCK_USIZE, NNODE_BLOCKS, PAGE_BLOCKS};
+use warpfs_content::summary::{scatter, seg_of};
 use warpfs_content::Mode;
 
 const MODE: Mode = Mode::Gcm;
@@ -44,11 +50,13 @@ pub struct ViewFile {
     cache: Mutex<Vec<(u64, Arc<Segment>)>>,
     /// The buffer of a segment's second read.
     scratch: Mutex<Vec<u8>>,
+    /// With `file-summary`: the file's sums, once made.
+    sums: Mutex<Option<Arc<Sums>>>,
     label: String,
 }
 
 /// Blocks of segment `s`: `[first, end)`.
-fn seg_blocks(s: u64) -> (u64, u64) {
+pub(super) fn seg_blocks(s: u64) -> (u64, u64) {
     if s == 0 {
         (0, NNODE_BLOCKS)
     } else {
@@ -86,6 +94,7 @@ impl ViewFile {
             keys,
             cache: Mutex::new(Vec::new()),
             scratch: Mutex::new(Vec::new()),
+            sums: Mutex::new(None),
             label,
         }
     }
@@ -107,8 +116,8 @@ impl ViewFile {
             file_id: self.file_id,
             generation: 0,
             rekeyed: 0,
-            // A reverse volume is format 1: no file summaries (FORMAT.md 14).
-            summary: false,
+            // Version 2 with `file-summary` (FORMAT.md 14).
+            summary: self.keys.summary.is_some(),
         }
         .to_bytes()
     }
@@ -208,6 +217,36 @@ impl ViewFile {
         Err(Error::EIO)
     }
 
+    /// The plaintext of blocks `[first, end)` (as far as the size
+    /// reaches), read once into `v`.
+    fn read_once(&self, v: &mut Vec<u8>, first: u64, end: u64) -> Result<()> {
+        let start = first * BLOCK;
+        let stop = (end * BLOCK).min(self.size);
+        self.fill(v, start, stop.saturating_sub(start) as usize)
+    }
+
+    /// The file's sums under `key`, made on the first call.
+    fn sums(&self, key: &warpfs_crypto::SummaryKey) -> Result<Arc<Sums>> {
+        let mut g = self.sums.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = &*g {
+            return Ok(s.clone());
+        }
+        let n = layout::block_count(self.size);
+        let segments = if n == 0 { 0 } else { seg_of(n - 1) + 1 };
+        let s = Arc::new(Sums::make(
+            &self.keys,
+            key,
+            &self.file_id,
+            (self.size, segments),
+            |k, buf| {
+                let (first, end) = seg_blocks(k);
+                self.read_once(buf, first, end.min(n))
+            },
+        )?);
+        *g = Some(s.clone());
+        Ok(s)
+    }
+
     /// Make `v` the `len` bytes of the plaintext file at `off`.
     fn fill(&self, v: &mut Vec<u8>, off: u64, len: usize) -> Result<()> {
         v.clear();
@@ -245,6 +284,10 @@ impl ViewFile {
     fn encrypt(&self, s: u64) -> Result<Segment> {
         let (first, end) = seg_blocks(s);
         let end = end.min(layout::block_count(self.size));
+        let sums = match &self.keys.summary {
+            Some(key) => Some((key, self.sums(key)?)),
+            None => None,
+        };
         let mut data = self.read_plain(first, end)?;
         let mut entries = vec![0u8; ((end.saturating_sub(first)) * E) as usize];
         for (i, b) in (first..end).enumerate() {
@@ -252,6 +295,24 @@ impl ViewFile {
             let hi = (lo + BLOCK_USIZE).min(data.len());
             let entry = &mut entries[i * E as usize..(i + 1) * E as usize];
             self.keys.seal_block(&self.file_id, b, &mut data[lo..hi], entry);
+        }
+        if let Some((key, sums)) = sums {
+            if !sums.agrees(key, s, first, &entries) {
+                tracing::warn!(
+                    "reverse view: {} changed since it was summed (segment {s}): EIO",
+                    self.label
+                );
+                return Err(Error::EIO);
+            }
+            if s == 0 {
+                // The record in the slots of nnode entries 0–7, however
+                // few blocks the file has (FORMAT.md 12.2).
+                let rec = (8 * E) as usize;
+                if entries.len() < rec {
+                    entries.resize(rec, 0);
+                }
+                scatter(&sums.record, &mut entries[..rec]);
+            }
         }
         Ok(Segment { entries, data })
     }

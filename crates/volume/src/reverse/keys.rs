@@ -1,10 +1,11 @@
 //! The keys of a reverse view and the one block operation: encrypt a
 //! plaintext block in place under its synthetic nonce and write its `gcm`
-//! nonce entry (FORMAT.md 3.2, 3.5, 14).
+//! nonce entry (FORMAT.md 3.2, 3.5, 14); with `file-summary`, also the
+//! summary key (FORMAT.md 12.1).
 
 use warpfs_crypto::gcm::{tag_mask, DATA_COUNTER};
 use warpfs_crypto::reverse::{block_aad, ReverseKeys};
-use warpfs_crypto::{ContentKey, GcmTagger, MasterKey, NameCipher, Sealer, Subkeys, NONCE_LEN};
+use warpfs_crypto::{ContentKey, GcmTagger, MasterKey, NameCipher, Sealer, Subkeys, SummaryKey, NONCE_LEN};
 
 /// Everything a view encrypts with.
 pub(crate) struct Keys {
@@ -13,12 +14,15 @@ pub(crate) struct Keys {
     tagger: GcmTagger,
     pub(crate) names: NameCipher,
     pub(crate) seal: Sealer,
+    /// The summary key, when the view's files carry summaries.
+    pub(crate) summary: Option<SummaryKey>,
 }
 
 impl Keys {
-    pub(crate) fn derive(master: &MasterKey, key_bits: u32) -> Self {
+    pub(crate) fn derive(master: &MasterKey, key_bits: u32, summary: bool) -> Self {
         let sub = Subkeys::derive(master, key_bits);
         Self {
+            summary: summary.then(|| SummaryKey::derive(master)),
             rev: ReverseKeys::derive(master),
             tagger: GcmTagger::new(&sub.content),
             content: sub.content,

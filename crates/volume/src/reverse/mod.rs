@@ -24,6 +24,7 @@ mod entries;
 pub mod exclude;
 mod handle;
 mod keys;
+mod sums;
 mod tree;
 
 use crate::attr::{Attr, Kind};
@@ -116,7 +117,11 @@ impl ReverseView {
         }
         Ok(Self {
             tree,
-            keys: Arc::new(Keys::derive(master, cfg.key_bits())),
+            keys: Arc::new(Keys::derive(
+                master,
+                cfg.key_bits(),
+                cfg.has_feature(FeatureFlag::FileSummary),
+            )),
             bound_seals: cfg.has_feature(FeatureFlag::BoundSeals),
             opts,
             config,

@@ -28,6 +28,11 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(false)
+}
+
+/// The fixture's tree, its config with file summaries when `summary`.
+fn fixture_with(summary: bool) -> Fixture {
     let plain = tempfile::tempdir().unwrap();
     let p = plain.path();
     std::fs::write(p.join("a.txt"), b"hello").unwrap();
@@ -37,7 +42,7 @@ fn fixture() -> Fixture {
     std::fs::write(p.join("dir/sub/deep"), pattern(70_000, 2)).unwrap();
     std::fs::write(p.join("x".repeat(200)), b"long").unwrap();
     std::os::unix::fs::symlink("../some/target", p.join("dir/link")).unwrap();
-    let (cfg, master) = Config::create_reverse(&p.join(HIDDEN_CONFIG), b"pw", 256, FAST).unwrap();
+    let (cfg, master) = Config::create_reverse(&p.join(HIDDEN_CONFIG), b"pw", 256, FAST, summary).unwrap();
     Fixture { plain, cfg, master }
 }
 
@@ -159,6 +164,56 @@ fn a_copy_of_the_view_is_a_forward_volume_of_the_tree() {
     let mut want = snapshot(f.plain.path());
     want.remove(HIDDEN_CONFIG);
     assert_eq!(forward(&f, c.path()), want);
+}
+
+/// With `file-summary` every non-empty file of a copy has a version 2
+/// header and a record that verifies: the forward volume (which checks
+/// each file's summary at open) reads the tree back.
+#[test]
+fn a_copy_of_a_view_with_summaries_verifies_as_a_forward_volume() {
+    let f = fixture_with(true);
+    assert!(f.cfg.has_feature(FeatureFlag::FileSummary));
+    let v = view(&f, ReverseOptions::default());
+    let c = tempfile::tempdir().unwrap();
+    copy(&v, b"", c.path());
+    let mut want = snapshot(f.plain.path());
+    want.remove(HIDDEN_CONFIG);
+    assert_eq!(forward(&f, c.path()), want);
+    let big = v.open(b"big").unwrap();
+    let mut h = [0u8; 32];
+    big.read_at(0, &mut h).unwrap();
+    assert!(warpfs_content::header::Header::parse(&h).unwrap().summary);
+    let mut copied = BTreeMap::new();
+    for (name, bytes) in snapshot(c.path()) {
+        copied.insert(bytes.len(), name);
+    }
+    // The summary checker itself agrees (the largest file is `big`).
+    let (_, name) = copied.last_key_value().unwrap();
+    let file = std::fs::File::open(c.path().join(name)).unwrap();
+    let key = warpfs_crypto::SummaryKey::derive(&f.master);
+    let id = v.keys.rev.file_id(b"big");
+    let size = 300 * 4096 + 123;
+    warpfs_content::summary::check(&file, &key, &id, size).unwrap();
+}
+
+/// A file changed after its summary was made: a segment that no longer
+/// gives the sum it was summed with is not served.
+#[test]
+fn a_file_changed_after_it_was_summed_reads_as_eio() {
+    let f = fixture_with(true);
+    let v = view(&f, ReverseOptions::default());
+    let h = v.open(b"big").unwrap();
+    let mut buf = vec![0u8; 600];
+    h.read_at(0, &mut buf).unwrap();
+    let p = f.plain.path().join("big");
+    let file = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"changed", 100 * 4096).unwrap();
+    let at = layout::data_offset(Mode::Gcm, 100);
+    assert_eq!(h.read_at(at, &mut buf).unwrap_err(), Error::EIO);
+    // A new open sums the new version and serves it.
+    let again = v.open(b"big").unwrap();
+    again.read_at(0, &mut buf).unwrap();
+    again.read_at(at, &mut buf).unwrap();
 }
 
 #[test]

@@ -86,7 +86,10 @@ pub struct InitArgs {
     /// XChaCha20, where it costs within about 10% of write throughput
     /// (bench/results/2026-12-07-summary-fsync); other modes have no tags
     /// to summarise. `warpfs upgrade` turns it on later for a volume made
-    /// without it.
+    /// without it. With --reverse off by default: on gives every file of
+    /// the view a summary (each file is read once more when opened), so
+    /// a restore from a copy of the view detects rolled-back or mixed
+    /// blocks; `warpfs upgrade --reverse` turns it on later.
     #[arg(long, value_enum, value_name = "on|off")]
     file_summary: Option<OnOff>,
     /// The (empty or new) directory that will hold the encrypted files.
@@ -133,7 +136,15 @@ pub fn run(a: InitArgs) -> Result<(), CliError> {
             ));
         }
         let kdf = kdf_params(&a)?;
-        return super::reverse::init(&a.pass, dir, a.config.config.as_deref(), a.key_bits, kdf, a.quiet);
+        let summary = a.file_summary == Some(OnOff::On);
+        return super::reverse::init(
+            &a.pass,
+            dir,
+            a.config.config.as_deref(),
+            (a.key_bits, summary),
+            kdf,
+            a.quiet,
+        );
     }
     // Version 2 (FORMAT.md 6): symlink targets and xattr values bound to
     // their entry; gcm files with summaries when asked for.

@@ -55,7 +55,7 @@ pub fn init(
     pass: &PassArgs,
     plaindir: &Path,
     config: Option<&Path>,
-    key_bits: u32,
+    (key_bits, summary): (u32, bool),
     kdf: KdfParams,
     quiet: bool,
 ) -> Result<(), CliError> {
@@ -71,24 +71,80 @@ pub fn init(
     }
     let path = config_path(plaindir, config);
     let pw = pass.source().read("New password: ", true)?;
-    let (_cfg, master) = Config::create_reverse(&path, pw.bytes(), key_bits, kdf)?;
+    let (_cfg, master) = Config::create_reverse(&path, pw.bytes(), key_bits, kdf, summary)?;
     println!(
-        "Created warpfs reverse config {} for {} (mode gcm, AES-{key_bits}).",
+        "Created warpfs reverse config {} for {} (mode gcm, AES-{key_bits}{}).",
         path.display(),
-        plaindir.display()
+        plaindir.display(),
+        if summary { ", file summaries" } else { "" }
     );
     println!(
         "Mount the encrypted view with: warpfs mount --reverse {} MOUNTPOINT",
         plaindir.display()
     );
     if !quiet {
-        println!();
-        println!("Your master key is:");
-        println!();
-        println!("    {}", master.recovery_text());
-        println!();
-        println!("A copy of the view holds the config as warpfs.conf; this key opens it");
-        println!("if the password is forgotten. Keep it somewhere safe and offline.");
+        show_master_key(&master);
+    }
+    Ok(())
+}
+
+fn show_master_key(master: &warpfs_crypto::MasterKey) {
+    println!();
+    println!("Your master key is:");
+    println!();
+    println!("    {}", master.recovery_text());
+    println!();
+    println!("A copy of the view holds the config as warpfs.conf; this key opens it");
+    println!("if the password is forgotten. Keep it somewhere safe and offline.");
+}
+
+/// `warpfs upgrade --reverse PLAINDIR`: replace the view's config with a
+/// new one with file summaries and a new master key (FORMAT.md 14), the
+/// old one kept hidden beside it. Every byte of the view changes once:
+/// the next backup copies everything, and a copy made from then on
+/// detects blocks rolled back or mixed within a file.
+pub fn upgrade(pass: &PassArgs, plaindir: &Path, config: Option<&Path>, quiet: bool) -> Result<(), CliError> {
+    let path = config_path(plaindir, config);
+    let (cfg, _) = Config::load_file_bytes(&path)?;
+    if !cfg.has_feature(FeatureFlag::Reverse) {
+        return Err(CliError::new(
+            BAD_CONFIG,
+            format!("{} is not a reverse config", path.display()),
+        ));
+    }
+    if cfg.has_feature(FeatureFlag::FileSummary) {
+        return Err(CliError::new(
+            ERROR,
+            format!("{}: the view has file summaries already", path.display()),
+        ));
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| CliError::new(USAGE, format!("{}: not a file name", path.display())))?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // Under PLAINDIR a name starting with the config's stays hidden.
+    let aside = format!("{name}.old-{secs}");
+    let pw = pass.source().read("Password: ", false)?;
+    let (_cfg, master) = cfg.renew_reverse(&path, &aside, pw.bytes())?;
+    drop(pw);
+    println!(
+        "Upgraded {}: the view of {} now gives every file a summary, under a new master key.",
+        path.display(),
+        plaindir.display()
+    );
+    println!("Every byte of the view changes once: the next backup copies everything.");
+    println!(
+        "The old config is kept as {} (backups made before open with it).",
+        path.with_file_name(&aside).display()
+    );
+    if let Some(at) = super::mounted::mounted_at(plaindir) {
+        println!("The view mounted at {at} shows the old bytes until it is mounted again.");
+    }
+    if !quiet {
+        show_master_key(&master);
     }
     Ok(())
 }

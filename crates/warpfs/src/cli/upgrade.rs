@@ -37,6 +37,17 @@ pub struct UpgradeArgs {
     fido2: super::fido2::Fido2Args,
     #[command(flatten)]
     config: super::ConfigArg,
+    /// A reverse view: CIPHERDIR is its PLAINDIR. Its config is replaced
+    /// by one with file summaries and a new master key (the old one kept
+    /// hidden beside it), so every byte of the view changes once and the
+    /// next backup copies everything; copies made from then on detect
+    /// rolled-back or mixed blocks. A mounted view changes when mounted
+    /// again.
+    #[arg(long)]
+    reverse: bool,
+    /// With --reverse: print no master key.
+    #[arg(long, requires = "reverse")]
+    quiet: bool,
     /// The volume's cipher directory (mounted or not).
     cipherdir: PathBuf,
 }
@@ -83,6 +94,9 @@ fn refused(cfg: &Config, cipherdir: &Path) -> Result<(), CliError> {
 }
 
 pub fn run(a: UpgradeArgs) -> Result<(), CliError> {
+    if a.reverse {
+        return super::reverse::upgrade(&a.pass, &a.cipherdir, a.config.config.as_deref(), a.quiet);
+    }
     let conf = a.config.path(&a.cipherdir);
     let cfg = super::unlock::load_main(&a.cipherdir, &a.config)?;
     refused(&cfg, &a.cipherdir)?;

@@ -14,7 +14,9 @@
 #                    f SHA256 PATH      a file and the SHA-256 of its bytes
 #                    l TARGET PATH      a symlink and its (sealed) target
 # Environment: WARPFS=PATH (default <workspace>/target/release/warpfs),
-# FORCE=1 replaces an existing NAME (a frozen view is never regenerated).
+# INIT_ARGS="..." more arguments of `warpfs init --reverse` (e.g.
+# "--file-summary on"), FORCE=1 replaces an existing NAME (a frozen view
+# is never regenerated).
 # Needs root (or fusermount3) and /dev/fuse.
 set -euo pipefail
 export LC_ALL=C
@@ -55,7 +57,8 @@ ln -s hello.txt "$p/link-rel"
 ln -s /etc/hostname "$p/link-abs"
 ln -s ../../hello.txt "$p/dir/sub/link-up"
 ln -s "$long" "$p/dir/link-$long"
-"$bin" init --reverse --passfile "$out/password.txt" --kdf-memory 32768 --kdf-iterations 2 --quiet "$p" >/dev/null
+# shellcheck disable=SC2086 # INIT_ARGS is a list of words
+"$bin" init --reverse ${INIT_ARGS:-} --passfile "$out/password.txt" --kdf-memory 32768 --kdf-iterations 2 --quiet "$p" >/dev/null
 
 mnt=$(mktemp -d)
 "$bin" mount --reverse --passfile "$out/password.txt" "$p" "$mnt"

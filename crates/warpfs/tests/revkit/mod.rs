@@ -185,7 +185,7 @@ pub struct Seen {
 }
 
 /// Every entry below `root` (relative path → what it is), without the
-/// hidden reverse config.
+/// hidden reverse config (nor the old configs kept beside it).
 pub fn tree(root: &Path) -> BTreeMap<String, Seen> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_owned()];
@@ -193,7 +193,7 @@ pub fn tree(root: &Path) -> BTreeMap<String, Seen> {
         for e in fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
             let p = e.unwrap().path();
             let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if rel == HIDDEN {
+            if !rel.contains('/') && rel.starts_with(HIDDEN) {
                 continue;
             }
             let m = fs::symlink_metadata(&p).unwrap();
