@@ -8,9 +8,12 @@
 #   seq-read   dd of the 1 GiB file's view, 1 MiB reads, to /dev/null (MB/s)
 #   rsync      rsync -a of the whole view to an empty directory (s)
 #   rsync-again the same rsync once more, nothing changed (s)
-# Peers: warpfs (mount --reverse), gocryptfs (-reverse), and "plain"
-# (rsync/dd of PLAINDIR itself: no FUSE, no crypto) as the ceiling. The
-# daemons run on CPU $FS_CPUS (default 1), dd and rsync on $CLIENT_CPU (0).
+# Peers: warpfs (mount --reverse, the default config), warpfs-summary (a
+# config with --file-summary on: every file of the view is summed once more
+# when opened), gocryptfs (-reverse), and "plain" (rsync/dd of PLAINDIR
+# itself: no FUSE, no crypto) as the ceiling. The daemons run on CPUs
+# $FS_CPUS, dd and rsync on $CLIENT_CPU (taskset; by default neither is
+# placed).
 # Prints a Markdown table and writes
 # bench/results/DATE-reverse/reverse.{json,md} (DATE the UTC day).
 #
@@ -24,8 +27,15 @@ B=$(realpath "${WARPFS:-target/release/warpfs}")
 REPS=${REPS:-3}
 BIG_MIB=${BIG_MIB:-1024}
 OUT=${OUT:-bench/results/$(date -u +%F)-reverse}
-FS_CPUS=${FS_CPUS:-1}
-CLIENT_CPU=${CLIENT_CPU:-0}
+FS_CPUS=${FS_CPUS:-}
+CLIENT_CPU=${CLIENT_CPU:-}
+# pin CPUS CMD...: CMD on CPUS (taskset), or where the scheduler puts it
+# when CPUS is empty (the default: no hand placement).
+pin() {
+    local c=$1
+    shift
+    if [ -n "$c" ]; then taskset -c "$c" "$@"; else "$@"; fi
+}
 command -v gocryptfs >/dev/null || { echo "needs gocryptfs (apt-get install gocryptfs)" >&2; exit 1; }
 command -v rsync >/dev/null || { echo "needs rsync" >&2; exit 1; }
 
@@ -64,13 +74,18 @@ TREE_BYTES=$(du -sb "$P" | cut -f1)
 
 "$B" init --reverse --passfile "$D/pw" --quiet "$P" >/dev/null
 gocryptfs -q -init -reverse -passfile "$D/pw" -scryptn 16 "$P" >/dev/null
-mkdir -p "$D/mnt-warpfs" "$D/mnt-gocryptfs"
+# The summary config lives outside PLAINDIR; the default one is left out
+# of its view.
+"$B" init --reverse --file-summary on --config "$D/summary.conf" --passfile "$D/pw" --quiet "$P" >/dev/null
+mkdir -p "$D/mnt-warpfs" "$D/mnt-warpfs-summary" "$D/mnt-gocryptfs"
 
 mount_peer() {
     case $1 in
-    warpfs) taskset -c "$FS_CPUS" "$B" mount --reverse --passfile "$D/pw" --exclude .gocryptfs.reverse.conf \
+    warpfs) pin "$FS_CPUS" "$B" mount --reverse --passfile "$D/pw" --exclude .gocryptfs.reverse.conf \
         "$P" "$D/mnt-warpfs" ;;
-    gocryptfs) taskset -c "$FS_CPUS" gocryptfs -q -reverse -passfile "$D/pw" -exclude .warpfs.reverse.conf \
+    warpfs-summary) pin "$FS_CPUS" "$B" mount --reverse --passfile "$D/pw" --config "$D/summary.conf" \
+        --exclude .gocryptfs.reverse.conf --exclude .warpfs.reverse.conf "$P" "$D/mnt-warpfs-summary" ;;
+    gocryptfs) pin "$FS_CPUS" gocryptfs -q -reverse -passfile "$D/pw" -exclude .warpfs.reverse.conf \
         "$P" "$D/mnt-gocryptfs" ;;
     esac
 }
@@ -81,13 +96,13 @@ big_of() {
 }
 now() { date +%s.%N; }
 declare -A R
-peers=(warpfs gocryptfs plain)
+peers=(warpfs warpfs-summary gocryptfs plain)
 for rep in $(seq "$REPS"); do
     for p in "${peers[@]}"; do
         [ "$p" = plain ] || mount_peer "$p"
         f=$(big_of "$p")
         t0=$(now)
-        taskset -c "$CLIENT_CPU" dd if="$f" of=/dev/null bs=1M status=none
+        pin "$CLIENT_CPU" dd if="$f" of=/dev/null bs=1M status=none
         t1=$(now)
         R[$p,seq-read,$rep]=$(python3 -c "print(round($(stat -c %s "$f") / ($t1 - $t0) / 1e6, 1))")
         umount_peer "$p"
@@ -95,9 +110,9 @@ for rep in $(seq "$REPS"); do
         dst="$D/dst-$p"
         rm -rf "$dst"
         t0=$(now)
-        taskset -c "$CLIENT_CPU" rsync -a "$(src "$p")/" "$dst/"
+        pin "$CLIENT_CPU" rsync -a "$(src "$p")/" "$dst/"
         t1=$(now)
-        taskset -c "$CLIENT_CPU" rsync -a "$(src "$p")/" "$dst/"
+        pin "$CLIENT_CPU" rsync -a "$(src "$p")/" "$dst/"
         t2=$(now)
         R[$p,rsync,$rep]=$(python3 -c "print(round($t1 - $t0, 3))")
         R[$p,rsync-again,$rep]=$(python3 -c "print(round($t2 - $t1, 3))")
@@ -130,13 +145,16 @@ lines = [f"# Reverse mode: warpfs mount --reverse vs gocryptfs -reverse", "",
          f"interleaved runs, each view freshly mounted · \`flock /work/bench.lock bash bench/reverse.sh\`", "",
          "| peer | seq read of the view, MB/s | rsync -a of the view, s | rsync -a again, nothing changed, s |",
          "|---|---:|---:|---:|"]
-for p in ["warpfs", "gocryptfs", "plain"]:
+for p in ["warpfs", "warpfs-summary", "gocryptfs", "plain"]:
     lines.append(f"| {p} | {med[(p, 'seq-read')]:.1f} | {med[(p, 'rsync')]:.2f} | {med[(p, 'rsync-again')]:.2f} |")
 w, g = "warpfs", "gocryptfs"
 lines += ["", f"warpfs / gocryptfs: sequential read {med[(w, 'seq-read')] / med[(g, 'seq-read')]:.2f}x, "
           f"rsync {med[(g, 'rsync')] / med[(w, 'rsync')]:.2f}x faster, "
           f"rsync again {med[(g, 'rsync-again')] / med[(w, 'rsync-again')]:.2f}x faster. "
-          "\`plain\` is rsync/dd of PLAINDIR itself (no FUSE, no encryption)."]
+          "\`plain\` is rsync/dd of PLAINDIR itself (no FUSE, no encryption).", "",
+          f"file summaries (warpfs-summary / warpfs): sequential read {med[('warpfs-summary', 'seq-read')] / med[(w, 'seq-read')]:.2f}x, "
+          f"rsync {med[(w, 'rsync')] / med[('warpfs-summary', 'rsync')]:.2f}x the speed, "
+          f"rsync again {med[(w, 'rsync-again')] / med[('warpfs-summary', 'rsync-again')]:.2f}x the speed."]
 open(f"{out}/reverse.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
