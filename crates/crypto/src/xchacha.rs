@@ -15,8 +15,9 @@
 //! chosen at run time on x86-64, NEON at compile time on aarch64, portable
 //! elsewhere); the tag from our own Poly1305 with 64-bit limbs (`poly`,
 //! portable Rust, about twice the `poly1305` crate's speed on 4 KiB
-//! blocks here, decision record 0080; the crate is its test oracle):
-//! [`backend`] names them. The key sits on locked pages, zeroed on drop;
+//! blocks here, decision record 0080; the crate is its test oracle), its
+//! long runs four blocks at a time with AVX2 where the CPU has it
+//! (`poly_avx2`, decision record 0107): [`backend`] names them. The key sits on locked pages, zeroed on drop;
 //! the cipher state of one call lives on the caller's stack and is zeroed
 //! when it is dropped (the crates' `zeroize` feature).
 
@@ -28,6 +29,8 @@ use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use chacha20::XChaCha20;
 
 mod poly;
+#[cfg(target_arch = "x86_64")]
+mod poly_avx2;
 
 /// Bytes of an XChaCha20 key (only 256-bit keys exist).
 pub const KEY_LEN: usize = 32;
@@ -138,12 +141,13 @@ pub fn poly1305_tag(otk: &TagMask, aad: &[u8], ciphertext: &[u8]) -> [u8; POLY13
 
 /// Which implementations run XChaCha20 and Poly1305 on this CPU, in words
 /// (what the `chacha20` crate chooses: on x86-64 AVX2, else SSE2; NEON on
-/// aarch64 builds with it, portable elsewhere; Poly1305 is ours).
+/// aarch64 builds with it, portable elsewhere; Poly1305 is ours, four
+/// blocks at a time with AVX2, else 64-bit limbs).
 pub fn backend() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
-            "chacha20 avx2, poly1305 64-bit (warpfs-crypto)"
+            "chacha20 avx2, poly1305 avx2 4-way (warpfs-crypto)"
         } else {
             "chacha20 sse2, poly1305 64-bit (warpfs-crypto)"
         }
