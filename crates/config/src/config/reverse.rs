@@ -51,6 +51,20 @@ impl Config {
         Ok((cfg, master))
     }
 
+    /// Why [`Config::renew_reverse`] refuses this config, if it does: not
+    /// a reverse config, summaries there already, or keyslots.
+    pub fn renew_reverse_refused(&self) -> Option<&'static str> {
+        if !self.has_feature(FeatureFlag::Reverse) {
+            Some("not a reverse config")
+        } else if self.has_feature(FeatureFlag::FileSummary) {
+            Some("the view has file summaries already")
+        } else if self.has_feature(FeatureFlag::Keyslots) {
+            Some("a reverse config with keyslots: make a new one with warpfs init --reverse --file-summary on")
+        } else {
+            None
+        }
+    }
+
     /// Replace this reverse config, at `path`, with a new one with file
     /// summaries (`warpfs upgrade --reverse`, FORMAT.md 14): a fresh
     /// master key, the flags of [`Config::create_reverse`] with
@@ -59,18 +73,8 @@ impl Config {
     /// `aside` (a name in the same directory, never overwritten): it is
     /// linked there first, then the new config replaces it atomically.
     pub fn renew_reverse(&self, path: &Path, aside: &str, password: &[u8]) -> Result<(Config, MasterKey)> {
-        if !self.has_feature(FeatureFlag::Reverse) {
-            return Err(ConfigError::Unsupported("not a reverse config".into()));
-        }
-        if self.has_feature(FeatureFlag::FileSummary) {
-            return Err(ConfigError::Unsupported(
-                "this reverse config has file summaries already".into(),
-            ));
-        }
-        if self.has_feature(FeatureFlag::Keyslots) {
-            return Err(ConfigError::Unsupported(
-                "a reverse config with keyslots: make a new one with warpfs init --reverse --file-summary on".into(),
-            ));
+        if let Some(why) = self.renew_reverse_refused() {
+            return Err(ConfigError::Unsupported(why.into()));
         }
         drop(self.unlock(password)?);
         let (dir, name) = split(path)?;

@@ -68,7 +68,7 @@ pub(crate) fn marker_first(k: u64) -> u64 {
 
 /// Segments holding blocks of a file of `size` bytes (at least segment 0,
 /// which holds the record).
-pub(crate) fn segments(size: u64) -> u64 {
+pub fn segments(size: u64) -> u64 {
     let n = block_count(size);
     if n == 0 {
         1

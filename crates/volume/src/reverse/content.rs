@@ -24,7 +24,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex};
 use warpfs_content::header::Header;
 use warpfs_content::layout::{self, BLOCK, BLOCK_USIZE, NNODE_BLOCKS, PAGE_BLOCKS};
-use warpfs_content::summary::{scatter, seg_of};
+use warpfs_content::summary::{scatter, segments};
 use warpfs_content::Mode;
 
 const MODE: Mode = Mode::Gcm;
@@ -193,9 +193,7 @@ impl ViewFile {
     /// reaches) twice until both reads agree. The second read goes to a
     /// buffer kept with the open file; neither is zeroed first.
     fn read_plain(&self, first: u64, end: u64) -> Result<Vec<u8>> {
-        let start = first * BLOCK;
-        let stop = (end * BLOCK).min(self.size);
-        let len = stop.saturating_sub(start) as usize;
+        let (start, len) = self.span(first, end);
         let mut a = Vec::new();
         let mut own = Vec::new();
         let mut kept = self.scratch.try_lock();
@@ -211,18 +209,19 @@ impl ViewFile {
             }
         }
         tracing::warn!(
-            "reverse view: {} kept changing while read at {start}..{stop}: EIO",
-            self.label
+            "reverse view: {} kept changing while read at {start}..{}: EIO",
+            self.label,
+            start + len as u64
         );
         Err(Error::EIO)
     }
 
-    /// The plaintext of blocks `[first, end)` (as far as the size
-    /// reaches), read once into `v`.
-    fn read_once(&self, v: &mut Vec<u8>, first: u64, end: u64) -> Result<()> {
+    /// Where the plaintext of blocks `[first, end)` lies (as far as the
+    /// size reaches): its offset and length.
+    fn span(&self, first: u64, end: u64) -> (u64, usize) {
         let start = first * BLOCK;
         let stop = (end * BLOCK).min(self.size);
-        self.fill(v, start, stop.saturating_sub(start) as usize)
+        (start, stop.saturating_sub(start) as usize)
     }
 
     /// The file's sums under `key`, made on the first call.
@@ -232,15 +231,15 @@ impl ViewFile {
             return Ok(s.clone());
         }
         let n = layout::block_count(self.size);
-        let segments = if n == 0 { 0 } else { seg_of(n - 1) + 1 };
         let s = Arc::new(Sums::make(
             &self.keys,
             key,
             &self.file_id,
-            (self.size, segments),
+            (self.size, segments(self.size)),
             |k, buf| {
                 let (first, end) = seg_blocks(k);
-                self.read_once(buf, first, end.min(n))
+                let (start, len) = self.span(first, end.min(n));
+                self.fill(buf, start, len)
             },
         )?);
         *g = Some(s.clone());

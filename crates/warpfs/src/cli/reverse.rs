@@ -112,11 +112,9 @@ pub fn upgrade(pass: &PassArgs, plaindir: &Path, config: Option<&Path>, quiet: b
             format!("{} is not a reverse config", path.display()),
         ));
     }
-    if cfg.has_feature(FeatureFlag::FileSummary) {
-        return Err(CliError::new(
-            ERROR,
-            format!("{}: the view has file summaries already", path.display()),
-        ));
+    // Refused before the password is asked.
+    if let Some(why) = cfg.renew_reverse_refused() {
+        return Err(CliError::new(ERROR, format!("{}: {why}", path.display())));
     }
     let name = path
         .file_name()
