@@ -395,6 +395,13 @@ if ((T_IGN > 0)); then
         sort | head -n 10
 fi
 echo "  total time: $((SECONDS - START))s; logs in target/test-logs/"
+# Why each failed step failed, where a test said so (its panic lines), so
+# that the end of the output carries the reason.
+for i in "${!NAMES[@]}"; do
+    [[ ${RESULTS[$i]} == FAILED* && -f $LOGS/${NAMES[$i]}.log ]] || continue
+    echo "  ${NAMES[$i]} failed; panics in its log:"
+    grep -a -A 6 "panicked at" "$LOGS/${NAMES[$i]}.log" | head -n 40 | sed 's/^/    /' || true
+done
 echo "=============================================================="
 if ((FAILED_STEPS > 0)); then
     echo "RESULT: FAILED ($FAILED_STEPS step(s) failed)"

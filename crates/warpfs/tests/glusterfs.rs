@@ -237,15 +237,30 @@ fn glusterfs_a_brick_killed_mid_write_heals_and_keeps_fsynced_data() {
         w.join().unwrap()
     });
     let pending = c.heal_pending().unwrap_or(None);
-    c.wait_healed(Duration::from_secs(180)).unwrap();
-    // Both bricks hold the same cipher dir.
-    let (b1, b2) = (brick_files(&c.bricks[0]), brick_files(&c.bricks[1]));
-    assert_eq!(b1.len(), b2.len(), "files per brick after the heal");
-    for ((p1, d1), (p2, d2)) in b1.iter().zip(&b2) {
-        assert_eq!(p1, p2);
-        assert!(d1 == d2, "{} differs between the bricks after the heal", p1.display());
-    }
+    // The mount goes first: its last releases (and what they write) are
+    // done before the bricks are compared, so no write is in flight then.
     a.unmount();
+    c.wait_healed(Duration::from_secs(180)).unwrap();
+    // Both bricks come to hold the same cipher dir (heal info can read 0
+    // while the self-heal daemon still copies its last entry).
+    let b1 = synced::poll("both bricks alike after the heal", Duration::from_secs(60), || {
+        let (b1, b2) = (brick_files(&c.bricks[0]), brick_files(&c.bricks[1]));
+        let names = |b: &[(PathBuf, Vec<u8>)]| b.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>();
+        if names(&b1) != names(&b2) {
+            let _ = synced::gluster::gluster(&["volume", "heal", &c.volume]);
+            return Err(format!(
+                "files per brick differ: {:?} against {:?}",
+                names(&b1),
+                names(&b2)
+            ));
+        }
+        if let Some(((p, _), _)) = b1.iter().zip(&b2).find(|((_, d1), (_, d2))| d1 != d2) {
+            let _ = synced::gluster::gluster(&["volume", "heal", &c.volume]);
+            return Err(format!("{} differs between the bricks", p.display()));
+        }
+        Ok(Some(b1))
+    })
+    .unwrap();
     for v in [&a, &b] {
         let o = warpfs(args!["fsck", "--passfile", &v.passfile, &v.cipher]);
         o.expect_ok(&format!("fsck through {} after the heal", v.cipher.display()));
