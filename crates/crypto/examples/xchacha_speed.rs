@@ -1,7 +1,8 @@
 //! One core's XChaCha20 and Poly1305 on 4 KiB blocks, each part alone:
 //! what a write's seal costs (the mask, the XOR, the tag) and where the
 //! time goes, and our Poly1305 beside the `poly1305` crate's on the same
-//! input (decision record 0080).
+//! input (decision record 0080), and our keystream beside the `chacha20`
+//! crate's alone (decision record 0108).
 //!
 //!     cargo run --release -p warpfs-crypto --example xchacha_speed [MS]
 //!
@@ -58,6 +59,13 @@ fn main() {
     );
     let r = rate(t, |n| key.keystream(&nonce(n), 0, black_box(&mut mask)));
     println!("mask (block 0 + 4 KiB, HChaCha20 included): {r:8.0} MB/s");
+    let r = rate(t, |n| {
+        use chacha20::cipher::{KeyIvInit, StreamCipher};
+        mask.fill(0);
+        let xn = warpfs_crypto::xchacha::xnonce(&nonce(n));
+        chacha20::XChaCha20::new(&[0x42; 32].into(), &xn.into()).apply_keystream(black_box(&mut mask));
+    });
+    println!("the same mask with the chacha20 crate alone: {r:8.0} MB/s");
     let r = rate(t, |n| key.xor_at(&nonce(n), 1, 0, black_box(&mut buf)));
     println!("XOR of 4 KiB keystream in place:             {r:8.0} MB/s");
     let otk = [7u8; 32];

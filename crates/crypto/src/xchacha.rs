@@ -11,9 +11,11 @@
 //! ([`poly1305_tag`]), so a block is exactly XChaCha20-Poly1305
 //! (draft-irtf-cfrg-xchacha 2.3) under the nonce `n ‖ 0^96`.
 //!
-//! The keystream comes from the RustCrypto `chacha20` crate (AVX2 or SSE2
-//! chosen at run time on x86-64, NEON at compile time on aarch64, portable
-//! elsewhere); the tag from our own Poly1305 with 64-bit limbs (`poly`,
+//! The keystream of runs of 1 KiB and more comes from our own kernel,
+//! sixteen blocks at a time with AVX-512F where the CPU has it
+//! (`chacha_avx512`, decision record 0108); the rest from the RustCrypto
+//! `chacha20` crate (AVX2 or SSE2 chosen at run time on x86-64, NEON at
+//! compile time on aarch64, portable elsewhere); the tag from our own Poly1305 with 64-bit limbs (`poly`,
 //! portable Rust, about twice the `poly1305` crate's speed on 4 KiB
 //! blocks here, decision record 0080; the crate is its test oracle), its
 //! long runs four blocks at a time with AVX2 where the CPU has it
@@ -28,6 +30,8 @@ use crate::mask::{MaskLayout, TagMask};
 use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
 use chacha20::XChaCha20;
 
+#[cfg(target_arch = "x86_64")]
+mod chacha_avx512;
 mod poly;
 #[cfg(target_arch = "x86_64")]
 mod poly_avx2;
@@ -107,9 +111,57 @@ impl XChaChaKey {
             end <= STREAM_BLOCKS * BLOCK_LEN,
             "XChaCha20 keystream past the 32-bit block counter"
         );
+        #[cfg(target_arch = "x86_64")]
+        if buf.len() >= chacha_avx512::CHUNK && chacha_avx512::available() {
+            return self.xor_wide(xn, start, buf);
+        }
         let mut c = XChaCha20::new((&*self.key).into(), xn.into());
         c.seek(start);
         c.apply_keystream(buf);
+    }
+
+    /// [`xor_x`](Self::xor_x) from stream byte `start` over a buffer of
+    /// at least one [`chacha_avx512::CHUNK`]: HChaCha20 makes the subkey,
+    /// the whole runs of sixteen blocks go through the AVX-512 kernel, and
+    /// the bytes before the first block boundary and after the last run
+    /// through the crate's ChaCha20 under the same subkey and nonce.
+    #[cfg(target_arch = "x86_64")]
+    fn xor_wide(&self, xn: &[u8; XNONCE_LEN], start: u64, buf: &mut [u8]) {
+        use zeroize::{Zeroize, Zeroizing};
+        let input: [u8; 16] = xn[..16].try_into().expect("16 of 24 bytes");
+        let mut made = chacha20::hchacha::<chacha20::R20>((&*self.key).into(), &input.into());
+        let mut sub = Zeroizing::new([0u8; KEY_LEN]);
+        sub.copy_from_slice(&made);
+        made.as_mut_slice().zeroize();
+        let mut words = Zeroizing::new([0u32; 8]);
+        for (w, b) in words.iter_mut().zip(sub.chunks_exact(4)) {
+            *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        let mut inner_nonce = [0u8; 12];
+        inner_nonce[4..].copy_from_slice(&xn[16..]);
+        let nonce = [
+            0,
+            u32::from_le_bytes([xn[16], xn[17], xn[18], xn[19]]),
+            u32::from_le_bytes([xn[20], xn[21], xn[22], xn[23]]),
+        ];
+        let mut inner = chacha20::ChaCha20::new((&*sub).into(), &inner_nonce.into());
+        let head = (((BLOCK_LEN - start % BLOCK_LEN) % BLOCK_LEN) as usize).min(buf.len());
+        inner.seek(start);
+        inner.apply_keystream(&mut buf[..head]);
+        let mut block = (start + head as u64) / BLOCK_LEN;
+        let mut runs = buf[head..].chunks_exact_mut(chacha_avx512::CHUNK);
+        for run in &mut runs {
+            // The run ends inside the stream (`xor_x` checked its end), so
+            // its sixteen counters fit in 32 bits without wrapping.
+            let ctr = u32::try_from(block).expect("within the 32-bit block counter");
+            let run: &mut [u8; chacha_avx512::CHUNK] = run.try_into().expect("a whole run");
+            // SAFETY: `xor_x` called this only where `available()` holds.
+            unsafe { chacha_avx512::xor16(&words, &nonce, ctr, run) };
+            block += 16;
+        }
+        let tail = runs.into_remainder();
+        inner.seek(block * BLOCK_LEN);
+        inner.apply_keystream(tail);
     }
 
     /// Write the keystream from block `block` of `nonce` into `out`.
@@ -140,13 +192,16 @@ pub fn poly1305_tag(otk: &TagMask, aad: &[u8], ciphertext: &[u8]) -> [u8; POLY13
 }
 
 /// Which implementations run XChaCha20 and Poly1305 on this CPU, in words
-/// (what the `chacha20` crate chooses: on x86-64 AVX2, else SSE2; NEON on
+/// (runs of 1 KiB and more: our sixteen-block kernel with AVX-512F; else
+/// what the `chacha20` crate chooses: on x86-64 AVX2, else SSE2; NEON on
 /// aarch64 builds with it, portable elsewhere; Poly1305 is ours, four
 /// blocks at a time with AVX2, else 64-bit limbs).
 pub fn backend() -> &'static str {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if chacha_avx512::available() {
+            "chacha20 avx512 16-way (warpfs-crypto), poly1305 avx2 4-way (warpfs-crypto)"
+        } else if std::arch::is_x86_feature_detected!("avx2") {
             "chacha20 avx2, poly1305 avx2 4-way (warpfs-crypto)"
         } else {
             "chacha20 sse2, poly1305 64-bit (warpfs-crypto)"

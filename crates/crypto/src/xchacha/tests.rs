@@ -194,3 +194,80 @@ proptest::proptest! {
         proptest::prop_assert_eq!(k.tag_mask(&nonce), otk);
     }
 }
+
+/// RFC 8439 2.4.2 through the sixteen-block AVX-512 kernel alone (counter
+/// 1, the vector's plaintext at the start of a 1 KiB run), and the other
+/// fifteen blocks of the run equal to the `chacha20` crate's.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn rfc8439_chacha20_encryption_through_the_avx512_kernel() {
+    if !super::chacha_avx512::available() {
+        eprintln!("no AVX-512F on this CPU: the kernel is not used here");
+        return;
+    }
+    let key: [u8; 32] = h(RFC_KEY).try_into().unwrap();
+    let nonce: [u8; 12] = h("000000000000004a00000000").try_into().unwrap();
+    let words: [u32; 8] = std::array::from_fn(|i| u32::from_le_bytes(key[4 * i..4 * i + 4].try_into().unwrap()));
+    let nwords: [u32; 3] = std::array::from_fn(|i| u32::from_le_bytes(nonce[4 * i..4 * i + 4].try_into().unwrap()));
+    let mut buf = [0u8; super::chacha_avx512::CHUNK];
+    buf[..LADIES.len()].copy_from_slice(LADIES);
+    // SAFETY: the CPU has AVX-512F (checked above).
+    unsafe { super::chacha_avx512::xor16(&words, &nwords, 1, &mut buf) };
+    assert_eq!(
+        hex::encode(&buf[..LADIES.len()]),
+        "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0bf91b65c5524733ab8f593dabcd62b3571639d624e65152ab8f530c359f0861d807ca0dbf500d6a6156a38e088a22b65e52bc514d16ccf806818ce91ab77937365af90bbf74a35be6b40b8eedf2785e42874d"
+    );
+    let mut want = [0u8; super::chacha_avx512::CHUNK];
+    want[..LADIES.len()].copy_from_slice(LADIES);
+    let mut c = chacha20::ChaCha20::new(&key.into(), &nonce.into());
+    c.apply_keystream(&mut [0u8; 64]);
+    c.apply_keystream(&mut want);
+    assert_eq!(buf, want);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(warpfs_testkit::cases(300)))]
+    /// Any stretch of any nonce's stream, XORed into a buffer (long ones
+    /// through the AVX-512 kernel where the CPU has it, with a head before
+    /// the first block boundary and a tail after the last whole run),
+    /// equals the `chacha20` crate's XChaCha20 seeked to the same byte,
+    /// near the end of the 32-bit counter too.
+    #[test]
+    fn any_stretch_of_the_stream_equals_the_chacha20_crate(
+        key in proptest::array::uniform32(0u8..),
+        xn in proptest::array::uniform24(0u8..),
+        near_end in proptest::bool::ANY,
+        block in 0u32..200,
+        pos in 0u64..200,
+        data in proptest::collection::vec(0u8.., 0..=5000),
+    ) {
+        use chacha20::cipher::StreamCipherSeek;
+        let k = XChaChaKey::new(&key).unwrap();
+        // Near the end: the stretch ends at most 100 blocks before the
+        // last block of the stream.
+        let block = if near_end { u32::MAX - 1 - 100 - block - (pos + 5000).div_ceil(64) as u32 } else { block };
+        let mut ours = data.clone();
+        k.xor_x(&xn, block, pos, &mut ours);
+        let mut theirs = data.clone();
+        let mut c = chacha20::XChaCha20::new(&key.into(), &xn.into());
+        c.seek(u64::from(block) * 64 + pos);
+        c.apply_keystream(&mut theirs);
+        proptest::prop_assert_eq!(ours, theirs);
+    }
+}
+
+/// The last whole run of sixteen blocks the stream has (counters up to
+/// 2^32 − 2) goes through the kernel without wrapping its counters.
+#[test]
+fn the_last_run_of_the_stream_equals_the_chacha20_crate() {
+    use chacha20::cipher::StreamCipherSeek;
+    let k = XChaChaKey::new(&[9u8; 32]).unwrap();
+    let xn = [3u8; 24];
+    let mut ours = vec![0u8; 1024];
+    k.xor_x(&xn, u32::MAX - 16, 0, &mut ours);
+    let mut theirs = vec![0u8; 1024];
+    let mut c = chacha20::XChaCha20::new(&[9u8; 32].into(), &xn.into());
+    c.seek(u64::from(u32::MAX - 16) * 64);
+    c.apply_keystream(&mut theirs);
+    assert_eq!(ours, theirs);
+}
