@@ -1,5 +1,7 @@
 //! XTS (IEEE 1619-2018) over a 128-bit block cipher (AES or Twofish), with
-//! ciphertext stealing, batched ECB calls and a branch-free multiply-by-α.
+//! ciphertext stealing, batched ECB calls and a branch-free multiply-by-α;
+//! AES units' whole groups of four blocks on the VAES-512 kernel where the
+//! CPU has it (`simd::xts`, decision record 0109).
 //!
 //! A data unit of `L` bytes with tweak `i` (16 bytes, the little-endian
 //! 128-bit unit number of IEEE 1619) is processed as the standard says:
@@ -70,6 +72,9 @@ enum Pair {
 #[derive(Clone)]
 pub struct XtsKey {
     pair: Locked<Pair>,
+    /// `K1` for the VAES-512 kernel (AES keys on CPUs that run it).
+    #[cfg(target_arch = "x86_64")]
+    vaes: Option<Locked<crate::simd::xts::XtsRoundKeys>>,
     bits: u32,
     cipher: XtsCipher,
 }
@@ -131,11 +136,31 @@ impl XtsKey {
             ),
             (XtsCipher::Twofish, _) => Pair::Twofish(Twofish::new(k1)?, Twofish::new(k2)?),
         };
+        #[cfg(target_arch = "x86_64")]
+        let vaes = match cipher {
+            XtsCipher::Aes => crate::simd::xts::XtsRoundKeys::new(k1, k2).map(Locked::new),
+            XtsCipher::Twofish => None,
+        };
         Ok(Self {
             pair: Locked::new(pair),
+            #[cfg(target_arch = "x86_64")]
+            vaes,
             bits: half as u32 * 8,
             cipher,
         })
+    }
+
+    /// Whether whole groups of four blocks go through the VAES-512 kernel
+    /// (AES keys on a CPU with VAES and AVX-512F/BW).
+    pub fn is_vaes(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.vaes.is_some()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
     }
 
     /// Size of each of the two keys in bits (128 or 256).
@@ -172,6 +197,10 @@ impl XtsKey {
     /// `T = E_K2(tweak)` as a little-endian integer.
     #[inline]
     pub fn encrypted_tweak(&self, tweak: &[u8; 16]) -> u128 {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.vaes {
+            return k.encrypted_tweak(tweak);
+        }
         let mut b = Block::from(*tweak);
         self.k2().enc(std::slice::from_mut(&mut b));
         u128::from_le_bytes(b.into())
@@ -225,8 +254,22 @@ impl XtsKey {
     }
 
     /// XEX over the full blocks of `buf` starting with mask `t`; returns the
-    /// mask of the block after the last.
-    fn xex(&self, mut t: u128, buf: &mut [u8], enc: bool) -> u128 {
+    /// mask of the block after the last. Whole groups of four blocks go
+    /// through the VAES-512 kernel where the key has one.
+    fn xex(&self, t: u128, buf: &mut [u8], enc: bool) -> u128 {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(k) = &self.vaes {
+            let (done, next) = crate::simd::xts::xex(k, t, buf, enc);
+            if done == buf.len() {
+                return next;
+            }
+            return self.xex_blocks(next, &mut buf[done..], enc);
+        }
+        self.xex_blocks(t, buf, enc)
+    }
+
+    /// [`xex`](Self::xex) with the block cipher's own batched calls.
+    fn xex_blocks(&self, mut t: u128, buf: &mut [u8], enc: bool) -> u128 {
         let mut masks = [0u128; BATCH];
         for c in buf.chunks_mut(BATCH * BS) {
             let n = c.len() / BS;

@@ -54,6 +54,11 @@ impl RoundKeys {
         Some(k)
     }
 
+    /// The round keys (`rounds + 1` of the 15 in use) and the rounds.
+    pub(crate) fn round_keys(&self) -> (&[[u8; 16]; 15], usize) {
+        (&self.rk, self.rounds)
+    }
+
     /// Encrypt one block (for tests and H = E(0)).
     #[cfg(test)]
     pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {

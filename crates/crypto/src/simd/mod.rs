@@ -1,6 +1,6 @@
-//! Hand-written x86-64 kernels for the two hot loops of content encryption:
-//! AES-CTR masks on VAES-512 ([`aes`]) and GHASH on VPCLMULQDQ-512
-//! ([`ghash`]). Both are chosen at run time from the CPU's features; without
+//! Hand-written x86-64 kernels for the hot loops of content encryption:
+//! AES-CTR masks on VAES-512 ([`aes`]), GHASH on VPCLMULQDQ-512
+//! ([`ghash`]) and AES-XTS on VAES-512 ([`xts`]). Both are chosen at run time from the CPU's features; without
 //! them (or with `--cfg aes_backend="soft"`, which asks for software AES
 //! everywhere) the `aes` and `ghash` crates do the work as before.
 //!
@@ -18,6 +18,7 @@
 pub(crate) mod aes;
 pub(crate) mod ghash;
 pub(crate) mod xor;
+pub(crate) mod xts;
 
 use std::sync::OnceLock;
 
