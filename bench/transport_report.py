@@ -36,6 +36,41 @@ def ratio(a, b):
     return "–" if a is None or not b else f"{a / b:.2f}"
 
 
+def paired(cells, a, b, j):
+    """Median over the repetitions of a's value over b's in the same one."""
+    ca, cb = cells.get((a, j)), cells.get((b, j))
+    if ca is None or cb is None:
+        return None
+    rs = [x / y for x, y in zip(ca["value"], cb["value"]) if x is not None and y]
+    return statistics.median(rs) if rs else None
+
+
+READS = {"randread-4k", "randread-4k-4j", "seqread-128k", "seqread-1m", "reread"}
+
+
+def goals(jobs, cells, d):
+    """The speed goals, each row met or unmet: warpfs on /dev/fuse >= 1.5x
+    the better of gocryptfs and securefs; the ring >= 0.97x /dev/fuse
+    (ratios paired per repetition); read rows >= bindfs."""
+    if not any(k[0] == "warpfs-dev" for k in cells):
+        return []
+    mark = lambda r, goal: "–" if r is None else f"{r:.2f} {'met' if r >= goal else 'unmet'}"
+    L = ["\nGoals (ratios paired per repetition, their median): /dev/fuse over the better of gocryptfs and "
+         "securefs >= 1.5; io_uring over /dev/fuse >= 0.97; reads on /dev/fuse over bindfs >= 1.\n",
+         "| job | dev / best peer (>= 1.5) | uring / dev (>= 0.97) | dev / bindfs, reads (>= 1) |",
+         "|---|---|---|---|"]
+    for j in jobs:
+        best = None
+        for peer in ("gocryptfs", "securefs"):
+            r = paired(cells, "warpfs-dev", peer, j)
+            if r is not None:
+                best = r if best is None else min(best, r)
+        bind = paired(cells, "warpfs-dev", "bindfs", j) if j in READS else None
+        L.append(f"| {j} | {mark(best, 1.5)} | {mark(paired(cells, 'warpfs-uring', 'warpfs-dev', j), 0.97)} | "
+                 f"{mark(bind, 1.0)} |")
+    return L
+
+
 def main():
     src, out = sys.argv[1], sys.argv[2]
     d = json.load(open(src))
@@ -84,6 +119,7 @@ def main():
         L.append(f"| {j} | {unit(j)} | " + " | ".join(row) + f" | {ratio(u, val('warpfs-dev', j))} | "
                  f"{ratio(u, best)} | {ratio(u, val('bindfs', j))} | {ratio(u, val('warpfs-uring-shared', j))} |"
                  + (f" {ratio(u, val('warpfs-uring-farwake', j))} |" if far else ""))
+    L += goals(jobs, cells, d)
     L += ["\nDaemon CPU per operation (µs, median; a fio operation is one request of its block size; "
           "the tree steps count files):\n",
           "| job | " + " | ".join(peers) + " |", "|---|" + "---:|" * len(peers)]

@@ -89,6 +89,9 @@ unsafe fn encrypt1(k: &RoundKeys, block: &mut [u8; 16]) {
 /// down to [`GROUP`]) and the mask of the block after them.
 pub(crate) fn xex(k: &XtsRoundKeys, t: u128, buf: &mut [u8], enc: bool) -> (usize, u128) {
     let done = buf.len() / GROUP * GROUP;
+    if done == 0 {
+        return (0, t);
+    }
     let buf = &mut buf[..done];
     let (ek, nr) = k.enc.round_keys();
     let rk = if enc { ek } else { &k.dec };
