@@ -15,7 +15,8 @@
 //! sixteen blocks at a time with AVX-512F where the CPU has it
 //! (`chacha_avx512`, decision record 0108); the rest from the RustCrypto
 //! `chacha20` crate (AVX2 or SSE2 chosen at run time on x86-64, NEON at
-//! compile time on aarch64, portable elsewhere); the tag from our own Poly1305 with 64-bit limbs (`poly`,
+//! compile time on aarch64, portable elsewhere); the tag from our own
+//! Poly1305 with 64-bit limbs (`poly`,
 //! portable Rust, about twice the `poly1305` crate's speed on 4 KiB
 //! blocks here, decision record 0080; the crate is its test oracle), its
 //! long runs four blocks at a time with AVX2 where the CPU has it

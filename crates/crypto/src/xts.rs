@@ -72,7 +72,7 @@ enum Pair {
 #[derive(Clone)]
 pub struct XtsKey {
     pair: Locked<Pair>,
-    /// `K1` for the VAES-512 kernel (AES keys on CPUs that run it).
+    /// `K1` and `K2` for the VAES-512 kernel (AES keys on CPUs that run it).
     #[cfg(target_arch = "x86_64")]
     vaes: Option<Locked<crate::simd::xts::XtsRoundKeys>>,
     bits: u32,

@@ -59,8 +59,7 @@ impl RoundKeys {
         (&self.rk, self.rounds)
     }
 
-    /// Encrypt one block (for tests and H = E(0)).
-    #[cfg(test)]
+    /// Encrypt one block (XTS's `E_K2(tweak)`, and tests).
     pub(crate) fn encrypt_block(&self, block: &mut [u8; 16]) {
         // SAFETY: a RoundKeys exists only when AES-NI is present.
         unsafe { encrypt1(self, block) }
@@ -146,7 +145,6 @@ unsafe fn expand256(key: &[u8], out: &mut [[u8; 16]; 15]) {
     let _ = (a, b);
 }
 
-#[cfg(test)]
 #[target_feature(enable = "aes,sse2")]
 unsafe fn encrypt1(k: &RoundKeys, block: &mut [u8; 16]) {
     let mut x = _mm_xor_si128(_mm_loadu_si128(block.as_ptr().cast()), load(&k.rk[0]));

@@ -1,7 +1,7 @@
 //! Hand-written x86-64 kernels for the hot loops of content encryption:
 //! AES-CTR masks on VAES-512 ([`aes`]), GHASH on VPCLMULQDQ-512
-//! ([`ghash`]) and AES-XTS on VAES-512 ([`xts`]). Both are chosen at run time from the CPU's features; without
-//! them (or with `--cfg aes_backend="soft"`, which asks for software AES
+//! ([`ghash`]) and AES-XTS on VAES-512 ([`xts`]). Each is chosen at run
+//! time from the CPU's features; without them (or with `--cfg aes_backend="soft"`, which asks for software AES
 //! everywhere) the `aes` and `ghash` crates do the work as before.
 //!
 //! Why our own: the `aes` 0.9 crate's VAES path encrypts counter blocks

@@ -1,10 +1,11 @@
 //! AES-XTS on VAES-512 (x86-64 with AVX-512F/BW, VAES and AES-NI): four
 //! blocks per 512-bit register, eight registers per step, each block XORed
 //! with its tweak mask `T·α^j` before and after the block cipher. The masks
-//! are made in registers too: a register holds `T·α^j .. T·α^(j+3)`, and
-//! the next one is `·α^4` lane by lane (a 128-bit shift by four and the
-//! four bits shifted out folded back with x^7 + x^2 + x + 1), so a data
-//! unit costs one load and one store per byte. Decryption runs the
+//! are made in registers too: a register holds `T·α^j .. T·α^(j+3)`; the
+//! eight of a step start `·α^4` apart and each moves on `·α^32` per step
+//! (lane-wise shifts, the bits shifted out folded back with
+//! x^7 + x^2 + x + 1), so a data unit costs one load and one store per
+//! byte. Decryption runs the
 //! equivalent inverse cipher (`aesimc` of the encryption round keys). The
 //! round keys come from [`super::aes::RoundKeys`] and sit inside the
 //! caller's `Locked`.
@@ -29,7 +30,8 @@ pub(crate) const GROUP: usize = 64;
 const WIDE: usize = 8;
 
 /// An XTS key expanded for the kernel: the data key `K1` for both
-/// directions, the tweak key `K2` for encryption.
+/// directions, the tweak key `K2` for encryption. Like [`RoundKeys`], it
+/// lives inside the caller's `Locked`, which wipes it when freed.
 #[derive(Clone)]
 pub(crate) struct XtsRoundKeys {
     enc: RoundKeys,
@@ -54,33 +56,13 @@ impl XtsRoundKeys {
         }
         Some(Self { enc, dec, k2 })
     }
-}
 
-impl Drop for XtsRoundKeys {
-    fn drop(&mut self) {
-        zeroize::Zeroize::zeroize(self.dec.as_flattened_mut());
-    }
-}
-
-impl XtsRoundKeys {
     /// `T = E_K2(tweak)` as a little-endian integer (AES-NI, one block).
     pub(crate) fn encrypted_tweak(&self, tweak: &[u8; 16]) -> u128 {
         let mut b = *tweak;
-        // SAFETY: a RoundKeys exists only when AES-NI is present.
-        unsafe { encrypt1(&self.k2, &mut b) };
+        self.k2.encrypt_block(&mut b);
         u128::from_le_bytes(b)
     }
-}
-
-#[target_feature(enable = "aes,sse2")]
-unsafe fn encrypt1(k: &RoundKeys, block: &mut [u8; 16]) {
-    let (rk, nr) = k.round_keys();
-    let mut x = _mm_xor_si128(_mm_loadu_si128(block.as_ptr().cast()), load(&rk[0]));
-    for key in &rk[1..nr] {
-        x = _mm_aesenc_si128(x, load(key));
-    }
-    x = _mm_aesenclast_si128(x, load(&rk[nr]));
-    _mm_storeu_si128(block.as_mut_ptr().cast(), x);
 }
 
 /// Encrypt (`enc`) or decrypt the whole groups of four blocks at the start

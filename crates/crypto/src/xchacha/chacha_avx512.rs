@@ -6,8 +6,9 @@
 //! sixteen 64-byte blocks, which are XORed into the caller's buffer.
 //! Constant time: no branch or index depends on the key, the nonce or the
 //! data. Like the `chacha20` crate's backends, the state (key words
-//! included) lives in registers and this call's stack frame only. Checked against the `chacha20` crate and RFC 8439's vectors in
-//! `xchacha`'s tests.
+//! included) lives in registers and this call's stack frame only. Checked
+//! against the `chacha20` crate and RFC 8439's vectors in `xchacha`'s
+//! tests.
 
 use std::arch::x86_64::*;
 
