@@ -3,10 +3,15 @@
 
   report.py --build RAWDIR OUT.json   build OUT.json from run.sh's raw TSVs, then render
   report.py OUT.json                  render OUT.md and OUT-*.png again from OUT.json
+  report.py --readme OUT.json         print the README's results table from OUT.json
 
 The Markdown has, per suite and backing: medians with min–max of the
 repetitions; ratios of medians to gocryptfs and to EncFS; CPU (daemon, client,
-total CPU-seconds and the papers' efficiency: MiB moved per daemon CPU-second).
+total CPU-seconds and the papers' efficiency: MiB moved per daemon CPU-second);
+and, when warpfs ran, a goals table with ratios paired per repetition (their
+median), each met or unmet: warpfs on /dev/fuse (the warpfs-dev peer, else
+warpfs) over the best crypto peer of that repetition >= 1.5, warpfs-uring
+over it >= 0.97, and on read rows over bindfs >= 1.
 Plots (needs matplotlib; Debian: python3-matplotlib) follow the papers'
 figures: bars per request size, one per peer, and warpfs's percentage gain
 over EncFS on a second axis; macro: bars per thread count, and the canonical
@@ -19,8 +24,13 @@ import os
 import statistics
 import sys
 
-ORDER = ["plain", "bindfs", "warpfs-nocrypto", "warpfs", "warpfs-specon", "gocryptfs", "encfs", "cryfs", "securefs"]
+ORDER = ["plain", "bindfs", "warpfs-nocrypto", "warpfs", "warpfs-dev", "warpfs-uring", "warpfs-specon", "gocryptfs",
+         "encfs", "cryfs", "securefs"]
 REFS = ["gocryptfs", "encfs"]
+# The goals table: warpfs on /dev/fuse against the best of these, the ring
+# against /dev/fuse, and reads against the passthrough.
+CRYPTO_PEERS = ["gocryptfs", "securefs", "cryfs", "encfs"]
+GOAL_LEAD, GOAL_RING, GOAL_PASS = 1.5, 0.97, 1.0
 SIZES = ["4k", "64k", "128k", "1m"]
 FIELDS = ["suite", "peer", "backing", "workload", "bs", "jobs", "rep", "value", "unit", "bytes",
           "wall_s", "daemon_cpu_s", "client_cpu_s"]
@@ -71,7 +81,7 @@ def build(raw, out):
         g["repetitions"].append({k: r[k] for k in ("rep", "value", "bytes", "wall_s", "daemon_cpu_s",
                                                    "client_cpu_s")})
     settings_keys = ["mode", "repetitions", "file_mib", "runtime_cap_s", "macro_seconds", "fileserver_nfiles",
-                     "webserver_nfiles", "dd_mib", "tree", "pinning", "fio", "elapsed_s"]
+                     "webserver_nfiles", "dd_mib", "tree", "pinning", "daemon_session", "fio", "elapsed_s"]
     doc = {
         "benchmark": "warpfs bench/run.sh",
         "date": meta.get("date"),
@@ -129,9 +139,9 @@ def render(path):
     out = ["# warpfs benchmark suite — %s mode" % s.get("mode"), ""]
     out.append("%s · %s, %s cores, %s GiB, kernel %s, %s · %s" % (
         doc["date"], m["cpu_model"], m["cores"], m["memory_gib"], m["kernel"], m["os"], m["cpu_flags"]))
-    out.append("git %s%s · CPUs %s%% busy just before the run · pinning: %s · disk backing: %s" % (
+    out.append("git %s%s · CPUs %s%% busy just before the run · pinning: %s%s · disk backing: %s" % (
         (doc["git"]["commit"] or "?")[:12], " (dirty)" if doc["git"]["dirty"] else "", m["cpu_busy_pct_before"],
-        s["pinning"], m["disk"]))
+        s["pinning"], " · daemons in %s" % s["daemon_session"] if s.get("daemon_session") else "", m["disk"]))
     out.append("%s repetitions · micro: fio psync, iodepth 1, direct=0, %s MiB per job (capped at %s s), caches "
                "dropped before every job, remount between write and read phases · macro: %s s per run, "
                "fileserver %s files, webserver %s files, dd %s MiB, tree: %s · whole run %s s" % (
@@ -190,6 +200,7 @@ def render(path):
                             else:
                                 cs.append("–")
                     out.append("| %s | %s |" % (w, " | ".join(cs)))
+            out += goals(cell, suite, backing, wls, ps)
             out += ["", "CPU, medians: efficiency (MiB per daemon CPU-second) · daemon / client / total CPU-s:", ""]
             out.append("| workload | " + " | ".join(ps) + " |")
             out.append("|---|" + "---:|" * len(ps))
@@ -217,6 +228,72 @@ def render(path):
     with open(base + ".md", "w") as f:
         f.write("\n".join(out) + "\n")
     print("wrote %s.md%s" % (base, "".join(", " + os.path.basename(p) for p in plots)))
+
+
+def paired(cell, key, num, dens, lower_better):
+    """Median over repetitions of num's value over the best of dens's values
+    in the same repetition (for s, lower is better: the ratio is inverted so
+    that above 1 is always better for num); None without a common one."""
+    a = cell.get(key + (num,))
+    if not a:
+        return None
+    ratios = []
+    for x in a["repetitions"]:
+        vs = [y["value"] for d in dens if cell.get(key + (d,))
+              for y in cell[key + (d,)]["repetitions"] if y["rep"] == x["rep"]]
+        if not vs or x["value"] <= 0:
+            continue
+        if lower_better:
+            ratios.append(min(vs) / x["value"])
+        else:
+            ratios.append(x["value"] / max(vs))
+    return med(ratios)
+
+
+def goals(cell, suite, backing, wls, ps):
+    """The goals table of one suite and backing (empty when warpfs did not run)."""
+    dev = "warpfs-dev" if "warpfs-dev" in ps else ("warpfs" if "warpfs" in ps else None)
+    if not dev:
+        return []
+    crypto = [q for q in CRYPTO_PEERS if q in ps]
+    ring = "warpfs-uring" if "warpfs-uring" in ps and dev != "warpfs-uring" else None
+    cols = []
+    if crypto:
+        cols.append(("%s / best of %s (>= %s)" % (dev, ", ".join(crypto), GOAL_LEAD), crypto, GOAL_LEAD, None))
+    if ring:
+        cols.append(("%s / %s (>= %s)" % (ring, dev, GOAL_RING), [dev], GOAL_RING, ring))
+    if "bindfs" in ps:
+        cols.append(("%s / bindfs, reads (>= %s)" % (dev, GOAL_PASS), ["bindfs"], GOAL_PASS, "reads"))
+    if not cols:
+        return []
+    out = ["", "Goals (ratios paired per repetition, their median; above 1 is better for the first peer "
+           "named, also for s):", ""]
+    out.append("| workload | " + " | ".join(c[0] for c in cols) + " |")
+    out.append("|---|" + "---|" * len(cols))
+    met = [[0, 0] for _ in cols]
+    for w in wls:
+        key = (suite, backing, w)
+        unit = next((cell[key + (p,)]["unit"] for p in ps if key + (p,) in cell), "")
+        cs = []
+        for i, (_, dens, goal, what) in enumerate(cols):
+            num = what if what not in (None, "reads") else dev
+            if what == "reads" and not (w.startswith("seqread") or w.startswith("randread") or w == "dd-read"):
+                cs.append("–")
+                continue
+            r = paired(cell, key, num, dens, unit == "s")
+            if r is None:
+                cs.append("–")
+                continue
+            ok = r >= goal
+            met[i][0] += ok
+            met[i][1] += 1
+            shown = "%.2f" % r
+            if not ok and float(shown) >= goal:
+                shown = "%.3f" % r
+            cs.append("%s %s" % (shown, "met" if ok else "unmet"))
+        out.append("| %s | %s |" % (w, " | ".join(cs)))
+    out.append("| met | " + " | ".join("%d of %d" % tuple(m) for m in met) + " |")
+    return out
 
 
 def plot(doc, base):
@@ -329,7 +406,55 @@ def plot(doc, base):
     return written
 
 
+# The README's rows: (suite, backing, workload, label).
+README_ROWS = [
+    ("micro", "memory", "seqwrite-4k-j1", "sequential write 4 KiB"),
+    ("micro", "memory", "seqwrite-1m-j1", "sequential write 1 MiB"),
+    ("micro", "memory", "randwrite-4k-j1", "random write 4 KiB"),
+    ("micro", "memory", "seqread-128k-j1", "sequential read 128 KiB"),
+    ("micro", "memory", "seqread-1m-j1", "sequential read 1 MiB"),
+    ("micro", "memory", "randread-4k-j1", "random read 4 KiB"),
+    ("micro", "memory", "randread-4k-j4", "random read 4 KiB, 4 jobs"),
+    ("micro", "disk", "seqwrite-1m-j1", "sequential write 1 MiB, ext4"),
+    ("micro", "disk", "seqread-1m-j1", "sequential read 1 MiB, ext4"),
+    ("micro", "disk", "randread-4k-j1", "random read 4 KiB, ext4"),
+    ("macro", "memory", "fileserver-t1", "fileserver, 1 thread"),
+    ("macro", "memory", "webserver-t1", "webserver, 1 thread"),
+    ("macro", "memory", "untar", "untar of a source tree"),
+    ("macro", "memory", "ls-lR", "`ls -lR` of it"),
+    ("macro", "memory", "rm-rf", "`rm -rf` of it"),
+]
+README_PEERS = ["warpfs-dev", "warpfs-uring", "gocryptfs", "securefs", "cryfs", "encfs", "bindfs"]
+
+
+def readme(path):
+    """The README's table: medians of the rows above, and the goals."""
+    doc = json.load(open(path))
+    cell = {(r["suite"], r["backing"], r["workload"], r["peer"]): r for r in doc["results"]}
+    ps = [p for p in README_PEERS if any(k[3] == p for k in cell)]
+    names = {"warpfs-dev": "warpfs /dev/fuse", "warpfs-uring": "warpfs io_uring"}
+    crypto = [q for q in CRYPTO_PEERS if q in ps]
+    out = ["| workload | unit | " + " | ".join(names.get(p, p) for p in ps) + " | /dev/fuse ÷ best peer | "
+           "io_uring ÷ /dev/fuse |", "|---|---|" + "---:|" * (len(ps) + 2)]
+    for suite, backing, w, label in README_ROWS:
+        key = (suite, backing, w)
+        rs = [cell.get(key + (p,)) for p in ps]
+        if not any(rs):
+            continue
+        unit = next(r["unit"] for r in rs if r)
+        vals = [fmt(med([x["value"] for x in r["repetitions"]])) if r else "–" for r in rs]
+        lead = paired(cell, key, "warpfs-dev", crypto, unit == "s")
+        ring = paired(cell, key, "warpfs-uring", ["warpfs-dev"], unit == "s")
+        out.append("| %s | %s | %s | %s | %s |" % (
+            label, unit, " | ".join(vals), "%.2f" % lead if lead is not None else "–",
+            "%.2f" % ring if ring is not None else "–"))
+    print("\n".join(out))
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--readme":
+        readme(argv[2])
+        return 0
     if len(argv) == 4 and argv[1] == "--build":
         build(argv[2], argv[3])
         render(argv[3])

@@ -51,8 +51,11 @@
 #   children's rusage of the client: fio, the Python workers, tar...), total.
 #   Efficiency = MiB moved per daemon CPU-second (the papers' "CPU utilisation
 #   efficiency"; not defined for plain, which has no daemon).
-# Pinning (taskset): clients on CPU $CLIENT_CPU (default 0), daemons on
-#   $FS_CPUS (default 1; 0 on a 1-CPU machine); BENCH_NO_PIN=1 turns it off.
+# Pinning: none by default (every process where the scheduler puts it, as a
+#   user runs it). BENCH_PIN=1 pins with taskset: clients on CPU $CLIENT_CPU
+#   (default 0), daemons on $FS_CPUS (default 1; 0 on a 1-CPU machine).
+# FUSE over io_uring: a peer named warpfs-uring* turns the kernel's
+#   enable_uring on for the run and puts it back at the end.
 # Output in --out (default bench/results/DATE-MODE, DATE the UTC day): MODE.json (machine, commit,
 #   settings, skips, every repetition), MODE.md (medians, min–max, ratios to
 #   gocryptfs and encfs), MODE-*.png; raw fio JSON and daemon logs in
@@ -146,11 +149,16 @@ fi
 NCPU=$(nproc)
 CLIENT_CPU="${CLIENT_CPU:-0}"
 if ((NCPU > 1)); then FS_CPUS="${FS_CPUS:-1}"; else FS_CPUS="${FS_CPUS:-0}"; fi
-if [[ -n ${BENCH_NO_PIN:-} ]]; then
-    PIN=() CPIN=() PINNING="none"
+# Each daemon starts in a session of its own (setsid), as one that
+# daemonizes or runs under systemd does: with autogroup scheduling a session
+# is a scheduling group, and a daemon in the benchmark's session would share
+# its client's (docs/decisions/0071-ring-readers-stay-on-their-cpu.md).
+if [[ -z ${BENCH_PIN:-} ]]; then
+    # shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
+    PIN=(setsid) CPIN=() PINNING="none"
 else
     # shellcheck disable=SC2034 # PIN is used by bench/peers/*.sh
-    PIN=(taskset -c "$FS_CPUS")
+    PIN=(setsid taskset -c "$FS_CPUS")
     CPIN=(taskset -c "$CLIENT_CPU")
     PINNING="taskset: clients on CPU $CLIENT_CPU, FS daemons on CPU(s) $FS_CPUS"
 fi
@@ -255,10 +263,12 @@ cleanup() {
     done
     wf_unmount "$WORK/src"
     rm -rf "$WORK" "$DISK"
+    wf_uring_restore
     exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+[[ ,$PEERS, != *,warpfs-uring* ]] || wf_uring_on
 
 # timed I CMD... — run CMD (pinned to the client CPU, under a timeout) against
 # instance I; sets WALL (s), CLIENT (CPU s of CMD and its children) and DAEMON
@@ -535,6 +545,7 @@ meta git_commit "$(git -C "$WF_REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 meta git_dirty "$([[ -n "$(git -C "$WF_REPO" status --porcelain 2>/dev/null)" ]] && echo true || echo false)"
 meta fio "$(fio --version)"
 meta pinning "$PINNING"
+meta daemon_session "a session of its own (setsid)"
 meta repetitions "$REPS"
 meta file_mib "$SIZE_MIB"
 meta runtime_cap_s "$RUNTIME"

@@ -1,7 +1,10 @@
 # bench/peers/warpfs-noxattr.sh — warpfs with `--no-xattr` (otherwise its
 # defaults): extended attributes off, so the kernel stops its
 # `security.capability` lookup, one FUSE round trip, before every write(2).
-# Beside warpfs, it shows what that round trip costs in the same run.
+# Beside warpfs, it shows what that round trip costs in the same run. Its
+# transport is the default (auto): FUSE over io_uring where the kernel's
+# enable_uring is on (bench/transport.sh turns it on); warpfs-dev-noxattr
+# is the same on /dev/fuse.
 # shellcheck shell=bash
 # shellcheck source=bench/peers/warpfs.sh
 . "$(dirname "${BASH_SOURCE[0]}")/warpfs.sh"
