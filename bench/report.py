@@ -257,13 +257,14 @@ def goals(cell, suite, backing, wls, ps):
         return []
     crypto = [q for q in CRYPTO_PEERS if q in ps]
     ring = "warpfs-uring" if "warpfs-uring" in ps and dev != "warpfs-uring" else None
+    # (title, numerator peer, denominator peers, goal, read rows only)
     cols = []
     if crypto:
-        cols.append(("%s / best of %s (>= %s)" % (dev, ", ".join(crypto), GOAL_LEAD), crypto, GOAL_LEAD, None))
+        cols.append(("%s / best of %s (>= %s)" % (dev, ", ".join(crypto), GOAL_LEAD), dev, crypto, GOAL_LEAD, False))
     if ring:
-        cols.append(("%s / %s (>= %s)" % (ring, dev, GOAL_RING), [dev], GOAL_RING, ring))
+        cols.append(("%s / %s (>= %s)" % (ring, dev, GOAL_RING), ring, [dev], GOAL_RING, False))
     if "bindfs" in ps:
-        cols.append(("%s / bindfs, reads (>= %s)" % (dev, GOAL_PASS), ["bindfs"], GOAL_PASS, "reads"))
+        cols.append(("%s / bindfs, reads (>= %s)" % (dev, GOAL_PASS), dev, ["bindfs"], GOAL_PASS, True))
     if not cols:
         return []
     out = ["", "Goals (ratios paired per repetition, their median; above 1 is better for the first peer "
@@ -274,10 +275,10 @@ def goals(cell, suite, backing, wls, ps):
     for w in wls:
         key = (suite, backing, w)
         unit = next((cell[key + (p,)]["unit"] for p in ps if key + (p,) in cell), "")
+        is_read = w.startswith("seqread") or w.startswith("randread") or w == "dd-read"
         cs = []
-        for i, (_, dens, goal, what) in enumerate(cols):
-            num = what if what not in (None, "reads") else dev
-            if what == "reads" and not (w.startswith("seqread") or w.startswith("randread") or w == "dd-read"):
+        for i, (_, num, dens, goal, reads_only) in enumerate(cols):
+            if reads_only and not is_read:
                 cs.append("–")
                 continue
             r = paired(cell, key, num, dens, unit == "s")

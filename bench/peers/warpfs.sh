@@ -47,3 +47,32 @@ warpfs_mount() {
     # shellcheck disable=SC2034 # read by bench/quick-fio.sh
     PEER_PID=$!
 }
+
+# warpfs_variant PEER ARG... — define PEER's peer functions: warpfs's
+# own, mounted with ARG... before WARPFS_MOUNT_ARGS, its version naming
+# them. A variant's file is then its header and this one line.
+declare -gA WARPFS_VARIANT_ARGS
+warpfs_variant() {
+    local f
+    f="$(fn "$1")"
+    shift
+    WARPFS_VARIANT_ARGS[$f]="$*"
+    eval "
+${f}_available() { warpfs_available; }
+${f}_version() { printf '%s, %s\n' \"\$(warpfs_version)\" \"\${WARPFS_VARIANT_ARGS[$f]}\"; }
+${f}_crypto() { true; }
+${f}_init() { warpfs_init \"\$@\"; }
+${f}_mount() { warpfs_mount_with \"\${WARPFS_VARIANT_ARGS[$f]}\" \"\$@\"; }"
+}
+
+# warpfs_mount_with ARGS VOL MNT PASSFILE LOG — warpfs_mount with ARGS (a
+# list of words) first.
+warpfs_mount_with() {
+    local args="$1"
+    shift
+    # shellcheck disable=SC2086 # ARGS and WARPFS_MOUNT_ARGS are lists of words
+    "${PIN[@]}" "$WARPFS_PEER_BIN" mount -f --passfile "$3" $args ${WARPFS_MOUNT_ARGS:-} \
+        --log-file "$4" "$1" "$2" >>"$4.out" 2>&1 &
+    # shellcheck disable=SC2034 # read by the harness
+    PEER_PID=$!
+}
