@@ -34,6 +34,8 @@ TR=/sys/kernel/tracing
 EV="$TR/events/fuse/fuse_request_send"
 [[ -d $EV ]] || wf_die "this kernel has no fuse:fuse_request_send tracepoint"
 wf_uring_on
+# Put it back if anything below dies before the full EXIT trap is set.
+trap wf_uring_restore EXIT
 load_peers "$PEERS" peer_missing_warn
 work_setup fuse-requests
 restore() {

@@ -90,6 +90,8 @@ export ENGINE_CPUS=none
 preflight "tmpfs mounts, drop_caches, enable_uring"
 FIO_PIN=(taskset -c "$FS_CPUS")
 wf_uring_on
+# Put it back if anything below dies before the full EXIT trap is set.
+trap wf_uring_restore EXIT
 load_peers "$PEERS" peer_missing_warn
 work_setup scaling
 restore_uring() {

@@ -70,6 +70,8 @@ CPIN=(taskset -c "$CLIENT_CPUS")
 wf_ensure python3-matplotlib || wf_warn "no python3-matplotlib: tables and JSON only, no plot"
 
 wf_uring_on
+# Put it back if anything below dies before the full EXIT trap is set.
+trap wf_uring_restore EXIT
 
 load_peers "$PEERS" peer_missing_warn
 
