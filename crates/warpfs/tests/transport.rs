@@ -2,7 +2,8 @@
 //!
 //! - `each_transport_serves_and_names_itself`: `--transport uring` serves
 //!   every request through the ring (the daemon counts them at unmount) and
-//!   `warpfs stats` and the mount log name it; `--transport dev` likewise.
+//!   `warpfs stats` and the mount log name it, with two threads on each
+//!   CPU's queue by default; `--transport dev` likewise.
 //! - `uring_with_the_parameter_off_fails_and_leaves_it_off`: with the
 //!   module parameter off, `auto` serves through /dev/fuse and says how to
 //!   turn it on; `--transport uring` fails, saying the same; neither
@@ -114,9 +115,27 @@ fn each_transport_serves_and_names_itself() {
             human.stdout.contains(&format!("transport: {name} ({why})")),
             "{t}: stats\n{human}"
         );
+        if t == "uring" {
+            // The default layout: two threads on each CPU's queue.
+            let pid = v.daemon_pids()[0];
+            let on_queue_0 = fs::read_dir(format!("/proc/{pid}/task"))
+                .unwrap()
+                .filter(|e| {
+                    let comm = fs::read_to_string(e.as_ref().unwrap().path().join("comm")).unwrap_or_default();
+                    comm.starts_with("warpfs-ring-0.")
+                })
+                .count();
+            assert_eq!(on_queue_0, 2, "ring threads on queue 0");
+        }
         v.unmount();
         let log = v.log();
         assert!(log.contains(line), "{t}: mount log\n{log}");
+        if t == "uring" {
+            assert!(
+                log.contains(" x 2 thread(s) x 2 entries"),
+                "the default ring layout\n{log}"
+            );
+        }
         let served = ring_requests(&log);
         if t == "uring" {
             let n = served.unwrap_or_else(|| panic!("no ring request count in the log\n{log}"));

@@ -8,7 +8,8 @@
 //!   `--uring-local-wake off` turns it off.
 //! - `large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back`:
 //!   after large writes or read-ahead a ring thread may leave its CPU
-//!   (never for the keystream workers'), and small reads bring it home.
+//!   (never for the keystream workers'), and small reads bring it home
+//!   (one thread per queue, so that the small read reaches it).
 
 use super::*;
 
@@ -256,9 +257,21 @@ fn large_transfers_let_ring_threads_roam_and_waited_answers_pin_them_back() {
     let mut v = Volume::init(Mode::Gcm);
     let data = Rng::for_test("roam").bytes(8 << 20);
     // With speculation on, keystream workers hold every CPU: nowhere to roam.
+    // One thread per queue, so that the small read sent on a CPU reaches
+    // the thread that left it (with two, the kernel may hand it to the
+    // other one, which stayed home).
     for (roam, spec) in [("on", "off"), ("off", "off"), ("on", "on")] {
         fs::write(&v.logfile, "").unwrap();
-        v.mount_with(&["--transport", "uring", "--uring-roam", roam, "--speculation", spec]);
+        v.mount_with(&[
+            "--transport",
+            "uring",
+            "--uring-threads",
+            "1",
+            "--uring-roam",
+            roam,
+            "--speculation",
+            spec,
+        ]);
         let moves = roam == "on" && spec == "off";
         let roam = if spec == "on" { "workers" } else { roam };
         let pid = v.daemon_pids()[0];

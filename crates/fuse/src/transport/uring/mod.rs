@@ -29,6 +29,11 @@ use warpfs_engine::placement;
 /// Ring entries per queue thread when not told otherwise (measured:
 /// docs/decisions/0007-fuse-over-io-uring.md).
 pub const DEFAULT_DEPTH: usize = 2;
+/// Queue threads per CPU when not told otherwise: two, so a queue that
+/// receives a file's writeback can encrypt one WRITE while its second
+/// thread takes the next (measured:
+/// docs/decisions/0113-two-threads-per-ring-queue.md).
+pub const DEFAULT_THREADS: usize = 2;
 /// Bytes of each entry's payload buffer: the largest request or reply the
 /// mount negotiates (`max_write` and `max_pages` of 1 MiB).
 pub const PAYLOAD: usize = 1 << 20;
@@ -56,7 +61,7 @@ impl Default for RingOptions {
     fn default() -> Self {
         Self {
             depth: DEFAULT_DEPTH,
-            threads: 1,
+            threads: DEFAULT_THREADS,
             local_wake: true,
             roam: true,
             enable_param: false,

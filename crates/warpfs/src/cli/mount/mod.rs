@@ -175,7 +175,7 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     uring_depth: Option<u16>,
     /// io_uring queue threads per CPU (a request that blocks holds up only
-    /// its thread) [default: 1].
+    /// its thread) [default: 2].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     uring_threads: Option<u16>,
     /// After answering a read of up to 32 KiB or any request a caller
