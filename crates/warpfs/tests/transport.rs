@@ -77,6 +77,20 @@ fn decrypted(v: &Volume) -> u64 {
     s.applies + s.direct
 }
 
+/// Each `warpfs-ring-Q.T` thread of daemon `pid`: its name and its
+/// /proc/PID/task/TID directory.
+fn ring_threads(pid: i32) -> Vec<(String, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = t.unwrap().path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.starts_with("warpfs-ring-") {
+            out.push((comm.trim().to_string(), dir));
+        }
+    }
+    out
+}
+
 /// The number in the log line "at unmount: N request(s) served through io_uring".
 fn ring_requests(log: &str) -> Option<u64> {
     log.lines()
@@ -117,13 +131,10 @@ fn each_transport_serves_and_names_itself() {
         );
         if t == "uring" {
             // The default layout: two threads on each CPU's queue.
-            let pid = v.daemon_pids()[0];
-            let on_queue_0 = fs::read_dir(format!("/proc/{pid}/task"))
-                .unwrap()
-                .filter(|e| {
-                    let comm = fs::read_to_string(e.as_ref().unwrap().path().join("comm")).unwrap_or_default();
-                    comm.starts_with("warpfs-ring-0.")
-                })
+            let threads = ring_threads(v.daemon_pids()[0]);
+            let on_queue_0 = threads
+                .iter()
+                .filter(|(name, _)| name.starts_with("warpfs-ring-0."))
                 .count();
             assert_eq!(on_queue_0, 2, "ring threads on queue 0");
         }

@@ -16,20 +16,15 @@ use super::*;
 /// The scheduling policy of each `warpfs-ring-*` thread of `pid` (field 41
 /// of /proc/PID/task/TID/stat).
 fn ring_policies(pid: i32) -> Vec<(String, u32)> {
-    let mut out = Vec::new();
-    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let dir = t.unwrap().path();
-        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if !comm.starts_with("warpfs-ring-") {
-            continue;
-        }
-        let stat = fs::read_to_string(dir.join("stat")).unwrap();
-        // The fields after the parenthesised name start at field 3.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let policy = rest.split(' ').nth(41 - 3).unwrap().parse().unwrap();
-        out.push((comm.trim().to_string(), policy));
-    }
-    out
+    ring_threads(pid)
+        .into_iter()
+        .map(|(name, dir)| {
+            let stat = fs::read_to_string(dir.join("stat")).unwrap();
+            // The fields after the parenthesised name start at field 3.
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            (name, rest.split(' ').nth(41 - 3).unwrap().parse().unwrap())
+        })
+        .collect()
 }
 
 /// The number in the log line "at unmount: N `what` committed with ...".
@@ -147,23 +142,20 @@ fn ring_queue(name: &str) -> usize {
 /// CPUs in `cpus` (a queue of a CPU the daemon may not use has a thread
 /// that cannot be pinned there, and no request of ours reaches it).
 fn ring_cpus(pid: i32, cpus: &[usize]) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
-        let dir = t.unwrap().path();
-        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if !comm.starts_with("warpfs-ring-") || !cpus.contains(&ring_queue(comm.trim())) {
-            continue;
-        }
-        let status = fs::read_to_string(dir.join("status")).unwrap();
-        let cpus = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .unwrap()
-            .trim()
-            .to_string();
-        out.push((comm.trim().to_string(), cpus));
-    }
-    out
+    ring_threads(pid)
+        .into_iter()
+        .filter(|(name, _)| cpus.contains(&ring_queue(name)))
+        .map(|(name, dir)| {
+            let status = fs::read_to_string(dir.join("status")).unwrap();
+            let allowed = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string();
+            (name, allowed)
+        })
+        .collect()
 }
 
 /// A ring thread "warpfs-ring-Q.T" pinned to its queue's CPU Q.
